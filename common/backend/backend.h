@@ -1,0 +1,162 @@
+// The backend interface: the operations the model graph (common/model) is
+// written in. The CPU backend runs them on host threads; the CUDA backend
+// enqueues kernels on one stream. Pointers to activations (`float*`) are
+// backend addresses: host memory for the CPU backend, device memory for CUDA.
+// The graph never dereferences them.
+//
+// Batches are ragged: tokens from several sequences, each token with its own
+// position; attention is causal within each sequence. Prefill, single-token
+// decode, the k+1-token verify and continuous batching are all the same call.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/gguf/ggml_types.h"
+#include "common/util/status.h"
+
+namespace specd {
+
+// A weight tensor resident in the backend. Matrices have ne0 = input features
+// (row length) and ne1 = output features (rows), as GGUF stores them.
+struct Weight {
+  std::string name;
+  GgmlType type = GgmlType::F32;
+  int64_t ne0 = 0;
+  int64_t ne1 = 1;
+  const void* data = nullptr;  // backend address
+  size_t nbytes = 0;
+  bool present() const { return data != nullptr; }
+};
+
+// Host-side description of a weight to load (points into the GGUF mapping).
+struct WeightSource {
+  std::string name;
+  GgmlType type;
+  int64_t ne0, ne1;
+  const void* host_data;
+  size_t nbytes;
+};
+
+// Geometry of the paged KV pool: per layer, n_blocks blocks, each holding
+// block_size positions of all KV heads. Element type F32, F16 or Q8_0.
+struct KvLayout {
+  int n_layers = 0;
+  int n_kv_heads = 0;
+  int head_dim = 0;
+  int block_size = 16;
+  int n_blocks = 0;
+  GgmlType type = GgmlType::F16;
+  // Bytes of one block of one layer for K (V is the same).
+  size_t BlockBytes() const;
+  size_t TotalBytes() const { return BlockBytes() * 2 * n_layers * static_cast<size_t>(n_blocks); }
+};
+
+// One sequence taking part in a batch.
+struct BatchSeq {
+  int32_t slot = 0;                 // KV slot id (stable for the sequence's life)
+  int32_t kv_len = 0;               // positions valid after this batch's writes
+  std::vector<int32_t> blocks;      // block table: logical block i -> pool block
+};
+
+// A ragged batch. tokens/pos/seq_index have one entry per token; seqs lists the
+// distinct sequences. out_rows selects the tokens whose logits are wanted, in
+// the order the logits come back.
+struct Batch {
+  std::vector<int32_t> tokens;
+  std::vector<int32_t> pos;
+  std::vector<int32_t> seq_index;   // index into seqs
+  std::vector<BatchSeq> seqs;
+  std::vector<int32_t> out_rows;
+  int n_tokens() const { return static_cast<int>(tokens.size()); }
+  int n_out() const { return static_cast<int>(out_rows.size()); }
+  int max_blocks() const;
+};
+
+enum class RopeStyle { kNormal = 0, kNeox = 2 };  // values as llama.cpp's rope types
+
+struct RopeParams {
+  RopeStyle style = RopeStyle::kNormal;
+  int n_dims = 0;          // rotated dims per head (<= head_dim)
+  float freq_base = 10000.0f;
+  float freq_scale = 1.0f; // 1 / linear scaling factor
+};
+
+struct AttentionParams {
+  int layer = 0;
+  int n_heads = 0;
+  int n_kv_heads = 0;
+  int head_dim = 0;
+  float scale = 1.0f;      // usually 1/sqrt(head_dim)
+};
+
+// Memory a backend has committed, for the ledger.
+struct BackendMemory {
+  size_t weights = 0;
+  size_t kv_pool = 0;
+  size_t activations = 0;
+  size_t other = 0;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string Name() const = 0;
+  // Free memory available for this backend (device memory for CUDA).
+  virtual size_t AvailableMemory() const = 0;
+
+  // ---- resources (at load time) ----
+  // Makes a weight resident. The CPU backend references the GGUF mapping
+  // (zero copy); the CUDA backend uploads it once.
+  virtual absl::StatusOr<Weight> LoadWeight(const WeightSource& src) = 0;
+  virtual absl::Status InitKv(const KvLayout& layout) = 0;
+  // Activation buffers, allocated once for the largest batch.
+  virtual absl::StatusOr<float*> AllocActivations(size_t n_floats) = 0;
+  virtual BackendMemory Memory() const = 0;
+
+  // ---- per batch ----
+  // Makes the batch's tokens, positions and block tables visible to the ops.
+  virtual absl::Status SetBatch(const Batch& batch) = 0;
+
+  // out[t, :] = emb[tokens[t], :]  (emb may be quantized)
+  virtual void Embed(const Weight& emb, float* out) = 0;
+  // out[r, :] = x[r, :] / rms(x[r, :]) * w   for r < rows (dim = w.ne0); out may be x.
+  virtual void RmsNorm(const float* x, const Weight& w, float eps, int rows, float* out) = 0;
+  // x += r; out = RmsNorm(x)   (fused residual add + norm)
+  virtual void AddRmsNorm(float* x, const float* r, const Weight& w, float eps, int rows, float* out) = 0;
+  // y[t, :] = W x[t, :] (+ bias)  for t < n;  W is ne1 x ne0, x is n x ne0.
+  virtual void MatMul(const Weight& w, const Weight* bias, const float* x, int n, float* y) = 0;
+  // In-place rotary embedding of x[t] (n_heads heads of head_dim) at pos[t].
+  virtual void Rope(float* x, int n_heads, int head_dim, const RopeParams& p) = 0;
+  // Writes k, v of every batch token into the KV pool at its (sequence, pos),
+  // then out[t] = softmax(q[t] K^T * scale, causal) V over the sequence's
+  // positions 0..pos[t]. q: n x n_heads*head_dim, k/v: n x n_kv_heads*head_dim.
+  virtual void Attention(const float* q, const float* k, const float* v, const AttentionParams& p,
+                         float* out) = 0;
+  // out = silu(gate) * up, n rows of `dim`.
+  virtual void SwiGLU(const float* gate, const float* up, int n, int dim, float* out) = 0;
+  // x += y over n floats.
+  virtual void Add(float* x, const float* y, int64_t n) = 0;
+  // out[i, :] = x[out_rows[i], :]  (the batch's out_rows), rows of `dim`.
+  virtual void GatherOutRows(const float* x, int dim, float* out) = 0;
+
+  // Copies n floats from a backend address to host memory; waits for all work.
+  virtual absl::Status ReadToHost(const float* src, float* host, size_t n) = 0;
+  // Waits for all queued work; reports any asynchronous (device) error.
+  virtual absl::Status Synchronize() = 0;
+};
+
+// Creates a backend by name: "cpu" or "cuda" (if built). threads applies to cpu.
+struct BackendOptions {
+  std::string name = "cpu";
+  int threads = 0;      // cpu: 0 = all cores
+  int device = 0;       // cuda: device ordinal
+  bool cuda_graphs = true;
+};
+absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const BackendOptions& opts);
+// Backends compiled into this build, e.g. {"cpu", "cuda"}.
+std::vector<std::string> AvailableBackends();
+
+}  // namespace specd

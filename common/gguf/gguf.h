@@ -1,0 +1,154 @@
+// GGUF v3 files: a validating, zero-copy (mmap) reader and a writer.
+//
+// The reader checks everything before anything is used: magic, version,
+// counts against the file size, every string and array length, metadata value
+// types, tensor types, dimensions (overflow), alignment, that every tensor's
+// data lies inside the file and that no two tensors overlap. Errors name the
+// file and what is wrong, e.g. "model.gguf: tensor 'blk.0.attn_q.weight' data
+// [offset 1024, 4096 bytes) runs past the end of the file (3000 bytes)".
+#pragma once
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "common/gguf/ggml_types.h"
+#include "common/util/status.h"
+
+namespace specd {
+
+constexpr uint32_t kGgufMagic = 0x46554747;  // "GGUF" little-endian
+constexpr uint32_t kGgufVersion = 3;
+constexpr uint32_t kGgufDefaultAlignment = 32;
+
+enum class GgufValueType : uint32_t {
+  UINT8 = 0, INT8 = 1, UINT16 = 2, INT16 = 3, UINT32 = 4, INT32 = 5, FLOAT32 = 6,
+  BOOL = 7, STRING = 8, ARRAY = 9, UINT64 = 10, INT64 = 11, FLOAT64 = 12,
+};
+std::string_view GgufValueTypeName(GgufValueType t);
+
+// A metadata value. Scalars are widened to the variant's types but keep their
+// declared GGUF type in `type`; arrays keep their element type in `elem_type`.
+struct GgufValue {
+  GgufValueType type = GgufValueType::UINT32;
+  GgufValueType elem_type = GgufValueType::UINT32;  // for ARRAY
+  std::variant<uint64_t, int64_t, double, bool, std::string> scalar;
+  // ARRAY payloads: exactly one is filled, by element type family.
+  std::vector<uint64_t> arr_uint;
+  std::vector<int64_t> arr_int;
+  std::vector<double> arr_float;
+  std::vector<std::string> arr_str;
+  std::vector<uint8_t> arr_bool;
+
+  size_t ArraySize() const;
+  // Human-readable, arrays abbreviated after `max_items`.
+  std::string ToString(size_t max_items = 8) const;
+
+  static GgufValue U32(uint32_t v);
+  static GgufValue I32(int32_t v);
+  static GgufValue U64(uint64_t v);
+  static GgufValue F32(float v);
+  static GgufValue Bool(bool v);
+  static GgufValue Str(std::string v);
+  static GgufValue StrArray(std::vector<std::string> v);
+  static GgufValue F32Array(std::vector<float> v);
+  static GgufValue I32Array(std::vector<int32_t> v);
+};
+
+struct GgufTensorInfo {
+  std::string name;
+  GgmlType type = GgmlType::F32;
+  std::vector<int64_t> ne;   // dims, ne[0] innermost (row length)
+  uint64_t offset = 0;       // relative to the data section
+  uint64_t nbytes = 0;
+  const uint8_t* data = nullptr;  // into the mapping (reader only)
+
+  int64_t nelements() const;
+  int64_t rows() const { return nelements() / (ne.empty() ? 1 : ne[0]); }
+};
+
+class GgufFile {
+ public:
+  // Maps and fully validates `path`.
+  static absl::StatusOr<std::unique_ptr<GgufFile>> Open(const std::string& path);
+  // Validates a buffer already in memory (the fuzzer and tests). The buffer
+  // must outlive the returned object; `name` is used in error messages.
+  static absl::StatusOr<std::unique_ptr<GgufFile>> FromBuffer(const uint8_t* data, size_t size,
+                                                              std::string name = "<buffer>");
+  ~GgufFile();
+  GgufFile(const GgufFile&) = delete;
+  GgufFile& operator=(const GgufFile&) = delete;
+
+  const std::string& path() const { return path_; }
+  uint32_t version() const { return version_; }
+  uint32_t alignment() const { return alignment_; }
+  size_t file_size() const { return size_; }
+  uint64_t data_offset() const { return data_offset_; }
+
+  // Metadata, in file order.
+  const std::vector<std::pair<std::string, GgufValue>>& metadata() const { return kv_; }
+  const GgufValue* Find(std::string_view key) const;
+  bool Has(std::string_view key) const { return Find(key) != nullptr; }
+
+  // Typed getters: an error names the file and key when it is missing or has
+  // an incompatible type (any integer type converts to another if in range).
+  absl::StatusOr<uint64_t> GetUInt(std::string_view key) const;
+  absl::StatusOr<int64_t> GetInt(std::string_view key) const;
+  absl::StatusOr<double> GetFloat(std::string_view key) const;
+  absl::StatusOr<bool> GetBool(std::string_view key) const;
+  absl::StatusOr<std::string> GetString(std::string_view key) const;
+  absl::StatusOr<const GgufValue*> GetArray(std::string_view key, GgufValueType elem_type) const;
+  // With defaults when absent (still an error when present with a bad type).
+  absl::StatusOr<uint64_t> GetUIntOr(std::string_view key, uint64_t def) const;
+  absl::StatusOr<double> GetFloatOr(std::string_view key, double def) const;
+  absl::StatusOr<std::string> GetStringOr(std::string_view key, std::string def) const;
+
+  const std::vector<GgufTensorInfo>& tensors() const { return tensors_; }
+  const GgufTensorInfo* FindTensor(std::string_view name) const;
+
+ private:
+  GgufFile() = default;
+  absl::Status Parse();
+
+  std::string path_;
+  const uint8_t* base_ = nullptr;
+  size_t size_ = 0;
+  void* map_ = nullptr;  // owned mapping (Open) or null (FromBuffer)
+  uint32_t version_ = 0;
+  uint32_t alignment_ = kGgufDefaultAlignment;
+  uint64_t data_offset_ = 0;
+  std::vector<std::pair<std::string, GgufValue>> kv_;
+  std::map<std::string, size_t, std::less<>> kv_index_;
+  std::vector<GgufTensorInfo> tensors_;
+  std::map<std::string, size_t, std::less<>> tensor_index_;
+};
+
+// Builds a GGUF v3 file: metadata in insertion order, tensors laid out in
+// insertion order at the configured alignment. Data is copied in.
+class GgufWriter {
+ public:
+  void SetAlignment(uint32_t a);  // also written as general.alignment when != 32
+  void Set(const std::string& key, GgufValue v);  // replaces an existing key
+  // `ne` innermost first; `data` holds exactly RowBytes(type, ne[0]) * rows bytes.
+  absl::Status AddTensor(const std::string& name, GgmlType type, std::vector<int64_t> ne,
+                         const void* data, size_t nbytes);
+  absl::Status AddTensorF32(const std::string& name, std::vector<int64_t> ne, const float* data);
+  absl::StatusOr<std::vector<uint8_t>> Serialize() const;
+  absl::Status WriteFile(const std::string& path) const;  // atomic: temp file + rename
+
+ private:
+  uint32_t alignment_ = kGgufDefaultAlignment;
+  std::vector<std::pair<std::string, GgufValue>> kv_;
+  struct T {
+    std::string name;
+    GgmlType type;
+    std::vector<int64_t> ne;
+    std::vector<uint8_t> data;
+  };
+  std::vector<T> tensors_;
+};
+
+}  // namespace specd
