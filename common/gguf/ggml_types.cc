@@ -63,7 +63,7 @@ const GgmlTypeTraits& TypeTraits(GgmlType type) {
 std::string_view TypeName(GgmlType t) { return TypeTraits(t).name; }
 
 std::optional<GgmlType> TypeFromName(std::string_view name) {
-  const std::string up = absl::AsciiStrToUpper(name);
+  const std::string up = absl::AsciiStrToUpper(std::string(name));
   for (const auto& t : kTraits) {
     if (up == t.name) return t.type;
   }

@@ -1,0 +1,314 @@
+#include "common/backend/cpu/cpu_backend.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <string>
+
+#include "common/quant/quant.h"
+#include "common/util/fp16.h"
+
+namespace specd {
+namespace {
+
+// Row blocking for MatMul: a block of weight rows is applied to a tile of
+// tokens so that both stay in cache during a prefill.
+constexpr int64_t kRowBlock = 16;
+constexpr int64_t kTokenTile = 32;
+
+inline float RowRms(const float* x, int dim, float eps) {
+  double ss = 0;
+  for (int i = 0; i < dim; ++i) ss += static_cast<double>(x[i]) * x[i];
+  return static_cast<float>(1.0 / std::sqrt(ss / dim + static_cast<double>(eps)));
+}
+
+// Dequantizes one KV row (F32, F16 or Q8_0) into floats.
+inline void LoadKvRow(GgmlType type, const uint8_t* src, float* dst, int n) {
+  if (type == GgmlType::F32) {
+    std::memcpy(dst, src, sizeof(float) * n);
+  } else {
+    DequantizeRow(type, src, dst, n);
+  }
+}
+
+}  // namespace
+
+CpuBackend::CpuBackend(int threads) : pool_(threads) {}
+CpuBackend::~CpuBackend() = default;
+
+size_t CpuBackend::AvailableMemory() const {
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  size_t kb = 0;
+  std::string unit;
+  while (in >> key >> kb >> unit) {
+    if (key == "MemAvailable:") return kb * 1024;
+  }
+  return 0;
+}
+
+absl::StatusOr<Weight> CpuBackend::LoadWeight(const WeightSource& src) {
+  Weight w;
+  w.name = src.name;
+  w.type = src.type;
+  w.ne0 = src.ne0;
+  w.ne1 = src.ne1;
+  w.data = src.host_data;
+  w.nbytes = src.nbytes;
+  mem_.weights += src.nbytes;
+  return w;
+}
+
+absl::Status CpuBackend::InitKv(const KvLayout& layout) {
+  if (layout.type != GgmlType::F32 && layout.type != GgmlType::F16 && layout.type != GgmlType::Q8_0)
+    return absl::InvalidArgumentError(
+        absl::StrCat("KV cache type ", TypeName(layout.type), " is not supported (f32, f16, q8_0)"));
+  if (layout.head_dim % TypeTraits(layout.type).block_size != 0)
+    return absl::InvalidArgumentError(absl::StrCat("head dimension ", layout.head_dim, " is not a multiple of ",
+                                                   TypeName(layout.type), "'s block size"));
+  kv_ = layout;
+  kv_row_bytes_ = RowBytes(layout.type, layout.head_dim);
+  const size_t bytes = layout.BlockBytes() * layout.n_blocks;
+  k_pool_.clear();
+  v_pool_.clear();
+  for (int l = 0; l < layout.n_layers; ++l) {
+    k_pool_.emplace_back(new (std::nothrow) uint8_t[bytes]());
+    v_pool_.emplace_back(new (std::nothrow) uint8_t[bytes]());
+    if (!k_pool_.back() || !v_pool_.back())
+      return absl::ResourceExhaustedError(absl::StrCat("cannot allocate the KV pool (", bytes * 2 * layout.n_layers,
+                                                       " bytes)"));
+  }
+  mem_.kv_pool = layout.TotalBytes();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<float*> CpuBackend::AllocActivations(size_t n_floats) {
+  std::unique_ptr<float[]> buf(new (std::nothrow) float[n_floats]());
+  if (!buf) return absl::ResourceExhaustedError(absl::StrCat("cannot allocate ", n_floats * 4, " bytes of activations"));
+  float* p = buf.get();
+  activations_.push_back(std::move(buf));
+  mem_.activations += n_floats * sizeof(float);
+  return p;
+}
+
+absl::Status CpuBackend::SetBatch(const Batch& batch) {
+  const int bs = kv_.block_size;
+  for (int t = 0; t < batch.n_tokens(); ++t) {
+    const int si = batch.seq_index[t];
+    if (si < 0 || si >= static_cast<int>(batch.seqs.size()))
+      return absl::InvalidArgumentError("batch token refers to a missing sequence");
+    const BatchSeq& s = batch.seqs[si];
+    const int pos = batch.pos[t];
+    if (pos < 0 || pos >= s.kv_len || pos / bs >= static_cast<int>(s.blocks.size()))
+      return absl::InvalidArgumentError(absl::StrCat("position ", pos, " outside the blocks of sequence ", s.slot));
+  }
+  for (const auto& s : batch.seqs) {
+    for (int32_t b : s.blocks) {
+      if (b < 0 || b >= kv_.n_blocks) return absl::InvalidArgumentError(absl::StrCat("bad KV block id ", b));
+    }
+  }
+  for (int32_t r : batch.out_rows) {
+    if (r < 0 || r >= batch.n_tokens()) return absl::InvalidArgumentError("bad output row");
+  }
+  batch_ = &batch;
+  return absl::OkStatus();
+}
+
+void CpuBackend::Embed(const Weight& emb, float* out) {
+  const Batch& b = *batch_;
+  const size_t row_bytes = RowBytes(emb.type, emb.ne0);
+  const auto* base = static_cast<const uint8_t*>(emb.data);
+  pool_.ParallelFor(b.n_tokens(), [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      DequantizeRow(emb.type, base + static_cast<size_t>(b.tokens[t]) * row_bytes, out + t * emb.ne0, emb.ne0);
+    }
+  });
+}
+
+void CpuBackend::RmsNorm(const float* x, const Weight& w, float eps, int rows, float* out) {
+  const int dim = static_cast<int>(w.ne0);
+  const float* g = static_cast<const float*>(w.data);
+  pool_.ParallelFor(rows, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const float* xr = x + r * dim;
+      float* o = out + r * dim;
+      const float s = RowRms(xr, dim, eps);
+      for (int i = 0; i < dim; ++i) o[i] = xr[i] * s * g[i];
+    }
+  }, 4);
+}
+
+void CpuBackend::AddRmsNorm(float* x, const float* r, const Weight& w, float eps, int rows, float* out) {
+  const int dim = static_cast<int>(w.ne0);
+  const float* g = static_cast<const float*>(w.data);
+  pool_.ParallelFor(rows, [&](int64_t r0, int64_t r1) {
+    for (int64_t row = r0; row < r1; ++row) {
+      float* xr = x + row * dim;
+      const float* rr = r + row * dim;
+      for (int i = 0; i < dim; ++i) xr[i] += rr[i];
+      float* o = out + row * dim;
+      const float s = RowRms(xr, dim, eps);
+      for (int i = 0; i < dim; ++i) o[i] = xr[i] * s * g[i];
+    }
+  }, 4);
+}
+
+void CpuBackend::MatMul(const Weight& w, const Weight* bias, const float* x, int n, float* y) {
+  const int64_t in = w.ne0, out_dim = w.ne1;
+  const size_t row_bytes = RowBytes(w.type, in);
+  const float* b = bias ? static_cast<const float*>(bias->data) : nullptr;
+  pool_.ParallelFor(out_dim, [&](int64_t r0, int64_t r1) {
+    for (int64_t rb = r0; rb < r1; rb += kRowBlock) {
+      const int64_t re = std::min(r1, rb + kRowBlock);
+      for (int64_t t0 = 0; t0 < n; t0 += kTokenTile) {
+        const int64_t nt = std::min<int64_t>(kTokenTile, n - t0);
+        DotRowsBatched(w.type, w.data, row_bytes, in, rb, re, x + t0 * in, in, nt, y + t0 * out_dim, out_dim);
+      }
+    }
+    if (b) {
+      for (int64_t t = 0; t < n; ++t) {
+        for (int64_t r = r0; r < r1; ++r) y[t * out_dim + r] += b[r];
+      }
+    }
+  }, kRowBlock);
+}
+
+void CpuBackend::Rope(float* x, int n_heads, int head_dim, const RopeParams& p) {
+  const Batch& b = *batch_;
+  const int half = p.n_dims / 2;
+  std::vector<double> inv_freq(half);
+  for (int i = 0; i < half; ++i)
+    inv_freq[i] = std::pow(static_cast<double>(p.freq_base), -2.0 * i / p.n_dims) * p.freq_scale;
+  pool_.ParallelFor(b.n_tokens(), [&](int64_t t0, int64_t t1) {
+    std::vector<float> cs(half), sn(half);
+    for (int64_t t = t0; t < t1; ++t) {
+      const double pos = b.pos[t];
+      for (int i = 0; i < half; ++i) {
+        const double a = pos * inv_freq[i];
+        cs[i] = static_cast<float>(std::cos(a));
+        sn[i] = static_cast<float>(std::sin(a));
+      }
+      for (int h = 0; h < n_heads; ++h) {
+        float* v = x + (t * n_heads + h) * static_cast<int64_t>(head_dim);
+        for (int i = 0; i < half; ++i) {
+          // Normal (llama): rotate adjacent pairs; NeoX (qwen): rotate halves.
+          const int i0 = p.style == RopeStyle::kNeox ? i : 2 * i;
+          const int i1 = p.style == RopeStyle::kNeox ? i + half : 2 * i + 1;
+          const float a = v[i0], c = v[i1];
+          v[i0] = a * cs[i] - c * sn[i];
+          v[i1] = a * sn[i] + c * cs[i];
+        }
+      }
+    }
+  });
+}
+
+uint8_t* CpuBackend::KvRow(int layer, bool is_v, const BatchSeq& s, int pos, int kv_head) const {
+  const int bs = kv_.block_size;
+  uint8_t* base = (is_v ? v_pool_ : k_pool_)[layer].get();
+  const size_t block = static_cast<size_t>(s.blocks[pos / bs]);
+  return base + block * kv_.BlockBytes() + (static_cast<size_t>(kv_head) * bs + pos % bs) * kv_row_bytes_;
+}
+
+void CpuBackend::Attention(const float* q, const float* k, const float* v, const AttentionParams& p, float* out) {
+  const Batch& b = *batch_;
+  const int n = b.n_tokens();
+  const int hd = p.head_dim;
+  const int kvd = p.n_kv_heads * hd;
+  const int group = p.n_heads / p.n_kv_heads;
+  // 1. Store this batch's keys and values at their (sequence, position).
+  pool_.ParallelFor(n, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      const BatchSeq& s = b.seqs[b.seq_index[t]];
+      for (int h = 0; h < p.n_kv_heads; ++h) {
+        const float* kr = k + t * kvd + h * hd;
+        const float* vr = v + t * kvd + h * hd;
+        uint8_t* kd = KvRow(p.layer, false, s, b.pos[t], h);
+        uint8_t* vd = KvRow(p.layer, true, s, b.pos[t], h);
+        if (kv_.type == GgmlType::F32) {
+          std::memcpy(kd, kr, sizeof(float) * hd);
+          std::memcpy(vd, vr, sizeof(float) * hd);
+        } else {
+          (void)QuantizeRow(kv_.type, kr, kd, hd);
+          (void)QuantizeRow(kv_.type, vr, vd, hd);
+        }
+      }
+    }
+  });
+  // 2. Causal attention per (token, kv head), all query heads of the group at
+  // once so each key/value row is decoded once for the group.
+  pool_.ParallelFor(static_cast<int64_t>(n) * p.n_kv_heads, [&](int64_t w0, int64_t w1) {
+    std::vector<float> krow(hd), vrow(hd), acc(static_cast<size_t>(group) * hd);
+    std::vector<float> scores;
+    for (int64_t w = w0; w < w1; ++w) {
+      const int t = static_cast<int>(w / p.n_kv_heads);
+      const int kvh = static_cast<int>(w % p.n_kv_heads);
+      const BatchSeq& s = b.seqs[b.seq_index[t]];
+      const int len = b.pos[t] + 1;
+      scores.assign(static_cast<size_t>(group) * len, 0.0f);
+      for (int j = 0; j < len; ++j) {
+        LoadKvRow(kv_.type, KvRow(p.layer, false, s, j, kvh), krow.data(), hd);
+        for (int g = 0; g < group; ++g) {
+          const float* qh = q + (static_cast<int64_t>(t) * p.n_heads + kvh * group + g) * hd;
+          float dot = 0;
+          for (int i = 0; i < hd; ++i) dot += qh[i] * krow[i];
+          scores[static_cast<size_t>(g) * len + j] = dot * p.scale;
+        }
+      }
+      for (int g = 0; g < group; ++g) {
+        float* sc = scores.data() + static_cast<size_t>(g) * len;
+        float mx = -INFINITY;
+        for (int j = 0; j < len; ++j) mx = std::max(mx, sc[j]);
+        double sum = 0;
+        for (int j = 0; j < len; ++j) {
+          sc[j] = std::exp(sc[j] - mx);
+          sum += sc[j];
+        }
+        const float inv = static_cast<float>(1.0 / sum);
+        for (int j = 0; j < len; ++j) sc[j] *= inv;
+      }
+      std::fill(acc.begin(), acc.end(), 0.0f);
+      for (int j = 0; j < len; ++j) {
+        LoadKvRow(kv_.type, KvRow(p.layer, true, s, j, kvh), vrow.data(), hd);
+        for (int g = 0; g < group; ++g) {
+          const float wj = scores[static_cast<size_t>(g) * len + j];
+          float* a = acc.data() + static_cast<size_t>(g) * hd;
+          for (int i = 0; i < hd; ++i) a[i] += wj * vrow[i];
+        }
+      }
+      for (int g = 0; g < group; ++g) {
+        float* o = out + (static_cast<int64_t>(t) * p.n_heads + kvh * group + g) * hd;
+        std::memcpy(o, acc.data() + static_cast<size_t>(g) * hd, sizeof(float) * hd);
+      }
+    }
+  });
+}
+
+void CpuBackend::SwiGLU(const float* gate, const float* up, int n, int dim, float* out) {
+  const int64_t total = static_cast<int64_t>(n) * dim;
+  pool_.ParallelFor(total, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      const float g = gate[i];
+      out[i] = g / (1.0f + std::exp(-g)) * up[i];
+    }
+  }, 1024);
+}
+
+void CpuBackend::Add(float* x, const float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) x[i] += y[i];
+}
+
+void CpuBackend::GatherOutRows(const float* x, int dim, float* out) {
+  const Batch& b = *batch_;
+  for (int i = 0; i < b.n_out(); ++i) {
+    std::memmove(out + static_cast<size_t>(i) * dim, x + static_cast<size_t>(b.out_rows[i]) * dim, sizeof(float) * dim);
+  }
+}
+
+absl::Status CpuBackend::ReadToHost(const float* src, float* host, size_t n) {
+  if (src != host) std::memcpy(host, src, n * sizeof(float));
+  return absl::OkStatus();
+}
+
+}  // namespace specd

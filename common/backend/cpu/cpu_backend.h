@@ -1,0 +1,55 @@
+// The CPU backend: multithreaded kernels on host memory. Weights are used in
+// place from the GGUF mapping (zero copy) and multiplied in their quantized
+// form. Every kernel computes a token's result independently of the other
+// tokens in the batch, in a fixed order, so batched verification reproduces
+// single-token decoding bit for bit.
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "common/backend/backend.h"
+#include "common/util/thread_pool.h"
+
+namespace specd {
+
+class CpuBackend : public Backend {
+ public:
+  explicit CpuBackend(int threads);
+  ~CpuBackend() override;
+
+  std::string Name() const override { return "cpu"; }
+  size_t AvailableMemory() const override;
+  absl::StatusOr<Weight> LoadWeight(const WeightSource& src) override;
+  absl::Status InitKv(const KvLayout& layout) override;
+  absl::StatusOr<float*> AllocActivations(size_t n_floats) override;
+  BackendMemory Memory() const override { return mem_; }
+
+  absl::Status SetBatch(const Batch& batch) override;
+  void Embed(const Weight& emb, float* out) override;
+  void RmsNorm(const float* x, const Weight& w, float eps, int rows, float* out) override;
+  void AddRmsNorm(float* x, const float* r, const Weight& w, float eps, int rows, float* out) override;
+  void MatMul(const Weight& w, const Weight* bias, const float* x, int n, float* y) override;
+  void Rope(float* x, int n_heads, int head_dim, const RopeParams& p) override;
+  void Attention(const float* q, const float* k, const float* v, const AttentionParams& p, float* out) override;
+  void SwiGLU(const float* gate, const float* up, int n, int dim, float* out) override;
+  void Add(float* x, const float* y, int64_t n) override;
+  void GatherOutRows(const float* x, int dim, float* out) override;
+  absl::Status ReadToHost(const float* src, float* host, size_t n) override;
+  absl::Status Synchronize() override { return absl::OkStatus(); }
+
+  int threads() const { return pool_.size(); }
+
+ private:
+  // Address of the K (or V) row of one KV head at one position of a sequence.
+  uint8_t* KvRow(int layer, bool is_v, const BatchSeq& s, int pos, int kv_head) const;
+
+  ThreadPool pool_;
+  const Batch* batch_ = nullptr;  // set by SetBatch; valid during the forward pass
+  KvLayout kv_;
+  size_t kv_row_bytes_ = 0;
+  std::vector<std::unique_ptr<uint8_t[]>> k_pool_, v_pool_;  // per layer
+  std::vector<std::unique_ptr<float[]>> activations_;
+  BackendMemory mem_;
+};
+
+}  // namespace specd

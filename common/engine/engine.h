@@ -1,0 +1,110 @@
+// An Engine is one resident model: the GGUF mapping, its tokenizer, a backend
+// holding the weights, and a paged KV pool shared by up to max_seqs sequences.
+// It runs batches of tokens for several sequences in one forward pass
+// (chunked when larger than max_batch_tokens) and keeps each sequence's KV
+// length. Workers and the in-process generator are built on it.
+//
+// Memory is planned before anything is loaded: weights + KV pool +
+// activations + exchange buffers against the budget; if the plan does not
+// fit, Create refuses with the ledger in the error. Nothing is ever offloaded.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/backend/backend.h"
+#include "common/gguf/gguf.h"
+#include "common/kv/block_manager.h"
+#include "common/model/model.h"
+#include "common/tokenizer/tokenizer.h"
+#include "common/util/config.h"
+#include "common/util/status.h"
+
+namespace specd {
+
+struct EngineOptions {
+  std::string model_path;
+  BackendOptions backend;
+  int max_seqs = 8;             // concurrent sequences (KV slots)
+  int max_seq_len = 4096;       // positions per sequence, draft lookahead included
+  int max_batch_tokens = 256;   // tokens per forward pass (prefill chunk)
+  int max_out_rows = 64;        // logits rows per forward pass
+  GgmlType kv_type = GgmlType::F16;
+  int kv_block_size = 16;
+  int64_t kv_blocks = 0;        // 0: enough for max_seqs sequences of max_seq_len
+  int64_t memory_budget = -1;   // bytes; -1: the backend's available memory
+  int64_t exchange_bytes = 0;   // exchange buffers the worker allocates (ledger only)
+
+  // Declares the options shared by every process that hosts a model.
+  static void AddFlags(Config* cfg, const std::string& prefix = "");
+  static absl::StatusOr<EngineOptions> FromConfig(const Config& cfg, const std::string& prefix = "");
+};
+
+struct MemoryLedger {
+  std::string device;
+  size_t weights = 0, kv_pool = 0, activations = 0, exchange = 0;
+  int64_t budget = -1;  // -1: unbounded
+  size_t total() const { return weights + kv_pool + activations + exchange; }
+  bool fits() const { return budget < 0 || total() <= static_cast<size_t>(budget); }
+  std::string ToString() const;  // multi-line table
+};
+
+class Engine {
+ public:
+  static absl::StatusOr<std::unique_ptr<Engine>> Create(const EngineOptions& opts);
+  // The ledger Create would produce for `file`, without loading anything.
+  static absl::StatusOr<MemoryLedger> Plan(const GgufFile& file, const EngineOptions& opts, int64_t device_free);
+  ~Engine();
+
+  const EngineOptions& options() const { return opts_; }
+  const ModelConfig& config() const { return model_->config(); }
+  const Tokenizer& tokenizer() const { return *tok_; }
+  const GgufFile& file() const { return *file_; }
+  Backend* backend() const { return backend_.get(); }
+  const MemoryLedger& ledger() const { return ledger_; }
+  const KvBlockManager& kv() const { return kv_; }
+  int vocab_size() const { return model_->config().vocab_size; }
+
+  // ---- sequences ----
+  absl::Status NewSequence(int32_t id);
+  void Release(int32_t id);
+  absl::Status Truncate(int32_t id, int64_t len);
+  int64_t Length(int32_t id) const { return kv_.Length(id); }  // -1 if absent
+  bool Exists(int32_t id) const { return kv_.Exists(id); }
+  int active_sequences() const { return static_cast<int>(kv_.Sequences().size()); }
+
+  // Tokens to append to one sequence's KV; logits are returned for the last
+  // n_logits of them.
+  struct Feed {
+    int32_t seq = 0;
+    std::vector<int32_t> tokens;
+    int n_logits = 1;
+  };
+  // Runs all feeds (as few forward passes as the batch limits allow) and
+  // appends the logits rows to `logits` in feed order (sum of n_logits rows of
+  // vocab floats). On error every sequence keeps its previous length.
+  absl::Status Run(const std::vector<Feed>& feeds, std::vector<float>* logits);
+
+  // Counters since start.
+  struct Counters {
+    int64_t forwards = 0, tokens = 0;
+    double forward_seconds = 0;
+  };
+  const Counters& counters() const { return counters_; }
+
+ private:
+  Engine() = default;
+  EngineOptions opts_;
+  std::unique_ptr<GgufFile> file_;
+  std::unique_ptr<Tokenizer> tok_;
+  std::unique_ptr<Backend> backend_;
+  std::unique_ptr<Model> model_;
+  KvBlockManager kv_{0, 16};
+  MemoryLedger ledger_;
+  Counters counters_;
+};
+
+// Parses "f32", "f16", "q8_0" (case-insensitive).
+absl::StatusOr<GgmlType> ParseKvType(const std::string& s);
+
+}  // namespace specd

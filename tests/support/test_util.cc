@@ -1,0 +1,84 @@
+#include "tests/support/test_util.h"
+
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+
+namespace specd::testing {
+
+TempDir::TempDir() {
+  const char* base = std::getenv("TMPDIR");
+  std::string tmpl = std::string(base && *base ? base : "/tmp") + "/specd-test-XXXXXX";
+  std::vector<char> buf(tmpl.begin(), tmpl.end());
+  buf.push_back('\0');
+  const char* p = mkdtemp(buf.data());
+  path_ = p ? p : "/tmp";
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  if (path_ != "/tmp") std::filesystem::remove_all(path_, ec);
+}
+
+std::string PythonPath() {
+  const char* env = std::getenv("SPECD_PYTHON");
+  if (env && *env) return env;
+  return SPECD_PYTHON;
+}
+
+std::string ShellQuote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) {
+    if (c == '\'') out += "'\\''";
+    else out += c;
+  }
+  return out + "'";
+}
+
+int RunCommand(const std::string& cmd, std::string* out) {
+  FILE* f = popen(cmd.c_str(), "r");
+  if (!f) return -1;
+  std::array<char, 4096> buf;
+  size_t n;
+  if (out) out->clear();
+  while ((n = fread(buf.data(), 1, buf.size(), f)) > 0) {
+    if (out) out->append(buf.data(), n);
+  }
+  const int st = pclose(f);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+std::string PythonMissing(const std::string& modules) {
+  const std::string py = PythonPath();
+  if (py.empty()) return "no reference python configured (SPECD_PYTHON is empty)";
+  if (access(py.c_str(), X_OK) != 0) return "reference python '" + py + "' is not executable";
+  std::string out;
+  const int rc = RunCommand(ShellQuote(py) + " -c " + ShellQuote("import " + modules) + " 2>&1", &out);
+  if (rc != 0) return "'" + py + "' cannot import " + modules + ": " + out;
+  return "";
+}
+
+std::string SourcePath(const std::string& rel) {
+  const char* env = std::getenv("SPECD_SOURCE_DIR");
+  return std::string(env && *env ? env : SPECD_SOURCE_DIR) + "/" + rel;
+}
+
+std::string BinaryPath(const std::string& rel) {
+  const char* env = std::getenv("SPECD_BINARY_DIR");
+  return std::string(env && *env ? env : SPECD_BINARY_DIR) + "/" + rel;
+}
+
+std::string SharedModelsDir() {
+  const char* env = std::getenv("SPECD_SHARED_MODELS");
+  std::string dir = env && *env ? env : SourcePath("../shared/models");
+  struct stat st;
+  if (stat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) return dir;
+  return "";
+}
+
+}  // namespace specd::testing

