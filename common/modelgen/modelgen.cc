@@ -1,0 +1,298 @@
+#include "common/modelgen/modelgen.h"
+
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <sstream>
+
+#include "common/gguf/gguf.h"
+#include "common/quant/quant.h"
+#include "common/sampler/rng.h"
+#include "common/tokenizer/vocab_builder.h"
+
+namespace specd {
+
+int64_t ModelShape::ParamCount() const {
+  const int64_t d = d_model, hd = HeadDim(), q = int64_t{n_heads} * hd, kv = int64_t{n_kv_heads} * hd;
+  const int64_t per_layer = d * q + 2 * d * kv + q * d + 3 * d * ffn_dim + 2 * d;
+  return per_layer * n_layers + int64_t{vocab_size} * d * (tied_output ? 1 : 2) + d;
+}
+
+absl::Status ModelShape::Validate() const {
+  if (arch != "llama" && arch != "qwen2" && arch != "qwen3")
+    return absl::InvalidArgumentError(absl::StrCat("unknown arch '", arch, "' (llama, qwen2, qwen3)"));
+  if (n_layers < 1 || d_model < 1 || n_heads < 1 || n_kv_heads < 1 || ffn_dim < 1 || vocab_size < 1 || ctx < 1)
+    return absl::InvalidArgumentError("model dimensions must be positive");
+  if (n_heads % n_kv_heads != 0) return absl::InvalidArgumentError("n_heads must be a multiple of n_kv_heads");
+  if (head_dim == 0 && d_model % n_heads != 0)
+    return absl::InvalidArgumentError("d_model must be a multiple of n_heads (or give head_dim)");
+  if (HeadDim() % 2 != 0) return absl::InvalidArgumentError("head dimension must be even");
+  return absl::OkStatus();
+}
+
+std::string ModelShape::Describe() const {
+  std::ostringstream os;
+  os << arch << " layers=" << n_layers << " d=" << d_model << " heads=" << n_heads << "/" << n_kv_heads
+     << " head_dim=" << HeadDim() << " ffn=" << ffn_dim << " vocab=" << vocab_size << " ctx=" << ctx
+     << " params=" << ParamCount();
+  return os.str();
+}
+
+namespace {
+struct Preset {
+  const char* name;
+  const char* what;
+  ModelShape shape;
+};
+ModelShape S(const char* arch, int layers, int d, int h, int kvh, int hd, int ffn, int vocab, int ctx, bool tied,
+             float base = 10000.0f) {
+  ModelShape s;
+  s.arch = arch;
+  s.n_layers = layers;
+  s.d_model = d;
+  s.n_heads = h;
+  s.n_kv_heads = kvh;
+  s.head_dim = hd;
+  s.ffn_dim = ffn;
+  s.vocab_size = vocab;
+  s.ctx = ctx;
+  s.tied_output = tied;
+  s.rope_base = base;
+  return s;
+}
+const Preset kPresets[] = {
+    {"tiny", "2-layer llama test model", S("llama", 2, 64, 4, 2, 0, 128, 512, 2048, false)},
+    {"tiny-qwen2", "2-layer qwen2 test model (qkv biases)", S("qwen2", 2, 64, 4, 2, 0, 128, 512, 2048, false, 1e6f)},
+    {"tiny-qwen3", "2-layer qwen3 test model (q/k norms)", S("qwen3", 2, 64, 4, 2, 32, 128, 512, 2048, true, 1e6f)},
+    {"small", "4-layer llama demo model", S("llama", 4, 256, 8, 4, 0, 768, 2048, 4096, false)},
+    {"100m", "~100M-parameter llama (CPU benchmarks)", S("llama", 12, 768, 12, 4, 0, 2048, 8192, 4096, false)},
+    {"qwen3-32b", "32B-class target (Qwen3-32B shape)", S("qwen3", 64, 5120, 64, 8, 128, 25600, 151936, 40960, false, 1e6f)},
+    {"qwen3-27b", "27B-class target (Qwen3-32B widths, 54 layers)", S("qwen3", 54, 5120, 64, 8, 128, 25600, 151936, 40960, false, 1e6f)},
+    {"qwen3-0.6b", "0.6B-class draft (Qwen3-0.6B shape)", S("qwen3", 28, 1024, 16, 8, 128, 3072, 151936, 40960, true, 1e6f)},
+    {"qwen3-1.7b", "1.7B-class draft (Qwen3-1.7B shape)", S("qwen3", 28, 2048, 16, 8, 128, 6144, 151936, 40960, true, 1e6f)},
+    {"qwen2.5-3b", "3B-class draft (Qwen2.5-3B shape)", S("qwen2", 36, 2048, 16, 2, 128, 11008, 151936, 32768, true, 1e6f)},
+    {"qwen3-4b", "4B-class draft (Qwen3-4B shape)", S("qwen3", 36, 2560, 32, 8, 128, 9728, 151936, 40960, true, 1e6f)},
+};
+}  // namespace
+
+absl::StatusOr<ModelShape> PresetShape(const std::string& name) {
+  for (const auto& p : kPresets) {
+    if (name == p.name) return p.shape;
+  }
+  std::string names;
+  for (const auto& p : kPresets) names += std::string(names.empty() ? "" : ", ") + p.name;
+  return absl::NotFoundError(absl::StrCat("unknown model preset '", name, "' (", names, ")"));
+}
+
+std::vector<std::string> PresetNames() {
+  std::vector<std::string> out;
+  for (const auto& p : kPresets) out.push_back(std::string(p.name) + ": " + p.what);
+  return out;
+}
+
+absl::StatusOr<GgmlType> MixTypeFor(const std::string& mix, const std::string& name, int layer, int n_layers) {
+  if (auto t = TypeFromName(mix)) {
+    if (!CanQuantize(*t)) return absl::InvalidArgumentError(absl::StrCat("cannot quantize to ", mix));
+    return *t;
+  }
+  // llama.cpp-style mixes: more bits where errors hurt most (output head,
+  // attention values and FFN down-projections of the first and last layers).
+  const bool more_bits = layer >= 0 && (layer < n_layers / 8 || layer >= 7 * n_layers / 8 ||
+                                        (layer - n_layers / 8) % 3 == 2);
+  const bool is_out = name == "output.weight";
+  const bool is_v = name.find("attn_v.weight") != std::string::npos;
+  const bool is_down = name.find("ffn_down.weight") != std::string::npos;
+  if (mix == "Q4_K_M") {
+    if (is_out) return GgmlType::Q6_K;
+    if ((is_v || is_down) && more_bits) return GgmlType::Q6_K;
+    return GgmlType::Q4_K;
+  }
+  if (mix == "Q4_K_S") {
+    if (is_out) return GgmlType::Q6_K;
+    if (is_down && layer >= 0 && layer < n_layers / 8) return GgmlType::Q5_K;
+    return GgmlType::Q4_K;
+  }
+  if (mix == "Q5_K_M") {
+    if (is_out) return GgmlType::Q6_K;
+    if ((is_v || is_down) && more_bits) return GgmlType::Q6_K;
+    return GgmlType::Q5_K;
+  }
+  return absl::InvalidArgumentError(absl::StrCat("unknown weight type or mix '", mix,
+                                                 "' (F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q4_K Q5_K Q6_K Q4_K_M Q4_K_S Q5_K_M)"));
+}
+
+namespace {
+
+uint64_t HashName(const std::string& s) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+// Deterministic Gaussian stream for one tensor.
+class Gauss {
+ public:
+  Gauss(uint64_t seed, const std::string& name) : key_(Mix64(seed ^ HashName(name))) {}
+  float Next() {
+    if (has_spare_) {
+      has_spare_ = false;
+      return spare_;
+    }
+    const double u1 = std::max(Uniform01(key_, 0, ctr_++), 1e-300);
+    const double u2 = Uniform01(key_, 0, ctr_++);
+    const double r = std::sqrt(-2.0 * std::log(u1));
+    spare_ = static_cast<float>(r * std::sin(2 * M_PI * u2));
+    has_spare_ = true;
+    return static_cast<float>(r * std::cos(2 * M_PI * u2));
+  }
+
+ private:
+  uint64_t key_;
+  uint64_t ctr_ = 0;
+  bool has_spare_ = false;
+  float spare_ = 0;
+};
+
+int LayerOf(const std::string& name) {
+  if (name.rfind("blk.", 0) != 0) return -1;
+  return std::atoi(name.c_str() + 4);
+}
+
+// Quantizes rows of F32 data into `type`.
+absl::StatusOr<std::vector<uint8_t>> Encode(GgmlType type, const std::vector<float>& data, int64_t ne0) {
+  const int64_t rows = static_cast<int64_t>(data.size()) / ne0;
+  const size_t rb = RowBytes(type, ne0);
+  std::vector<uint8_t> out(rb * rows);
+  for (int64_t r = 0; r < rows; ++r) SPECD_RETURN_IF_ERROR(QuantizeRow(type, data.data() + r * ne0, out.data() + r * rb, ne0));
+  return out;
+}
+
+absl::Status AddMatrix(GgufWriter& w, const GenOptions& o, const std::string& name, int64_t ne0, int64_t ne1,
+                       float stddev) {
+  std::vector<float> v(static_cast<size_t>(ne0 * ne1));
+  Gauss g(o.seed, name);
+  for (auto& x : v) x = g.Next() * stddev;
+  SPECD_ASSIGN_OR_RETURN(GgmlType t, MixTypeFor(o.weight_type, name, LayerOf(name), o.shape.n_layers));
+  if (ne0 % TypeTraits(t).block_size != 0) t = GgmlType::F16;  // rows too short for the block format
+  SPECD_ASSIGN_OR_RETURN(auto bytes, Encode(t, v, ne0));
+  return w.AddTensor(name, t, {ne0, ne1}, bytes.data(), bytes.size());
+}
+
+absl::Status AddVector(GgufWriter& w, const GenOptions& o, const std::string& name, int64_t n, float mean,
+                       float stddev) {
+  std::vector<float> v(static_cast<size_t>(n));
+  Gauss g(o.seed, name);
+  for (auto& x : v) x = mean + g.Next() * stddev;
+  return w.AddTensorF32(name, {n}, v.data());
+}
+
+}  // namespace
+
+absl::Status GenerateModel(const GenOptions& o, const std::string& path) {
+  const ModelShape& s = o.shape;
+  SPECD_RETURN_IF_ERROR(s.Validate());
+  GgufWriter w;
+  const std::string a = s.arch + ".";
+  w.Set("general.architecture", GgufValue::Str(s.arch));
+  w.Set("general.name", GgufValue::Str(o.name.empty() ? "specd-generated-" + s.arch : o.name));
+  w.Set("general.file_type", GgufValue::Str(o.weight_type));
+  w.Set("specd.generator.seed", GgufValue::U64(o.seed));
+  w.Set(a + "block_count", GgufValue::U32(s.n_layers));
+  w.Set(a + "context_length", GgufValue::U32(s.ctx));
+  w.Set(a + "embedding_length", GgufValue::U32(s.d_model));
+  w.Set(a + "feed_forward_length", GgufValue::U32(s.ffn_dim));
+  w.Set(a + "attention.head_count", GgufValue::U32(s.n_heads));
+  w.Set(a + "attention.head_count_kv", GgufValue::U32(s.n_kv_heads));
+  if (s.head_dim > 0) {
+    w.Set(a + "attention.key_length", GgufValue::U32(s.head_dim));
+    w.Set(a + "attention.value_length", GgufValue::U32(s.head_dim));
+  }
+  w.Set(a + "attention.layer_norm_rms_epsilon", GgufValue::F32(1e-6f));
+  w.Set(a + "rope.freq_base", GgufValue::F32(s.rope_base));
+
+  BuiltVocab vocab;
+  if (o.vocab == "gpt2") {
+    SPECD_ASSIGN_OR_RETURN(vocab, BuildByteLevelBpeVocab(s.vocab_size));
+  } else if (o.vocab == "llama") {
+    SPECD_ASSIGN_OR_RETURN(vocab, BuildSpmVocab(s.vocab_size));
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat("unknown vocabulary kind '", o.vocab, "' (gpt2, llama)"));
+  }
+  vocab.WriteToGguf(w);
+
+  const int64_t d = s.d_model, hd = s.HeadDim(), q = int64_t{s.n_heads} * hd, kv = int64_t{s.n_kv_heads} * hd;
+  const int64_t V = s.vocab_size, ff = s.ffn_dim;
+  // Scales: unit-variance embeddings; each of the 2L residual updates adds
+  // about 0.5/sqrt(2L) per element, so the layers together move the hidden
+  // state noticeably but do not drown the token's own embedding.
+  const float upd = o.residual_gain * 0.5f / std::sqrt(2.0f * s.n_layers);
+  SPECD_RETURN_IF_ERROR(AddMatrix(w, o, "token_embd.weight", d, V, 1.0f));
+  for (int l = 0; l < s.n_layers; ++l) {
+    const std::string b = "blk." + std::to_string(l) + ".";
+    SPECD_RETURN_IF_ERROR(AddVector(w, o, b + "attn_norm.weight", d, 1.0f, 0.1f));
+    SPECD_RETURN_IF_ERROR(AddMatrix(w, o, b + "attn_q.weight", d, q, 2.0f / std::sqrt(static_cast<float>(d))));
+    SPECD_RETURN_IF_ERROR(AddMatrix(w, o, b + "attn_k.weight", d, kv, 2.0f / std::sqrt(static_cast<float>(d))));
+    SPECD_RETURN_IF_ERROR(AddMatrix(w, o, b + "attn_v.weight", d, kv, 1.0f / std::sqrt(static_cast<float>(d))));
+    SPECD_RETURN_IF_ERROR(AddMatrix(w, o, b + "attn_output.weight", q, d, upd / std::sqrt(static_cast<float>(q))));
+    if (s.arch == "qwen2") {
+      SPECD_RETURN_IF_ERROR(AddVector(w, o, b + "attn_q.bias", q, 0.0f, 0.1f));
+      SPECD_RETURN_IF_ERROR(AddVector(w, o, b + "attn_k.bias", kv, 0.0f, 0.1f));
+      SPECD_RETURN_IF_ERROR(AddVector(w, o, b + "attn_v.bias", kv, 0.0f, 0.1f));
+    }
+    if (s.arch == "qwen3") {
+      SPECD_RETURN_IF_ERROR(AddVector(w, o, b + "attn_q_norm.weight", hd, 1.0f, 0.1f));
+      SPECD_RETURN_IF_ERROR(AddVector(w, o, b + "attn_k_norm.weight", hd, 1.0f, 0.1f));
+    }
+    SPECD_RETURN_IF_ERROR(AddVector(w, o, b + "ffn_norm.weight", d, 1.0f, 0.1f));
+    SPECD_RETURN_IF_ERROR(AddMatrix(w, o, b + "ffn_gate.weight", d, ff, 1.0f / std::sqrt(static_cast<float>(d))));
+    SPECD_RETURN_IF_ERROR(AddMatrix(w, o, b + "ffn_up.weight", d, ff, 1.0f / std::sqrt(static_cast<float>(d))));
+    SPECD_RETURN_IF_ERROR(AddMatrix(w, o, b + "ffn_down.weight", ff, d, 1.6f * upd / std::sqrt(static_cast<float>(ff))));
+  }
+  SPECD_RETURN_IF_ERROR(AddVector(w, o, "output_norm.weight", d, 1.0f, 0.1f));
+  if (!s.tied_output) {
+    // Logit spread of a few units: distributions peaked enough to be
+    // predictable, flat enough that sampling matters.
+    SPECD_RETURN_IF_ERROR(AddMatrix(w, o, "output.weight", d, V, 3.0f / std::sqrt(static_cast<float>(d))));
+  }
+  return w.WriteFile(path);
+}
+
+absl::Status DeriveDraft(const std::string& target_path, const DeriveOptions& o, const std::string& out_path) {
+  SPECD_ASSIGN_OR_RETURN(auto f, GgufFile::Open(target_path));
+  SPECD_ASSIGN_OR_RETURN(std::string arch, f->GetString("general.architecture"));
+  SPECD_ASSIGN_OR_RETURN(uint64_t n_layers, f->GetUInt(arch + ".block_count"));
+  if (o.layers < 0 || o.layers > static_cast<int>(n_layers))
+    return absl::InvalidArgumentError(absl::StrCat("cannot keep ", o.layers, " of ", n_layers, " layers"));
+  const int keep = o.layers == 0 ? static_cast<int>(n_layers) : o.layers;
+  GgufWriter w;
+  for (const auto& [key, val] : f->metadata()) {
+    if (key == "general.alignment") continue;
+    w.Set(key, val);
+  }
+  w.Set(arch + ".block_count", GgufValue::U32(keep));
+  w.Set("general.name", GgufValue::Str(o.name.empty() ? "specd-derived-draft" : o.name));
+  if (!o.weight_type.empty()) w.Set("general.file_type", GgufValue::Str(o.weight_type));
+  std::vector<float> row;
+  for (const auto& t : f->tensors()) {
+    const int layer = LayerOf(t.name);
+    if (layer >= keep) continue;
+    if (o.weight_type.empty() || t.ne.size() < 2) {
+      SPECD_RETURN_IF_ERROR(w.AddTensor(t.name, t.type, t.ne, t.data, t.nbytes));
+      continue;
+    }
+    SPECD_ASSIGN_OR_RETURN(GgmlType nt, MixTypeFor(o.weight_type, t.name, layer, keep));
+    if (t.ne[0] % TypeTraits(nt).block_size != 0) nt = t.type;
+    const int64_t ne0 = t.ne[0], rows = t.rows();
+    const size_t src_rb = RowBytes(t.type, ne0), dst_rb = RowBytes(nt, ne0);
+    std::vector<uint8_t> out(dst_rb * rows);
+    row.resize(ne0);
+    for (int64_t r = 0; r < rows; ++r) {
+      DequantizeRow(t.type, t.data + r * src_rb, row.data(), ne0);
+      SPECD_RETURN_IF_ERROR(QuantizeRow(nt, row.data(), out.data() + r * dst_rb, ne0));
+    }
+    SPECD_RETURN_IF_ERROR(w.AddTensor(t.name, nt, t.ne, out.data(), out.size()));
+  }
+  return w.WriteFile(out_path);
+}
+
+}  // namespace specd

@@ -1,0 +1,72 @@
+// Generated models: GGUF target/draft pairs of any shape with a real
+// tokenizer vocabulary, deterministic by seed. Tests, benchmarks and the demo
+// use them; nothing is downloaded.
+//
+// Weights are random but structured so that generation is not degenerate:
+// each layer adds a modest residual update, so a draft derived from the target
+// (fewer layers, or a coarser quantization of the same weights) predicts the
+// target's next token often but not always: speculative acceptance is real
+// and below 100%.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/gguf/ggml_types.h"
+#include "common/util/status.h"
+
+namespace specd {
+
+struct ModelShape {
+  std::string arch = "llama";  // llama | qwen2 | qwen3
+  int n_layers = 2;
+  int d_model = 64;
+  int n_heads = 4;
+  int n_kv_heads = 2;
+  int head_dim = 0;            // 0: d_model / n_heads
+  int ffn_dim = 128;
+  int vocab_size = 512;        // tokens in the generated vocabulary
+  int ctx = 2048;
+  float rope_base = 10000.0f;
+  bool tied_output = false;
+
+  int HeadDim() const { return head_dim > 0 ? head_dim : d_model / n_heads; }
+  int64_t ParamCount() const;
+  absl::Status Validate() const;
+  std::string Describe() const;
+};
+
+// Named shapes: tiny test shapes and the real ones (see PresetNames()).
+absl::StatusOr<ModelShape> PresetShape(const std::string& name);
+std::vector<std::string> PresetNames();
+
+struct GenOptions {
+  ModelShape shape;
+  // A single type (F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q4_K Q5_K Q6_K) or a
+  // llama.cpp-style mix: Q4_K_M, Q4_K_S, Q5_K_M.
+  std::string weight_type = "F32";
+  std::string vocab = "gpt2";  // gpt2 (byte-level BPE) | llama (SentencePiece BPE)
+  uint64_t seed = 1;
+  std::string name;            // general.name
+  float residual_gain = 1.0f;  // scales every layer's contribution to the residual
+};
+
+// Writes a model to `path` (atomically).
+absl::Status GenerateModel(const GenOptions& opts, const std::string& path);
+
+// A draft derived from a target file: keeps `layers` of its layers (0: all;
+// the first layers are kept, the rest dropped) and/or requantizes matrices to
+// `weight_type` (empty: keep). The vocabulary is the target's, so the pair is
+// compatible by construction.
+struct DeriveOptions {
+  int layers = 0;
+  std::string weight_type;
+  std::string name;
+};
+absl::Status DeriveDraft(const std::string& target_path, const DeriveOptions& opts, const std::string& out_path);
+
+// The type a mix assigns to one tensor (exposed for `specd bench` and tests).
+absl::StatusOr<GgmlType> MixTypeFor(const std::string& mix, const std::string& tensor_name, int layer,
+                                    int n_layers);
+
+}  // namespace specd

@@ -1,0 +1,284 @@
+// The model graph on the CPU backend against an independent float64 reference
+// (tests/python/ref_model.py: the `gguf` package's reader and dequantizers +
+// numpy), and the engine's batching/KV invariants that speculative decoding
+// relies on.
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <map>
+
+#include "common/engine/engine.h"
+#include "common/modelgen/modelgen.h"
+#include "gtest/gtest.h"
+#include "tests/support/test_util.h"
+
+namespace specd {
+namespace {
+
+using testing::TempDir;
+
+std::unique_ptr<Engine> MakeEngine(const std::string& path, GgmlType kv = GgmlType::F32, int max_out = 64,
+                                   int max_batch = 256, int seqs = 4) {
+  EngineOptions o;
+  o.model_path = path;
+  o.backend.threads = 2;
+  o.kv_type = kv;
+  o.max_seqs = seqs;
+  o.max_seq_len = 512;
+  o.max_batch_tokens = max_batch;
+  o.max_out_rows = max_out;
+  auto e = Engine::Create(o);
+  EXPECT_TRUE(e.ok()) << e.status();
+  return e.ok() ? std::move(*e) : nullptr;
+}
+
+std::vector<float> AllLogits(Engine& e, int32_t seq, const std::vector<int32_t>& toks) {
+  EXPECT_TRUE(e.NewSequence(seq).ok());
+  std::vector<float> out;
+  Engine::Feed f{seq, toks, static_cast<int>(toks.size())};
+  auto st = e.Run({f}, &out);
+  EXPECT_TRUE(st.ok()) << st;
+  return out;
+}
+
+std::vector<double> ReferenceLogits(const std::string& model, const std::vector<int32_t>& toks, TempDir& dir) {
+  std::string csv;
+  for (size_t i = 0; i < toks.size(); ++i) csv += (i ? "," : "") + std::to_string(toks[i]);
+  const std::string out = dir.File("ref.bin");
+  const std::string cmd = testing::ShellQuote(testing::PythonPath()) + " " +
+                          testing::ShellQuote(testing::SourcePath("tests/python/ref_model.py")) + " " +
+                          testing::ShellQuote(model) + " " + csv + " " + testing::ShellQuote(out);
+  std::string ignored;
+  EXPECT_EQ(testing::RunCommand(cmd, &ignored), 0) << cmd;
+  std::ifstream in(out, std::ios::binary);
+  std::vector<double> v;
+  double x;
+  while (in.read(reinterpret_cast<char*>(&x), sizeof x)) v.push_back(x);
+  return v;
+}
+
+// Largest per-row relative L2 error.
+double MaxRowRelErr(const std::vector<float>& got, const std::vector<double>& ref, int vocab) {
+  double worst = 0;
+  const size_t rows = ref.size() / vocab;
+  for (size_t r = 0; r < rows; ++r) {
+    double num = 0, den = 0;
+    for (int i = 0; i < vocab; ++i) {
+      const double d = got[r * vocab + i] - ref[r * vocab + i];
+      num += d * d;
+      den += ref[r * vocab + i] * ref[r * vocab + i];
+    }
+    worst = std::max(worst, std::sqrt(num / std::max(den, 1e-300)));
+  }
+  return worst;
+}
+
+std::vector<int32_t> Tokens(int n, int vocab, int salt = 0) {
+  std::vector<int32_t> t;
+  for (int i = 0; i < n; ++i) t.push_back((i * 37 + 11 + salt * 101) % vocab);
+  return t;
+}
+
+struct RefCase {
+  std::string arch;
+  std::string type;
+  double bound;  // max per-row relative L2 error of the logits
+};
+
+// Shape whose rows are multiples of 256, so every block format applies.
+ModelShape RefShape(const std::string& arch) {
+  ModelShape s;
+  s.arch = arch;
+  s.n_layers = 2;
+  s.d_model = 256;
+  s.n_heads = 4;
+  s.n_kv_heads = 2;
+  s.head_dim = arch == "qwen3" ? 64 : 0;
+  s.ffn_dim = 512;
+  s.vocab_size = 512;
+  s.tied_output = arch == "qwen3";
+  s.rope_base = arch == "llama" ? 10000.0f : 1000000.0f;
+  return s;
+}
+
+class ModelRefTest : public ::testing::TestWithParam<RefCase> {};
+
+// Weights are dequantized exactly by both sides, so the remaining difference
+// is float32 accumulation in specd: the same 1e-4 bound holds for every
+// weight type (quantization error itself is the quant tests' business).
+TEST_P(ModelRefTest, LogitsMatchFloat64Reference) {
+  SPECD_REQUIRE_PYREF("gguf, numpy");
+  const RefCase& c = GetParam();
+  TempDir dir;
+  GenOptions g;
+  g.shape = RefShape(c.arch);
+  g.weight_type = c.type;
+  g.seed = 7;
+  const std::string path = dir.File("m.gguf");
+  ASSERT_TRUE(GenerateModel(g, path).ok());
+  auto e = MakeEngine(path);
+  ASSERT_NE(e, nullptr);
+  const auto toks = Tokens(24, g.shape.vocab_size);
+  const auto got = AllLogits(*e, 0, toks);
+  const auto ref = ReferenceLogits(path, toks, dir);
+  ASSERT_EQ(ref.size(), got.size());
+  const double err = MaxRowRelErr(got, ref, g.shape.vocab_size);
+  EXPECT_LT(err, c.bound) << c.arch << " " << c.type;
+  EXPECT_TRUE(std::isfinite(err));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    AllArchsAndTypes, ModelRefTest,
+    ::testing::Values(RefCase{"llama", "F32", 1e-4}, RefCase{"qwen2", "F32", 1e-4}, RefCase{"qwen3", "F32", 1e-4},
+                      RefCase{"llama", "F16", 1e-4}, RefCase{"llama", "BF16", 1e-4}, RefCase{"llama", "Q8_0", 1e-4},
+                      RefCase{"llama", "Q4_0", 1e-4}, RefCase{"llama", "Q4_1", 1e-4}, RefCase{"qwen2", "Q5_0", 1e-4},
+                      RefCase{"qwen2", "Q5_1", 1e-4}, RefCase{"qwen3", "Q4_K", 1e-4}, RefCase{"llama", "Q5_K", 1e-4},
+                      RefCase{"qwen2", "Q6_K", 1e-4}, RefCase{"llama", "Q4_K_M", 1e-4}),
+    [](const auto& info) { return info.param.arch + "_" + info.param.type; });
+
+// KV cache element types: f16 and q8_0 caches cost accuracy; bounds measured
+// on this model with margin.
+TEST(ModelTest, QuantizedKvCacheStaysClose) {
+  TempDir dir;
+  GenOptions g;
+  g.shape = RefShape("llama");
+  g.weight_type = "F32";
+  const std::string path = dir.File("m.gguf");
+  ASSERT_TRUE(GenerateModel(g, path).ok());
+  const auto toks = Tokens(40, g.shape.vocab_size);
+  auto ref_e = MakeEngine(path, GgmlType::F32);
+  const auto ref = AllLogits(*ref_e, 0, toks);
+  std::vector<double> refd(ref.begin(), ref.end());
+  for (auto [kv, bound] : {std::pair{GgmlType::F16, 2e-3}, std::pair{GgmlType::Q8_0, 2e-2}}) {
+    auto e = MakeEngine(path, kv);
+    const auto got = AllLogits(*e, 0, toks);
+    const double err = MaxRowRelErr(got, refd, g.shape.vocab_size);
+    EXPECT_LT(err, bound) << TypeName(kv);
+    EXPECT_GT(err, 0.0) << TypeName(kv) << " cache should not be exact";
+  }
+}
+
+// The properties speculative decoding stands on, bit for bit on the CPU.
+class EngineInvariantTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    GenOptions g;
+    g.shape = RefShape("qwen2");
+    g.weight_type = GetParam();
+    path_ = dir_.File("m.gguf");
+    ASSERT_TRUE(GenerateModel(g, path_).ok());
+    vocab_ = g.shape.vocab_size;
+  }
+  TempDir dir_;
+  std::string path_;
+  int vocab_ = 0;
+};
+
+TEST_P(EngineInvariantTest, VerifyBatchEqualsSequentialDecode) {
+  auto e = MakeEngine(path_, GgmlType::F16);
+  const auto toks = Tokens(20, vocab_);
+  // One sequence decoded token by token...
+  ASSERT_TRUE(e->NewSequence(1).ok());
+  std::vector<float> seq_logits;
+  for (int32_t t : toks) ASSERT_TRUE(e->Run({{1, {t}, 1}}, &seq_logits).ok());
+  // ...and one prefilled with 12 then verifying 8 in one pass.
+  ASSERT_TRUE(e->NewSequence(2).ok());
+  std::vector<float> batch_logits;
+  ASSERT_TRUE(e->Run({{2, std::vector<int32_t>(toks.begin(), toks.begin() + 12), 12}}, &batch_logits).ok());
+  ASSERT_TRUE(e->Run({{2, std::vector<int32_t>(toks.begin() + 12, toks.end()), 8}}, &batch_logits).ok());
+  ASSERT_EQ(seq_logits.size(), batch_logits.size());
+  for (size_t i = 0; i < seq_logits.size(); ++i) ASSERT_EQ(seq_logits[i], batch_logits[i]) << "at " << i;
+}
+
+TEST_P(EngineInvariantTest, RollbackThenReextendIsExact) {
+  auto e = MakeEngine(path_, GgmlType::Q8_0);
+  const auto toks = Tokens(30, vocab_);
+  const auto clean = AllLogits(*e, 1, toks);
+  // Feed a wrong continuation, roll back, feed the right one.
+  ASSERT_TRUE(e->NewSequence(2).ok());
+  std::vector<float> out;
+  ASSERT_TRUE(e->Run({{2, std::vector<int32_t>(toks.begin(), toks.begin() + 18), 18}}, &out).ok());
+  std::vector<float> junk;
+  ASSERT_TRUE(e->Run({{2, Tokens(9, vocab_, 3), 1}}, &junk).ok());
+  ASSERT_TRUE(e->Truncate(2, 18).ok());
+  EXPECT_EQ(e->Length(2), 18);
+  ASSERT_TRUE(e->Run({{2, std::vector<int32_t>(toks.begin() + 18, toks.end()), 12}}, &out).ok());
+  ASSERT_EQ(out.size(), clean.size());
+  for (size_t i = 0; i < out.size(); ++i) ASSERT_EQ(out[i], clean[i]) << "at " << i;
+}
+
+TEST_P(EngineInvariantTest, ChunkedPrefillAndMultiSequenceBatchesAreExact) {
+  const auto a = Tokens(50, vocab_, 1), b = Tokens(33, vocab_, 2);
+  auto solo = MakeEngine(path_, GgmlType::F16);
+  const auto la = AllLogits(*solo, 1, a);
+  const auto lb = AllLogits(*solo, 2, b);
+  // Small batches force chunking across passes and mixing of the two sequences.
+  auto mixed = MakeEngine(path_, GgmlType::F16, /*max_out=*/7, /*max_batch=*/13);
+  ASSERT_TRUE(mixed->NewSequence(5).ok());
+  ASSERT_TRUE(mixed->NewSequence(6).ok());
+  std::vector<float> out;
+  ASSERT_TRUE(mixed->Run({{5, a, 5}, {6, b, 7}}, &out).ok());
+  ASSERT_EQ(out.size(), static_cast<size_t>(12 * vocab_));
+  for (int r = 0; r < 5; ++r)
+    for (int i = 0; i < vocab_; ++i) ASSERT_EQ(out[r * vocab_ + i], la[(45 + r) * vocab_ + i]);
+  for (int r = 0; r < 7; ++r)
+    for (int i = 0; i < vocab_; ++i) ASSERT_EQ(out[(5 + r) * vocab_ + i], lb[(26 + r) * vocab_ + i]);
+}
+
+INSTANTIATE_TEST_SUITE_P(WeightTypes, EngineInvariantTest, ::testing::Values("F32", "Q4_K", "Q8_0"));
+
+TEST(EngineTest, BadFeedsChangeNothing) {
+  TempDir dir;
+  GenOptions g;
+  g.shape = RefShape("llama");
+  const std::string path = dir.File("m.gguf");
+  ASSERT_TRUE(GenerateModel(g, path).ok());
+  auto e = MakeEngine(path);
+  ASSERT_TRUE(e->NewSequence(1).ok());
+  std::vector<float> out;
+  ASSERT_TRUE(e->Run({{1, {1, 2, 3}, 1}}, &out).ok());
+  const size_t free_before = e->kv().free_blocks();
+  EXPECT_EQ(e->Run({{1, {4, 99999}, 1}}, &out).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(e->Run({{7, {4}, 1}}, &out).code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(e->Run({{1, std::vector<int32_t>(600, 1), 1}}, &out).code(), absl::StatusCode::kOutOfRange);
+  EXPECT_EQ(e->Length(1), 3);
+  EXPECT_EQ(e->kv().free_blocks(), free_before);
+}
+
+TEST(EngineTest, RefusesToStartWhenThePlanDoesNotFit) {
+  TempDir dir;
+  GenOptions g;
+  g.shape = RefShape("llama");
+  const std::string path = dir.File("m.gguf");
+  ASSERT_TRUE(GenerateModel(g, path).ok());
+  EngineOptions o;
+  o.model_path = path;
+  o.memory_budget = 1 << 20;  // 1 MiB: the weights alone are larger
+  auto e = Engine::Create(o);
+  ASSERT_FALSE(e.ok());
+  EXPECT_EQ(e.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(e.status().message().find("memory ledger"), std::string::npos) << e.status();
+  EXPECT_NE(e.status().message().find("DOES NOT FIT"), std::string::npos) << e.status();
+}
+
+// Real trained weights (../shared/models), when present.
+TEST(ModelTest, SharedTrainedModelsMatchReference) {
+  const std::string dir = testing::SharedModelsDir();
+  if (dir.empty()) GTEST_SKIP() << "../shared/models is absent";
+  SPECD_REQUIRE_PYREF("gguf, numpy");
+  TempDir tmp;
+  for (const char* name : {"pycode-target-10m-f16.gguf", "pycode-draft-0.4m-f16.gguf"}) {
+    const std::string path = dir + "/" + name;
+    auto e = MakeEngine(path);
+    ASSERT_NE(e, nullptr);
+    const std::string code = "def fib(n):\n    if n < 2:\n        return n\n";
+    std::vector<int32_t> toks = e->tokenizer().Encode(code, false, false);
+    ASSERT_EQ(toks.size(), code.size());  // byte vocabulary
+    const auto got = AllLogits(*e, 0, toks);
+    const auto ref = ReferenceLogits(path, toks, tmp);
+    EXPECT_LT(MaxRowRelErr(got, ref, e->vocab_size()), 1e-4) << name;
+  }
+}
+
+}  // namespace
+}  // namespace specd
