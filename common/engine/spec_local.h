@@ -1,0 +1,109 @@
+// The two sides of speculation hosted in one process, on an Engine each.
+//
+//   LocalDraft   DraftCore + the exchange buffer it writes (a slot per open
+//                sequence). The draft worker serves its gRPC calls with it;
+//                in-process users call it directly as a DraftClient.
+//   LocalTarget  TargetCore + the draft's exchange buffer, attached by handle
+//                (read-only). The target worker serves Verify with it.
+//
+// Both take batches (ProposeBatch / VerifyBatch: one forward per draft step or
+// per verify for all sequences), which the workers' schedulers fill from
+// concurrent RPCs. Neither is thread-safe: one thread drives each engine.
+#pragma once
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/engine/spec_core.h"
+#include "common/engine/spec_loop.h"
+#include "common/shm/exchange.h"
+
+namespace specd {
+
+class LocalDraft : public DraftClient {
+ public:
+  // `engine` must outlive this. The buffer has engine->options().max_seqs slots.
+  static absl::StatusOr<std::unique_ptr<LocalDraft>> Create(Engine* engine, int k_max,
+                                                            const std::string& shm_kind = "posix");
+  Engine* engine() const { return core_.engine(); }
+  const ExchangeBuffer& exchange() const { return *xb_; }
+  int k_max() const { return k_max_; }
+  const DraftCore& core() const { return core_; }
+
+  // Opens `seq` holding `tokens`, replacing a sequence of that id.
+  absl::Status OpenSeq(int32_t seq, const std::vector<int32_t>& tokens, const SamplingParams& sampling);
+  absl::Status SyncSeq(int32_t seq, int64_t base_len, const std::vector<int32_t>& tokens);
+  bool ReleaseSeq(int32_t seq);  // false if it was not open
+
+  struct ProposeJob {
+    int32_t seq = 0;
+    int64_t base_len = 0;
+    std::vector<int32_t> new_tokens;
+    int k = 0;
+    float min_confidence = 0.0f;
+  };
+  // Syncs each job's sequence, then proposes for all of them in one batch and
+  // publishes each proposal in its sequence's slot.
+  std::vector<absl::StatusOr<DraftProposal>> ProposeBatch(const std::vector<ProposeJob>& jobs);
+
+  // DraftClient: in-process calls do not wait, so deadlines are not needed.
+  absl::Status Open(int32_t seq, const std::vector<int32_t>& tokens, const SamplingParams& sampling,
+                    Deadline) override {
+    return OpenSeq(seq, tokens, sampling);
+  }
+  absl::StatusOr<DraftProposal> Propose(int32_t seq, int64_t base_len, const std::vector<int32_t>& new_tokens, int k,
+                                        float min_confidence, Deadline) override;
+  void Release(int32_t seq) override { ReleaseSeq(seq); }
+
+ private:
+  explicit LocalDraft(Engine* engine) : core_(engine) {}
+  DraftCore core_;
+  std::unique_ptr<ExchangeBuffer> xb_;
+  int k_max_ = 0;
+  std::map<int32_t, int> slot_of_;  // open sequence -> exchange slot
+  std::vector<int> free_slots_;
+};
+
+class LocalTarget : public TargetClient {
+ public:
+  explicit LocalTarget(Engine* engine);
+  Engine* engine() const { return core_.engine(); }
+  const TargetCore& core() const { return core_; }
+  const std::string& vocab_digest() const { return digest_; }
+
+  // Maps a draft's exchange buffer (replacing the current one) after checking
+  // that its vocabulary is this model's.
+  absl::Status Attach(const std::string& kind, const std::string& name);
+  const ExchangeBuffer* exchange() const { return xb_.get(); }
+
+  absl::Status OpenSeq(int32_t seq, const std::vector<int32_t>& tokens, const SamplingParams& sampling);
+  absl::Status SyncSeq(int32_t seq, int64_t base_len, const std::vector<int32_t>& tokens);
+  bool ReleaseSeq(int32_t seq);
+
+  struct VerifyJob {
+    int32_t seq = 0;
+    std::vector<int32_t> tokens;  // the proposal (empty: target-only step)
+    ExchangeRef ref;
+  };
+  // Reads each proposal's probabilities from the exchange buffer
+  // (FAILED_PRECONDITION when stale or absent, sequence untouched), then
+  // verifies all of them in one forward.
+  std::vector<absl::StatusOr<TargetStep>> VerifyBatch(const std::vector<VerifyJob>& jobs);
+
+  // TargetClient
+  absl::Status Open(int32_t seq, const std::vector<int32_t>& tokens, const SamplingParams& sampling,
+                    Deadline) override {
+    return OpenSeq(seq, tokens, sampling);
+  }
+  absl::StatusOr<TargetStep> Verify(int32_t seq, const std::vector<int32_t>& proposal, const ExchangeRef& ref,
+                                    Deadline) override;
+  void Release(int32_t seq) override { ReleaseSeq(seq); }
+
+ private:
+  TargetCore core_;
+  std::string digest_;
+  std::unique_ptr<ExchangeBuffer> xb_;
+};
+
+}  // namespace specd

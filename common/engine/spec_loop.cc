@@ -1,0 +1,262 @@
+#include "common/engine/spec_loop.h"
+
+#include <algorithm>
+
+#include "common/util/log.h"
+
+namespace specd {
+
+const char* FinishReasonName(FinishReason r) {
+  switch (r) {
+    case FinishReason::kNone: return "none";
+    case FinishReason::kEos: return "eos";
+    case FinishReason::kStop: return "stop";
+    case FinishReason::kLength: return "length";
+    case FinishReason::kCancelled: return "cancelled";
+    case FinishReason::kDeadline: return "deadline";
+    case FinishReason::kError: return "error";
+  }
+  return "unknown";
+}
+
+// ---------------------------------------------------------------- StopMatcher
+
+StopMatcher::StopMatcher(std::vector<std::string> stops) {
+  for (auto& s : stops) {
+    if (!s.empty()) stops_.push_back(std::move(s));
+  }
+}
+
+std::string StopMatcher::Push(std::string_view text) {
+  if (matched()) return "";
+  held_.append(text);
+  size_t best = std::string::npos;
+  for (const std::string& s : stops_) {
+    const size_t pos = held_.find(s);
+    if (pos < best) {
+      best = pos;
+      match_ = s;
+    }
+  }
+  if (best != std::string::npos) {
+    std::string out = held_.substr(0, best);
+    held_.clear();
+    return out;
+  }
+  // Keep the longest tail that is a proper prefix of some stop string: the
+  // next text may complete it.
+  size_t hold = 0;
+  for (const std::string& s : stops_) {
+    for (size_t len = std::min(s.size() - 1, held_.size()); len > hold; --len) {
+      if (held_.compare(held_.size() - len, len, s, 0, len) == 0) {
+        hold = len;
+        break;
+      }
+    }
+  }
+  std::string out = held_.substr(0, held_.size() - hold);
+  held_.erase(0, held_.size() - hold);
+  return out;
+}
+
+std::string StopMatcher::Flush() {
+  std::string out;
+  out.swap(held_);
+  return out;
+}
+
+// ---------------------------------------------------------------- the loop
+
+namespace {
+
+using SteadyTime = std::chrono::steady_clock::time_point;
+
+// The draft side of one request: whether the sequence is open there, how much
+// of the committed sequence it has, and when to try again after a failure.
+struct DraftState {
+  bool open = false;
+  bool ever_opened = false;
+  int64_t synced = 0;      // committed tokens the draft holds
+  SteadyTime retry_at{};   // no reopen / proposal before this
+  int failures_in_row = 0;
+};
+
+}  // namespace
+
+SpecResult RunSpeculative(const SpecRequest& req, const Tokenizer& tok, TargetClient& target, DraftClient* draft,
+                          const std::function<bool(const StepEvent&)>& on_step) {
+  const SteadyTime t0 = std::chrono::steady_clock::now();
+  SpecResult r;
+  auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
+  if (req.prompt.empty() || req.max_tokens < 1) {
+    r.reason = FinishReason::kError;
+    r.status = absl::InvalidArgumentError(req.prompt.empty() ? "empty prompt" : "max_tokens must be at least 1");
+    return r;
+  }
+  const int32_t seq = req.seq;
+  absl::Status st = target.Open(seq, req.prompt, req.sampling, req.deadline);
+  if (!st.ok()) {
+    target.Release(seq);  // a timed-out Open may still have happened there
+    r.reason = FinishReason::kError;
+    r.status = st;
+    r.stats.elapsed_seconds = elapsed();
+    return r;
+  }
+
+  std::vector<int32_t> committed = req.prompt;
+  DraftState ds;
+  StreamDecoder decoder(&tok);
+  StopMatcher stopper(req.stop);
+  auto draft_failed = [&](const absl::Status& why) {
+    ++r.stats.draft_failures;
+    ds.open = false;
+    const auto now = std::chrono::steady_clock::now();
+    switch (why.code()) {
+      case absl::StatusCode::kAborted:  // the draft was replaced: reopen at once
+        ds.retry_at = now;
+        break;
+      case absl::StatusCode::kInvalidArgument:
+      case absl::StatusCode::kOutOfRange:  // e.g. the draft's context is shorter: it will not get better
+        ds.retry_at = SteadyTime::max();
+        break;
+      default:  // down, slow, full: back off, doubling up to 16x
+        ds.retry_at = now + req.draft_retry * (1 << std::min(ds.failures_in_row, 4));
+        ++ds.failures_in_row;
+    }
+    SPECD_LOG(DEBUG) << "draft unavailable, step runs target-only" << Kv("seq", seq) << Kv("why", why.ToString());
+  };
+
+  while (true) {
+    if (req.cancelled && req.cancelled()) {
+      r.reason = FinishReason::kCancelled;
+      break;
+    }
+    if (std::chrono::system_clock::now() >= req.deadline) {
+      r.reason = FinishReason::kDeadline;
+      break;
+    }
+    // Never propose past max_tokens or the target's context.
+    const int remaining = req.max_tokens - static_cast<int>(r.tokens.size());
+    int k = std::min(req.live_k ? req.live_k() : req.k, remaining - 1);
+    if (req.max_context > 0) {
+      const int64_t room = req.max_context - static_cast<int64_t>(committed.size()) - 1;
+      if (room < 0) {
+        r.reason = FinishReason::kLength;
+        break;
+      }
+      k = static_cast<int>(std::min<int64_t>(k, room));
+    }
+    k = std::max(k, 0);
+
+    DraftProposal prop;
+    bool use_draft = false;
+    if (draft != nullptr && k > 0 && std::chrono::steady_clock::now() >= ds.retry_at) {
+      if (!ds.open) {
+        st = draft->Open(seq, committed, req.sampling, req.deadline);
+        ds.ever_opened = true;
+        if (st.ok()) {
+          ds.open = true;
+          ds.synced = static_cast<int64_t>(committed.size());
+        } else {
+          draft_failed(st);
+        }
+      }
+      if (ds.open) {
+        const std::vector<int32_t> fresh(committed.begin() + ds.synced, committed.end());
+        auto p = draft->Propose(seq, ds.synced, fresh, k, req.min_confidence, req.deadline);
+        if (p.ok()) {
+          ds.synced = static_cast<int64_t>(committed.size());
+          ds.failures_in_row = 0;
+          prop = *std::move(p);
+          if (static_cast<int>(prop.tokens.size()) > k) prop.tokens.resize(k);
+          use_draft = !prop.tokens.empty();
+        } else {
+          draft_failed(p.status());
+        }
+      }
+    }
+
+    static const std::vector<int32_t> kNone;
+    auto step = target.Verify(seq, use_draft ? prop.tokens : kNone, use_draft ? prop.ref : ExchangeRef{}, req.deadline);
+    if (!step.ok() && use_draft && step.status().code() == absl::StatusCode::kFailedPrecondition) {
+      // The target could not use the proposal (stale slot, buffer not
+      // attached yet); its sequence is unchanged, so run the step without it.
+      ++r.stats.draft_failures;
+      ds.retry_at = std::chrono::steady_clock::now() + req.draft_retry;
+      SPECD_LOG(DEBUG) << "proposal refused by the target" << Kv("seq", seq) << Kv("why", step.status().ToString());
+      use_draft = false;
+      step = target.Verify(seq, kNone, ExchangeRef{}, req.deadline);
+    }
+    if (step.ok() && (step->appended.empty() || step->n_accepted < 0 ||
+                      step->n_accepted > (use_draft ? static_cast<int>(prop.tokens.size()) : 0) ||
+                      static_cast<int>(step->appended.size()) != step->n_accepted + 1)) {
+      step = absl::InternalError("malformed verify result from the target");
+    }
+    if (!step.ok()) {
+      if (std::chrono::system_clock::now() >= req.deadline) {
+        r.reason = FinishReason::kDeadline;
+      } else if (req.cancelled && req.cancelled()) {
+        r.reason = FinishReason::kCancelled;
+      } else {
+        r.reason = FinishReason::kError;
+        r.status = step.status();
+      }
+      break;
+    }
+
+    StepEvent ev;
+    ev.draft_used = use_draft;
+    ev.proposed = use_draft ? static_cast<int>(prop.tokens.size()) : 0;
+    ev.accepted = step->n_accepted;
+    ev.appended = static_cast<int>(step->appended.size());
+    ++r.stats.steps;
+    if (use_draft) {
+      ++r.stats.speculative_steps;
+      r.stats.proposed += ev.proposed;
+      r.stats.accepted += ev.accepted;
+      r.stats.spec_appended += ev.appended;
+    }
+    committed.insert(committed.end(), step->appended.begin(), step->appended.end());
+
+    FinishReason end = FinishReason::kNone;
+    for (int32_t t : step->appended) {
+      if (tok.IsEog(t)) {
+        end = FinishReason::kEos;
+        break;
+      }
+      r.tokens.push_back(t);
+      ev.tokens.push_back(t);
+      ev.text += stopper.Push(decoder.Push(t));
+      if (stopper.matched()) {
+        end = FinishReason::kStop;
+        break;
+      }
+      if (static_cast<int>(r.tokens.size()) >= req.max_tokens) {
+        end = FinishReason::kLength;
+        break;
+      }
+    }
+    if (end == FinishReason::kEos || end == FinishReason::kLength) {
+      ev.text += stopper.Push(decoder.Flush());  // the tail may still complete a stop string
+      if (stopper.matched()) end = FinishReason::kStop;
+      else ev.text += stopper.Flush();
+    }
+    r.text += ev.text;
+    if (end == FinishReason::kStop) r.stop = stopper.match();
+    if (on_step && !on_step(ev)) {
+      r.reason = end != FinishReason::kNone ? end : FinishReason::kCancelled;
+      break;
+    }
+    if (end != FinishReason::kNone) {
+      r.reason = end;
+      break;
+    }
+  }
+
+  target.Release(seq);
+  if (draft != nullptr && ds.ever_opened) draft->Release(seq);
+  r.stats.elapsed_seconds = elapsed();
+  return r;
+}
+
+}  // namespace specd

@@ -1,0 +1,152 @@
+// The client side of speculative decoding: one request's loop, written once
+// against two small client interfaces so that the coordinator (gRPC clients of
+// the two workers) and in-process users (common/engine/spec_local.h: clients
+// wrapping DraftCore / TargetCore directly) run the same code.
+//
+// Per step: the draft is synced to the committed sequence and proposes up to k
+// tokens (their probabilities stay in the draft's exchange buffer; the loop
+// passes only an ExchangeRef); the target verifies them in one forward and
+// returns the accepted prefix plus its correction or bonus token. The loop
+// owns the committed sequence, so it can reopen the draft at any time.
+//
+// The draft is optional: when it fails (down, timed out, swapped, paused) the
+// step runs target-only (k = 0) and the draft is retried later, reopened with
+// the committed tokens. Output is the target's either way.
+#pragma once
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "common/sampler/sampler.h"
+#include "common/shm/exchange.h"
+#include "common/tokenizer/tokenizer.h"
+#include "common/util/status.h"
+
+namespace specd {
+
+// Deadlines are wall-clock, as gRPC's; max() means none.
+using Deadline = std::chrono::system_clock::time_point;
+constexpr Deadline kNoDeadline = Deadline::max();
+
+struct DraftProposal {
+  std::vector<int32_t> tokens;
+  std::vector<float> confidence;
+  ExchangeRef ref;  // where the probabilities are
+};
+
+// What one verify decided.
+struct TargetStep {
+  int n_accepted = 0;
+  std::vector<int32_t> appended;  // accepted proposals + correction/bonus token
+};
+
+class DraftClient {
+ public:
+  virtual ~DraftClient() = default;
+  // Opens (or reopens, replacing) `seq` holding `tokens`, prefilled.
+  virtual absl::Status Open(int32_t seq, const std::vector<int32_t>& tokens, const SamplingParams& sampling,
+                            Deadline deadline) = 0;
+  // Makes the draft's sequence committed[:base_len] + new_tokens, then
+  // proposes up to k tokens. ABORTED means "reopen the sequence now" (the
+  // draft was replaced); other errors make the loop back off.
+  virtual absl::StatusOr<DraftProposal> Propose(int32_t seq, int64_t base_len, const std::vector<int32_t>& new_tokens,
+                                                int k, float min_confidence, Deadline deadline) = 0;
+  virtual void Release(int32_t seq) = 0;
+};
+
+class TargetClient {
+ public:
+  virtual ~TargetClient() = default;
+  virtual absl::Status Open(int32_t seq, const std::vector<int32_t>& tokens, const SamplingParams& sampling,
+                            Deadline deadline) = 0;
+  // Verifies `proposal` (possibly empty: one target-only step) whose draft
+  // probabilities are at `ref`. A FAILED_PRECONDITION about the proposal
+  // leaves the sequence unchanged (the loop then retries target-only).
+  virtual absl::StatusOr<TargetStep> Verify(int32_t seq, const std::vector<int32_t>& proposal, const ExchangeRef& ref,
+                                            Deadline deadline) = 0;
+  virtual void Release(int32_t seq) = 0;
+};
+
+enum class FinishReason { kNone, kEos, kStop, kLength, kCancelled, kDeadline, kError };
+const char* FinishReasonName(FinishReason r);
+
+struct SpecRequest {
+  int32_t seq = 0;                  // the id both workers know the sequence by
+  std::vector<int32_t> prompt;
+  SamplingParams sampling;
+  int max_tokens = 128;
+  std::vector<std::string> stop;    // on decoded text; never emitted
+  int k = 4;                        // 0: target-only
+  std::function<int()> live_k;      // when set, read each step (Admin.SetSpeculation)
+  float min_confidence = 0.0f;
+  int max_context = 0;              // target's positions per sequence (0: unknown)
+  Deadline deadline = kNoDeadline;
+  std::function<bool()> cancelled;  // polled between steps
+  std::chrono::milliseconds draft_retry{250};  // back-off after a draft failure
+};
+
+// Figures of one step, delivered after the step's output is decided.
+struct StepEvent {
+  int proposed = 0;
+  int accepted = 0;
+  int appended = 0;
+  bool draft_used = false;
+  std::vector<int32_t> tokens;  // emitted: trimmed at eos / stop / max_tokens
+  std::string text;             // UTF-8 safe; stop strings and what follows them held back
+};
+
+struct SpecStats {
+  int steps = 0;
+  int speculative_steps = 0;
+  int64_t proposed = 0;
+  int64_t accepted = 0;
+  int64_t spec_appended = 0;  // tokens decided by speculative steps (accepted + 1 each)
+  int draft_failures = 0;
+  double elapsed_seconds = 0;
+  double AcceptanceRate() const { return proposed ? static_cast<double>(accepted) / proposed : 0.0; }
+  // Tokens decided per speculative step (accepted + 1), averaged.
+  double MeanAcceptedLength() const {
+    return speculative_steps ? static_cast<double>(spec_appended) / speculative_steps : 0.0;
+  }
+};
+
+struct SpecResult {
+  FinishReason reason = FinishReason::kNone;
+  absl::Status status;           // not OK when the target failed (reason kError)
+  std::vector<int32_t> tokens;   // emitted tokens (no eos)
+  std::string text;              // their text, cut before a stop string
+  std::string stop;              // the stop string that matched
+  SpecStats stats;
+  double TokensPerSecond() const {
+    return stats.elapsed_seconds > 0 ? static_cast<double>(tokens.size()) / stats.elapsed_seconds : 0.0;
+  }
+};
+
+// Runs one request to its end and releases the sequence in both workers.
+// `draft` may be null (target-only). `on_step` may be empty; returning false
+// from it cancels the request (the client went away).
+SpecResult RunSpeculative(const SpecRequest& req, const Tokenizer& tok, TargetClient& target, DraftClient* draft,
+                          const std::function<bool(const StepEvent&)>& on_step);
+
+// Streams text with stop strings: holds back any tail that could begin a stop
+// string, so text past a stop is never emitted.
+class StopMatcher {
+ public:
+  explicit StopMatcher(std::vector<std::string> stops);
+  // Adds decoded text; returns what may be emitted now. Sets matched() when
+  // a stop string appeared (the returned text ends before it).
+  std::string Push(std::string_view text);
+  // The held-back tail at the end of generation (no stop matched).
+  std::string Flush();
+  bool matched() const { return !match_.empty(); }
+  const std::string& match() const { return match_; }
+
+ private:
+  std::vector<std::string> stops_;
+  std::string held_;
+  std::string match_;
+};
+
+}  // namespace specd

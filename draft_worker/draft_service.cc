@@ -1,0 +1,157 @@
+#include "draft_worker/draft_service.h"
+
+#include "common/util/log.h"
+#include "proto/rpc/convert.h"
+#include "proto/rpc/status.h"
+
+namespace specd {
+
+using rpc::ToGrpc;
+using rpc::ToVector;
+
+DraftService::DraftService(const DraftWorkerOptions& opts) : opts_(opts) {}
+
+DraftService::~DraftService() {
+  thread_.reset();  // finish queued work before the engine goes
+}
+
+absl::StatusOr<std::unique_ptr<DraftService>> DraftService::Create(const DraftWorkerOptions& opts) {
+  std::unique_ptr<DraftService> s(new DraftService(opts));
+  SPECD_ASSIGN_OR_RETURN(s->cur_, s->Load(opts.engine.model_path, ""));
+  s->loads_ = 1;
+  DraftService* self = s.get();
+  s->thread_ = std::make_unique<rpc::EngineThread<LocalDraft::ProposeJob, Proposed>>(
+      [self](const std::vector<LocalDraft::ProposeJob>& jobs) { return self->RunBatch(jobs); },
+      [](const LocalDraft::ProposeJob& j) { return static_cast<int64_t>(j.seq); }, opts.max_batch);
+  return s;
+}
+
+absl::StatusOr<DraftService::Loaded> DraftService::Load(const std::string& path, const std::string& expected) const {
+  // The vocabulary decides compatibility; check it before loading any weights.
+  SPECD_ASSIGN_OR_RETURN(auto file, GgufFile::Open(path));
+  SPECD_ASSIGN_OR_RETURN(auto tok, Tokenizer::FromGguf(*file));
+  const std::string digest = tok->VocabDigest();
+  if (!expected.empty() && digest != expected)
+    return absl::FailedPreconditionError(absl::StrCat(
+        path, ": vocabulary (digest ", digest.substr(0, 16), "..., ", tok->vocab_size(),
+        " tokens) differs from the target's (digest ", expected.substr(0, 16), "...); refusing it, the current draft stays"));
+  EngineOptions eo = opts_.engine;
+  eo.model_path = path;
+  eo.exchange_bytes = static_cast<int64_t>(ExchangeBuffer::BytesFor(eo.max_seqs, opts_.k_max, tok->vocab_size()));
+  Loaded l;
+  SPECD_ASSIGN_OR_RETURN(l.engine, Engine::Create(eo));
+  SPECD_ASSIGN_OR_RETURN(l.draft, LocalDraft::Create(l.engine.get(), opts_.k_max, opts_.shm_kind));
+  l.digest = digest;
+  SPECD_LOG(INFO) << "draft model loaded" << Kv("path", path) << Kv("vocab", l.engine->vocab_size())
+                  << Kv("exchange", l.draft->exchange().name()) << Kv("exchange_bytes", l.draft->exchange().bytes());
+  SPECD_LOG(INFO) << l.engine->ledger().ToString();
+  return l;
+}
+
+std::vector<absl::StatusOr<DraftService::Proposed>> DraftService::RunBatch(
+    const std::vector<LocalDraft::ProposeJob>& jobs) {
+  std::vector<absl::StatusOr<DraftProposal>> res = cur_.draft->ProposeBatch(jobs);
+  std::vector<absl::StatusOr<Proposed>> out;
+  out.reserve(res.size());
+  for (size_t i = 0; i < res.size(); ++i) {
+    if (!res[i].ok()) {
+      out.push_back(res[i].status());
+      continue;
+    }
+    out.push_back(Proposed{*std::move(res[i]), cur_.draft->core().CommittedLength(jobs[i].seq)});
+  }
+  return out;
+}
+
+void DraftService::FillInfo(v1::InfoResponse* out) const {
+  rpc::EngineInfoToProto(*cur_.engine, cur_.digest, out);
+  out->set_role("draft");
+  rpc::ExchangeToProto(cur_.draft->exchange(), out->mutable_exchange());
+  out->set_k_max(opts_.k_max);
+  out->set_model_loads(loads_.load());
+  if (thread_) {
+    out->set_batches(thread_->batches());
+    out->set_batched_requests(thread_->batched_jobs());
+    out->set_max_batch(thread_->max_batch_seen());
+  }
+}
+
+v1::InfoResponse DraftService::CurrentInfo() {
+  return thread_->Run([this] {
+    v1::InfoResponse r;
+    FillInfo(&r);
+    return r;
+  });
+}
+
+grpc::Status DraftService::Info(grpc::ServerContext*, const v1::InfoRequest*, v1::InfoResponse* resp) {
+  *resp = CurrentInfo();
+  return grpc::Status::OK;
+}
+
+grpc::Status DraftService::Open(grpc::ServerContext*, const v1::OpenRequest* req, v1::OpenResponse* resp) {
+  auto sampling = rpc::SamplingFromProto(req->sampling());
+  if (!sampling.ok()) return ToGrpc(sampling.status());
+  const std::vector<int32_t> tokens = ToVector(req->tokens());
+  return ToGrpc(thread_->Run([&]() -> absl::Status {
+    SPECD_RETURN_IF_ERROR(cur_.draft->OpenSeq(req->seq(), tokens, *sampling));
+    resp->set_length(cur_.draft->core().CommittedLength(req->seq()));
+    return absl::OkStatus();
+  }));
+}
+
+grpc::Status DraftService::Propose(grpc::ServerContext*, const v1::ProposeRequest* req, v1::ProposeResponse* resp) {
+  LocalDraft::ProposeJob job{req->seq(), req->base_len(), ToVector(req->new_tokens()), req->k(), req->min_confidence()};
+  auto r = thread_->Submit(std::move(job));
+  if (!r.ok()) return ToGrpc(r.status());
+  for (int32_t t : r->proposal.tokens) resp->add_tokens(t);
+  for (float c : r->proposal.confidence) resp->add_confidences(c);
+  resp->set_slot(r->proposal.ref.slot);
+  resp->set_generation(r->proposal.ref.generation);
+  resp->set_length(r->length);
+  return grpc::Status::OK;
+}
+
+grpc::Status DraftService::Verify(grpc::ServerContext*, const v1::VerifyRequest*, v1::VerifyResponse*) {
+  return grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "this is a draft worker: Verify is served by the target worker");
+}
+
+grpc::Status DraftService::Sync(grpc::ServerContext*, const v1::SyncRequest* req, v1::SyncResponse* resp) {
+  const std::vector<int32_t> tokens = ToVector(req->tokens());
+  return ToGrpc(thread_->Run([&]() -> absl::Status {
+    SPECD_RETURN_IF_ERROR(cur_.draft->SyncSeq(req->seq(), req->base_len(), tokens));
+    resp->set_length(cur_.draft->core().CommittedLength(req->seq()));
+    return absl::OkStatus();
+  }));
+}
+
+grpc::Status DraftService::Release(grpc::ServerContext*, const v1::ReleaseRequest* req, v1::ReleaseResponse* resp) {
+  resp->set_released(thread_->Run([&] { return cur_.draft->ReleaseSeq(req->seq()); }));
+  return grpc::Status::OK;
+}
+
+grpc::Status DraftService::AttachDraft(grpc::ServerContext*, const v1::AttachDraftRequest*, v1::AttachDraftResponse*) {
+  return grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "this is a draft worker: AttachDraft is for the target worker");
+}
+
+grpc::Status DraftService::LoadModel(grpc::ServerContext*, const v1::LoadModelRequest* req, v1::LoadModelResponse* resp) {
+  if (req->path().empty()) return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "LoadModel needs a path");
+  SPECD_LOG(INFO) << "loading a new draft model" << Kv("path", req->path());
+  // On the engine thread: no proposal runs while the model changes. The old
+  // model serves until the new one is fully loaded; any failure keeps it.
+  absl::Status st = thread_->Run([&]() -> absl::Status {
+    SPECD_ASSIGN_OR_RETURN(Loaded next, Load(req->path(), req->expected_vocab_digest()));
+    const size_t dropped = cur_.draft->core().Sequences().size();
+    cur_.draft.reset();  // unlinks the old buffer (a mapping the target holds stays valid)
+    cur_ = std::move(next);
+    loads_.fetch_add(1);
+    SPECD_LOG(INFO) << "draft model swapped" << Kv("path", req->path()) << Kv("dropped_sequences", dropped)
+                    << Kv("exchange", cur_.draft->exchange().name());
+    FillInfo(resp->mutable_info());
+    return absl::OkStatus();
+  });
+  if (!st.ok()) SPECD_LOG(WARN) << "draft model load refused" << Kv("path", req->path()) << Kv("error", st.ToString());
+  return ToGrpc(st);
+}
+
+}  // namespace specd

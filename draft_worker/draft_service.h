@@ -1,0 +1,63 @@
+// The draft worker's gRPC service: a LocalDraft (DraftCore + exchange
+// buffer) driven by one engine thread. Concurrent Propose calls are batched
+// into one DraftCore::Propose; LoadModel swaps the model (and buffer) in place.
+#pragma once
+#include <atomic>
+#include <memory>
+#include <string>
+
+#include "common/engine/spec_local.h"
+#include "proto/rpc/engine_thread.h"
+#include "proto/specd.grpc.pb.h"
+
+namespace specd {
+
+struct DraftWorkerOptions {
+  EngineOptions engine;
+  int k_max = 8;
+  std::string shm_kind = "posix";
+  int max_batch = 64;  // sequences per Propose batch
+};
+
+class DraftService final : public v1::Worker::Service {
+ public:
+  static absl::StatusOr<std::unique_ptr<DraftService>> Create(const DraftWorkerOptions& opts);
+  ~DraftService() override;
+
+  // Safe from any thread.
+  v1::InfoResponse CurrentInfo();
+
+  grpc::Status Info(grpc::ServerContext*, const v1::InfoRequest*, v1::InfoResponse*) override;
+  grpc::Status Open(grpc::ServerContext*, const v1::OpenRequest*, v1::OpenResponse*) override;
+  grpc::Status Propose(grpc::ServerContext*, const v1::ProposeRequest*, v1::ProposeResponse*) override;
+  grpc::Status Verify(grpc::ServerContext*, const v1::VerifyRequest*, v1::VerifyResponse*) override;
+  grpc::Status Sync(grpc::ServerContext*, const v1::SyncRequest*, v1::SyncResponse*) override;
+  grpc::Status Release(grpc::ServerContext*, const v1::ReleaseRequest*, v1::ReleaseResponse*) override;
+  grpc::Status AttachDraft(grpc::ServerContext*, const v1::AttachDraftRequest*, v1::AttachDraftResponse*) override;
+  grpc::Status LoadModel(grpc::ServerContext*, const v1::LoadModelRequest*, v1::LoadModelResponse*) override;
+
+ private:
+  struct Loaded {
+    std::unique_ptr<Engine> engine;
+    std::unique_ptr<LocalDraft> draft;
+    std::string digest;
+  };
+  struct Proposed {
+    DraftProposal proposal;
+    int64_t length = 0;
+  };
+  explicit DraftService(const DraftWorkerOptions& opts);
+  // Loads `path`: checks the vocabulary digest first (when `expected` is not
+  // empty), plans memory with the exchange buffer included, then creates
+  // the engine and the buffer.
+  absl::StatusOr<Loaded> Load(const std::string& path, const std::string& expected_digest) const;
+  std::vector<absl::StatusOr<Proposed>> RunBatch(const std::vector<LocalDraft::ProposeJob>& jobs);
+  void FillInfo(v1::InfoResponse* out) const;  // engine thread only
+
+  DraftWorkerOptions opts_;
+  Loaded cur_;  // engine thread only (after Create)
+  std::atomic<int64_t> loads_{0};
+  std::unique_ptr<rpc::EngineThread<LocalDraft::ProposeJob, Proposed>> thread_;
+};
+
+}  // namespace specd
