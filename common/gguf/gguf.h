@@ -6,6 +6,22 @@
 // data lies inside the file and that no two tensors overlap. Errors name the
 // file and what is wrong, e.g. "model.gguf: tensor 'blk.0.attn_q.weight' data
 // [offset 1024, 4096 bytes) runs past the end of the file (3000 bytes)".
+//
+// Status codes: DATA_LOSS when the file is cut short (any read, string, array
+// or tensor data past the end); UNIMPLEMENTED for GGUF versions other than 3;
+// INVALID_ARGUMENT for every other malformed file. Getters: NOT_FOUND for a
+// missing key, INVALID_ARGUMENT for a wrong type, OUT_OF_RANGE when an integer
+// does not fit the requested type.
+//
+// Leniencies (kept deliberately, as llama.cpp's mmap loader does): bytes after
+// the last tensor (including missing trailing padding) are not checked; a
+// file without tensors may end before the aligned start of its data section;
+// a BOOL byte other than 0/1 reads as true; UTF-8 is not validated.
+//
+// Arrays of arrays (legal in the format, rejected by ggml): the reader skips
+// their contents safely (bounds-checked, nesting up to kGgufMaxArrayNesting)
+// and keeps the key with elem_type ARRAY and only the outer element count in
+// `arr_nested_count`; the writer refuses to write them.
 #pragma once
 #include <cstdint>
 #include <map>
@@ -23,12 +39,16 @@ namespace specd {
 constexpr uint32_t kGgufMagic = 0x46554747;  // "GGUF" little-endian
 constexpr uint32_t kGgufVersion = 3;
 constexpr uint32_t kGgufDefaultAlignment = 32;
+constexpr uint32_t kGgufMaxDims = 4;
+constexpr int kGgufMaxArrayNesting = 16;  // arrays inside arrays, beyond that an error
 
 enum class GgufValueType : uint32_t {
   UINT8 = 0, INT8 = 1, UINT16 = 2, INT16 = 3, UINT32 = 4, INT32 = 5, FLOAT32 = 6,
   BOOL = 7, STRING = 8, ARRAY = 9, UINT64 = 10, INT64 = 11, FLOAT64 = 12,
 };
 std::string_view GgufValueTypeName(GgufValueType t);
+// UINT8..INT64 (not BOOL/FLOAT*).
+bool GgufIsIntegerType(GgufValueType t);
 
 // A metadata value. Scalars are widened to the variant's types but keep their
 // declared GGUF type in `type`; arrays keep their element type in `elem_type`.
@@ -42,8 +62,10 @@ struct GgufValue {
   std::vector<double> arr_float;
   std::vector<std::string> arr_str;
   std::vector<uint8_t> arr_bool;
+  uint64_t arr_nested_count = 0;  // ARRAY of ARRAY: outer count, contents skipped
 
   size_t ArraySize() const;
+  bool operator==(const GgufValue&) const = default;
   // Human-readable, arrays abbreviated after `max_items`.
   std::string ToString(size_t max_items = 8) const;
 
@@ -56,6 +78,18 @@ struct GgufValue {
   static GgufValue StrArray(std::vector<std::string> v);
   static GgufValue F32Array(std::vector<float> v);
   static GgufValue I32Array(std::vector<int32_t> v);
+  // The remaining types. Array factories take the element type; the writer
+  // checks that every value fits it.
+  static GgufValue U8(uint8_t v);
+  static GgufValue I8(int8_t v);
+  static GgufValue U16(uint16_t v);
+  static GgufValue I16(int16_t v);
+  static GgufValue I64(int64_t v);
+  static GgufValue F64(double v);
+  static GgufValue UIntArray(GgufValueType elem, std::vector<uint64_t> v);  // UINT8..UINT64
+  static GgufValue IntArray(GgufValueType elem, std::vector<int64_t> v);    // INT8..INT64
+  static GgufValue FloatArray(GgufValueType elem, std::vector<double> v);   // FLOAT32/64
+  static GgufValue BoolArray(std::vector<bool> v);
 };
 
 struct GgufTensorInfo {
@@ -112,6 +146,7 @@ class GgufFile {
  private:
   GgufFile() = default;
   absl::Status Parse();
+  absl::Status ParseBody();  // Parse() minus the file name in front of errors
 
   std::string path_;
   const uint8_t* base_ = nullptr;
@@ -130,8 +165,10 @@ class GgufFile {
 // insertion order at the configured alignment. Data is copied in.
 class GgufWriter {
  public:
-  void SetAlignment(uint32_t a);  // also written as general.alignment when != 32
-  void Set(const std::string& key, GgufValue v);  // replaces an existing key
+  // Also written as general.alignment (u32) when != 32; Serialize fails unless
+  // it is a nonzero power of two. Set("general.alignment", U32(a)) is the same.
+  void SetAlignment(uint32_t a);
+  void Set(const std::string& key, GgufValue v);  // replaces an existing key in place
   // `ne` innermost first; `data` holds exactly RowBytes(type, ne[0]) * rows bytes.
   absl::Status AddTensor(const std::string& name, GgmlType type, std::vector<int64_t> ne,
                          const void* data, size_t nbytes);
