@@ -1,0 +1,293 @@
+#include "coordinator/client/client.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <sstream>
+#include <thread>
+
+#include "common/util/config.h"
+#include "proto/rpc/convert.h"
+#include "proto/rpc/status.h"
+#include "proto/specd.grpc.pb.h"
+
+namespace specd::client {
+namespace {
+
+std::string ReasonName(v1::FinishReason r) {
+  switch (r) {
+    case v1::FINISH_REASON_EOS: return "eos";
+    case v1::FINISH_REASON_STOP: return "stop";
+    case v1::FINISH_REASON_LENGTH: return "length";
+    case v1::FINISH_REASON_CANCELLED: return "cancelled";
+    case v1::FINISH_REASON_DEADLINE: return "deadline";
+    default: return "unspecified";
+  }
+}
+
+void SetTimeout(grpc::ClientContext* ctx, std::chrono::milliseconds t) {
+  if (t.count() > 0) ctx->set_deadline(std::chrono::system_clock::now() + t);
+}
+
+WorkerStats FromInfo(const v1::InfoResponse& i, bool reachable) {
+  WorkerStats w;
+  w.reachable = reachable;
+  w.role = i.role();
+  w.model_name = i.model_name();
+  w.model_path = i.model_path();
+  w.arch = i.arch();
+  w.vocab_digest = i.vocab_digest();
+  w.exchange = i.exchange().name();
+  w.pid = i.pid();
+  w.vocab_size = i.vocab_size();
+  w.max_seqs = i.max_seqs();
+  w.max_seq_len = i.max_seq_len();
+  w.active_sequences = i.active_sequences();
+  w.kv_used_blocks = i.kv_used_blocks();
+  w.kv_total_blocks = i.kv_total_blocks();
+  w.forwards = i.forwards();
+  w.batches = i.batches();
+  w.batched_requests = i.batched_requests();
+  w.model_loads = i.model_loads();
+  w.max_batch = i.max_batch();
+  w.memory_total = i.ledger().total();
+  w.memory_budget = i.ledger().budget();
+  return w;
+}
+
+}  // namespace
+
+struct Client::Impl {
+  std::shared_ptr<grpc::Channel> channel;
+  std::unique_ptr<v1::Coordinator::Stub> api;
+  std::unique_ptr<v1::Admin::Stub> admin;
+};
+
+Client::Client(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Client::~Client() = default;
+
+absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const std::string& address) {
+  if (address.empty()) return absl::InvalidArgumentError("empty coordinator address");
+  auto impl = std::make_unique<Impl>();
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  impl->channel = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+  if (!impl->channel) return absl::InvalidArgumentError(absl::StrCat("bad coordinator address '", address, "'"));
+  impl->api = v1::Coordinator::NewStub(impl->channel);
+  impl->admin = v1::Admin::NewStub(impl->channel);
+  return std::unique_ptr<Client>(new Client(std::move(impl)));
+}
+
+absl::StatusOr<GenerateSummary> Client::Generate(const GenerateParams& p,
+                                                 const std::function<bool(const StreamChunk&)>& on_chunk) {
+  v1::GenerateRequest req;
+  req.set_prompt(p.prompt);
+  req.mutable_prompt_tokens()->Add(p.prompt_tokens.begin(), p.prompt_tokens.end());
+  req.set_add_special(p.add_special);
+  req.set_parse_special(p.parse_special);
+  req.set_max_tokens(p.max_tokens);
+  rpc::SamplingToProto(p.sampling, req.mutable_sampling());
+  for (const auto& s : p.stop) req.add_stop(s);
+  if (p.k) req.mutable_speculation()->set_k(*p.k);
+  req.mutable_speculation()->set_disable(p.disable_speculation);
+  req.mutable_speculation()->set_min_confidence(p.min_confidence);
+
+  grpc::ClientContext ctx;
+  SetTimeout(&ctx, p.timeout);
+  std::unique_ptr<grpc::ClientReader<v1::GenerateResponse>> reader;
+  v1::ChatRequest chat;
+  if (!p.messages.empty()) {
+    for (const auto& m : p.messages) {
+      v1::ChatMessage* cm = chat.add_messages();
+      cm->set_role(m.role);
+      cm->set_content(m.content);
+    }
+    *chat.mutable_options() = req;
+    reader = impl_->api->Chat(&ctx, chat);
+  } else {
+    reader = impl_->api->Generate(&ctx, req);
+  }
+  GenerateSummary sum;
+  bool have_summary = false, cancelled = false;
+  v1::GenerateResponse m;
+  while (reader->Read(&m)) {
+    if (m.has_summary()) {
+      const v1::GenerationSummary& s = m.summary();
+      sum.finish_reason = ReasonName(s.finish_reason());
+      sum.prompt_tokens = s.prompt_tokens();
+      sum.completion_tokens = s.completion_tokens();
+      sum.steps = s.steps();
+      sum.speculative_steps = s.speculative_steps();
+      sum.proposed = s.proposed();
+      sum.accepted = s.accepted();
+      sum.acceptance_rate = s.acceptance_rate();
+      sum.mean_accepted_length = s.mean_accepted_length();
+      sum.tokens_per_second = s.tokens_per_second();
+      sum.elapsed_seconds = s.elapsed_seconds();
+      sum.draft_failures = s.draft_failures();
+      sum.stop = s.stop();
+      have_summary = true;
+      continue;
+    }
+    StreamChunk ch;
+    ch.text = m.text();
+    ch.token_ids = rpc::ToVector(m.token_ids());
+    ch.proposed = m.step().proposed();
+    ch.accepted = m.step().accepted();
+    ch.appended = m.step().appended();
+    ch.emitted = m.step().emitted();
+    ch.draft_used = m.step().draft_used();
+    sum.text += ch.text;
+    sum.tokens.insert(sum.tokens.end(), ch.token_ids.begin(), ch.token_ids.end());
+    ++sum.chunks;
+    if (on_chunk && !cancelled && !on_chunk(ch)) {
+      cancelled = true;
+      ctx.TryCancel();
+    }
+  }
+  const grpc::Status st = reader->Finish();
+  if (cancelled) return absl::CancelledError("cancelled by the caller");
+  if (!st.ok()) return rpc::FromGrpc(st);
+  if (!have_summary) return absl::DataLossError("the stream ended without a summary");
+  return sum;
+}
+
+absl::StatusOr<std::vector<int32_t>> Client::Tokenize(const std::string& text, bool add_special, bool parse_special) {
+  v1::TokenizeRequest req;
+  req.set_text(text);
+  req.set_add_special(add_special);
+  req.set_parse_special(parse_special);
+  v1::TokenizeResponse resp;
+  grpc::ClientContext ctx;
+  SetTimeout(&ctx, std::chrono::seconds(30));
+  const grpc::Status st = impl_->api->Tokenize(&ctx, req, &resp);
+  if (!st.ok()) return rpc::FromGrpc(st);
+  return rpc::ToVector(resp.token_ids());
+}
+
+absl::StatusOr<Health> Client::GetHealth(std::chrono::milliseconds timeout) {
+  v1::HealthResponse resp;
+  grpc::ClientContext ctx;
+  SetTimeout(&ctx, timeout);
+  const grpc::Status st = impl_->api->Health(&ctx, v1::HealthRequest(), &resp);
+  if (!st.ok()) return rpc::FromGrpc(st);
+  Health h;
+  h.serving = resp.serving();
+  h.target_ready = resp.target_ready();
+  h.draft_ready = resp.draft_ready();
+  h.target_model = resp.target_model();
+  h.draft_model = resp.draft_model();
+  h.k = resp.k();
+  h.speculation_enabled = resp.speculation_enabled();
+  return h;
+}
+
+absl::Status Client::WaitServing(std::chrono::milliseconds timeout, bool need_draft) {
+  const auto end = std::chrono::steady_clock::now() + timeout;
+  absl::Status last = absl::DeadlineExceededError("not serving yet");
+  while (std::chrono::steady_clock::now() < end) {
+    auto h = GetHealth(std::chrono::seconds(2));
+    if (h.ok() && h->serving && (!need_draft || h->draft_ready)) return absl::OkStatus();
+    if (!h.ok()) last = h.status();
+    else last = absl::UnavailableError(need_draft && h->serving ? "the draft is not ready" : "the target is not ready");
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return absl::DeadlineExceededError(absl::StrCat("coordinator not serving within ", timeout.count(), " ms: ",
+                                                  last.message()));
+}
+
+absl::StatusOr<Stats> Client::GetStats(std::chrono::milliseconds timeout) {
+  v1::StatsResponse r;
+  grpc::ClientContext ctx;
+  SetTimeout(&ctx, timeout);
+  const grpc::Status st = impl_->admin->Stats(&ctx, v1::StatsRequest(), &r);
+  if (!st.ok()) return rpc::FromGrpc(st);
+  Stats s;
+  s.requests_total = r.requests_total();
+  s.requests_active = r.requests_active();
+  s.requests_failed = r.requests_failed();
+  s.completion_tokens = r.completion_tokens();
+  s.steps = r.steps();
+  s.proposed = r.proposed();
+  s.accepted = r.accepted();
+  s.draft_failures = r.draft_failures();
+  s.acceptance_rate = r.acceptance_rate();
+  s.mean_accepted_length = r.mean_accepted_length();
+  s.tokens_per_second = r.tokens_per_second();
+  s.uptime_seconds = r.uptime_seconds();
+  s.k = r.k();
+  s.speculation_enabled = r.speculation_enabled();
+  s.draft_ready = r.draft_ready();
+  s.target_ready = r.target_ready();
+  s.draft_swaps = r.draft_swaps();
+  s.draft_reconnects = r.draft_reconnects();
+  s.target = FromInfo(r.target(), r.target().pid() != 0);
+  s.draft = FromInfo(r.draft(), r.draft().pid() != 0);
+  return s;
+}
+
+absl::StatusOr<WorkerStats> Client::SwapDraft(const std::string& path, std::chrono::milliseconds timeout) {
+  v1::SwapDraftRequest req;
+  req.set_path(path);
+  v1::SwapDraftResponse resp;
+  grpc::ClientContext ctx;
+  SetTimeout(&ctx, timeout);
+  const grpc::Status st = impl_->admin->SwapDraft(&ctx, req, &resp);
+  if (!st.ok()) return rpc::FromGrpc(st);
+  return FromInfo(resp.draft(), true);
+}
+
+absl::StatusOr<std::pair<int, bool>> Client::SetSpeculation(std::optional<int> k, std::optional<bool> enabled) {
+  v1::SetSpeculationRequest req;
+  if (k) req.set_k(*k);
+  if (enabled) req.set_enabled(*enabled);
+  v1::SetSpeculationResponse resp;
+  grpc::ClientContext ctx;
+  SetTimeout(&ctx, std::chrono::seconds(10));
+  const grpc::Status st = impl_->admin->SetSpeculation(&ctx, req, &resp);
+  if (!st.ok()) return rpc::FromGrpc(st);
+  return std::make_pair(resp.k(), resp.enabled());
+}
+
+std::string FormatSummary(const GenerateSummary& s) {
+  std::string out = absl::StrFormat("%d tokens in %.2f s (%.1f tok/s), finish: %s", s.completion_tokens,
+                                    s.elapsed_seconds, s.tokens_per_second, s.finish_reason);
+  if (s.speculative_steps > 0) {
+    out += absl::StrFormat("; acceptance %.1f%% (%d/%d), mean accepted length %.2f tokens/step",
+                           100.0 * s.acceptance_rate, s.accepted, s.proposed, s.mean_accepted_length);
+  } else {
+    out += "; target-only";
+  }
+  if (s.draft_failures > 0) out += absl::StrFormat(" (%d draft failures)", s.draft_failures);
+  return out;
+}
+
+std::string FormatStats(const Stats& s) {
+  std::ostringstream os;
+  os << absl::StrFormat("requests: %d total, %d active, %d failed; uptime %.0f s\n", s.requests_total,
+                        s.requests_active, s.requests_failed, s.uptime_seconds);
+  os << absl::StrFormat("tokens: %d in %d steps, %.1f tok/s per request\n", s.completion_tokens, s.steps,
+                        s.tokens_per_second);
+  os << absl::StrFormat("speculation: %s, k=%d, draft %s; acceptance %.1f%% (%d/%d), mean accepted length %.2f\n",
+                        s.speculation_enabled ? "on" : "off", s.k, s.draft_ready ? "ready" : "not ready",
+                        100.0 * s.acceptance_rate, s.accepted, s.proposed, s.mean_accepted_length);
+  os << absl::StrFormat("draft: %d failures, %d reconnects, %d swaps\n", s.draft_failures, s.draft_reconnects,
+                        s.draft_swaps);
+  auto worker = [&](const char* name, const WorkerStats& w) {
+    if (!w.reachable) {
+      os << name << ": unreachable\n";
+      return;
+    }
+    os << absl::StrFormat("%s: %s (%s, vocab %d) pid %d; sequences %d/%d, KV blocks %d/%d; %d forwards, "
+                          "%d batches (%d requests, largest %d); memory %s\n",
+                          name, w.model_name, w.arch, w.vocab_size, w.pid, w.active_sequences, w.max_seqs,
+                          w.kv_used_blocks, w.kv_total_blocks, w.forwards, w.batches, w.batched_requests, w.max_batch,
+                          Config::FormatBytes(static_cast<int64_t>(w.memory_total)));
+  };
+  worker("target", s.target);
+  worker("draft", s.draft);
+  return os.str();
+}
+
+}  // namespace specd::client

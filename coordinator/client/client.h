@@ -1,0 +1,141 @@
+// A C++ client of the coordinator (the `specd` CLI's generate --coordinator,
+// chat, stats, swap-draft). Plain structs in and out: callers need neither
+// gRPC nor the generated protobuf headers.
+//
+//   auto c = specd::client::Client::Connect("127.0.0.1:7810");
+//   auto sum = (*c)->Generate(params, [](const StreamChunk& ch) {
+//     fputs(ch.text.c_str(), stdout);
+//     return true;  // false cancels the request
+//   });
+//   fprintf(stderr, "%s\n", FormatSummary(*sum).c_str());
+#pragma once
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/sampler/sampler.h"
+#include "common/util/status.h"
+
+namespace specd::client {
+
+struct Message {
+  std::string role;  // system, user, assistant
+  std::string content;
+};
+
+struct GenerateParams {
+  std::string prompt;                  // text (target vocabulary) ...
+  std::vector<int32_t> prompt_tokens;  // ... or token ids (used when non-empty)
+  bool add_special = true;             // bos before a text prompt
+  bool parse_special = false;          // control tokens written in the prompt
+  std::vector<Message> messages;       // non-empty: a Chat request (prompt fields unused)
+  int max_tokens = 0;                  // 0: the coordinator's default
+  SamplingParams sampling;
+  std::vector<std::string> stop;
+  std::optional<int> k;                // draft tokens per step (unset: the coordinator's)
+  bool disable_speculation = false;
+  float min_confidence = 0.0f;
+  std::chrono::milliseconds timeout{0};  // the call's deadline; 0: none
+};
+
+// One streamed message: one verify step's output.
+struct StreamChunk {
+  std::string text;
+  std::vector<int32_t> token_ids;
+  int proposed = 0, accepted = 0, appended = 0, emitted = 0;
+  bool draft_used = false;
+};
+
+struct GenerateSummary {
+  std::string finish_reason;  // eos, stop, length, cancelled, deadline
+  int prompt_tokens = 0;
+  int completion_tokens = 0;
+  int steps = 0;
+  int speculative_steps = 0;
+  int64_t proposed = 0;
+  int64_t accepted = 0;
+  double acceptance_rate = 0;
+  double mean_accepted_length = 0;  // tokens decided per speculative step
+  double tokens_per_second = 0;
+  double elapsed_seconds = 0;
+  int draft_failures = 0;
+  std::string stop;
+  // Everything streamed, concatenated (filled by the client).
+  std::string text;
+  std::vector<int32_t> tokens;
+  int chunks = 0;
+};
+
+struct Health {
+  bool serving = false;
+  bool target_ready = false;
+  bool draft_ready = false;
+  std::string target_model, draft_model;
+  int k = 0;
+  bool speculation_enabled = false;
+};
+
+// One worker as Stats reports it.
+struct WorkerStats {
+  bool reachable = false;
+  std::string role, model_name, model_path, arch, vocab_digest, exchange;
+  int64_t pid = 0;
+  int vocab_size = 0;
+  int max_seqs = 0, max_seq_len = 0, active_sequences = 0;
+  int kv_used_blocks = 0, kv_total_blocks = 0;
+  int64_t forwards = 0, batches = 0, batched_requests = 0, model_loads = 0;
+  int max_batch = 0;
+  uint64_t memory_total = 0;
+  int64_t memory_budget = -1;
+};
+
+struct Stats {
+  int64_t requests_total = 0, requests_active = 0, requests_failed = 0;
+  int64_t completion_tokens = 0, steps = 0, proposed = 0, accepted = 0, draft_failures = 0;
+  double acceptance_rate = 0, mean_accepted_length = 0, tokens_per_second = 0, uptime_seconds = 0;
+  int k = 0;
+  bool speculation_enabled = false, draft_ready = false, target_ready = false;
+  int64_t draft_swaps = 0, draft_reconnects = 0;
+  WorkerStats target, draft;
+};
+
+class Client {
+ public:
+  // `address`: HOST:PORT or unix:/PATH. Connects lazily.
+  static absl::StatusOr<std::unique_ptr<Client>> Connect(const std::string& address);
+  ~Client();
+
+  // Streams a Generate (or Chat, when params.messages is set). `on_chunk`
+  // returning false cancels the request (the result is then CANCELLED).
+  // gRPC errors come back as the matching absl codes, with the server's message.
+  absl::StatusOr<GenerateSummary> Generate(const GenerateParams& params,
+                                           const std::function<bool(const StreamChunk&)>& on_chunk = {});
+  absl::StatusOr<std::vector<int32_t>> Tokenize(const std::string& text, bool add_special = true,
+                                                bool parse_special = false);
+  absl::StatusOr<Health> GetHealth(std::chrono::milliseconds timeout = std::chrono::seconds(5));
+  // Polls Health until serving (and, if `need_draft`, the draft is ready).
+  absl::Status WaitServing(std::chrono::milliseconds timeout, bool need_draft = false);
+  absl::StatusOr<Stats> GetStats(std::chrono::milliseconds timeout = std::chrono::seconds(10));
+  // Returns the new draft's figures; FAILED_PRECONDITION (old draft kept)
+  // when its vocabulary differs from the target's.
+  absl::StatusOr<WorkerStats> SwapDraft(const std::string& path,
+                                        std::chrono::milliseconds timeout = std::chrono::minutes(10));
+  // Unset fields keep their value; returns the settings in force.
+  absl::StatusOr<std::pair<int, bool>> SetSpeculation(std::optional<int> k, std::optional<bool> enabled);
+
+ private:
+  struct Impl;
+  explicit Client(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// "42 tokens in 1.20 s (35.0 tok/s), finish: eos; k-steps 12, acceptance 71.4% (30/42), mean accepted length 3.50"
+std::string FormatSummary(const GenerateSummary& s);
+// A multi-line report of Stats.
+std::string FormatStats(const Stats& s);
+
+}  // namespace specd::client

@@ -1,0 +1,142 @@
+#include "coordinator/grpc_clients.h"
+
+#include "proto/rpc/convert.h"
+#include "proto/rpc/status.h"
+
+namespace specd {
+namespace {
+
+void SetDeadline(grpc::ClientContext* ctx, Deadline request, std::chrono::milliseconds timeout) {
+  ctx->set_deadline(std::min(request, std::chrono::system_clock::now() + timeout));
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- target
+
+absl::Status GrpcTargetClient::Failed(const grpc::Status& gs, const char* call, int32_t seq, Deadline deadline) {
+  if (std::chrono::system_clock::now() >= deadline) return absl::DeadlineExceededError("request deadline reached");
+  switch (gs.error_code()) {
+    case grpc::StatusCode::NOT_FOUND: {
+      absl::Status st = absl::UnavailableError(
+          absl::StrCat("target worker lost sequence ", seq, " during ", call, " (it restarted?): ", gs.error_message()));
+      cluster_->ReportTargetFailure(st);
+      return st;
+    }
+    case grpc::StatusCode::UNAVAILABLE:
+    case grpc::StatusCode::DEADLINE_EXCEEDED:
+    case grpc::StatusCode::UNKNOWN:
+    case grpc::StatusCode::INTERNAL:
+    case grpc::StatusCode::CANCELLED: {
+      absl::Status st =
+          absl::UnavailableError(absl::StrCat("target worker unavailable during ", call, ": ", gs.error_message()));
+      cluster_->ReportTargetFailure(st);
+      return st;
+    }
+    default:
+      return rpc::FromGrpc(gs);
+  }
+}
+
+absl::Status GrpcTargetClient::Open(int32_t seq, const std::vector<int32_t>& tokens, const SamplingParams& sampling,
+                                    Deadline deadline) {
+  v1::OpenRequest req;
+  req.set_seq(seq);
+  req.mutable_tokens()->Add(tokens.begin(), tokens.end());
+  rpc::SamplingToProto(sampling, req.mutable_sampling());
+  v1::OpenResponse resp;
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx, deadline, t_.target);
+  const grpc::Status gs = cluster_->target_stub().Open(&ctx, req, &resp);
+  return gs.ok() ? absl::OkStatus() : Failed(gs, "Open", seq, deadline);
+}
+
+absl::StatusOr<TargetStep> GrpcTargetClient::Verify(int32_t seq, const std::vector<int32_t>& proposal,
+                                                    const ExchangeRef& ref, Deadline deadline) {
+  v1::VerifyRequest req;
+  req.set_seq(seq);
+  req.mutable_tokens()->Add(proposal.begin(), proposal.end());
+  req.set_slot(ref.slot);
+  req.set_generation(ref.generation);
+  v1::VerifyResponse resp;
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx, deadline, t_.target);
+  const grpc::Status gs = cluster_->target_stub().Verify(&ctx, req, &resp);
+  if (!gs.ok()) return Failed(gs, "Verify", seq, deadline);
+  return TargetStep{resp.accepted(), rpc::ToVector(resp.appended())};
+}
+
+void GrpcTargetClient::Release(int32_t seq) {
+  v1::ReleaseRequest req;
+  req.set_seq(seq);
+  v1::ReleaseResponse resp;
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx, kNoDeadline, t_.release);
+  (void)cluster_->target_stub().Release(&ctx, req, &resp);
+}
+
+// ---------------------------------------------------------------- draft
+
+absl::Status GrpcDraftClient::Failed(const grpc::Status& gs, const char* call) {
+  absl::Status st = rpc::FromGrpc(gs);
+  cluster_->ReportDraftFailure(st);
+  return absl::Status(st.code(), absl::StrCat("draft ", call, ": ", st.message()));
+}
+
+absl::Status GrpcDraftClient::Open(int32_t seq, const std::vector<int32_t>& tokens, const SamplingParams& sampling,
+                                   Deadline deadline) {
+  epoch_ = 0;
+  const std::optional<DraftView> d = cluster_->draft();
+  if (!d || !cluster_->draft_stub()) return absl::UnavailableError("the draft worker is not available");
+  opened_epoch_ = d->epoch;  // even if the call fails: it may have happened there
+  v1::OpenRequest req;
+  req.set_seq(seq);
+  req.mutable_tokens()->Add(tokens.begin(), tokens.end());
+  rpc::SamplingToProto(sampling, req.mutable_sampling());
+  v1::OpenResponse resp;
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx, deadline, t_.draft_open);
+  const grpc::Status gs = cluster_->draft_stub()->Open(&ctx, req, &resp);
+  if (!gs.ok()) return Failed(gs, "Open");
+  epoch_ = d->epoch;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<DraftProposal> GrpcDraftClient::Propose(int32_t seq, int64_t base_len,
+                                                       const std::vector<int32_t>& new_tokens, int k,
+                                                       float min_confidence, Deadline deadline) {
+  const std::optional<DraftView> d = cluster_->draft();
+  if (!d) return absl::UnavailableError("the draft worker is not available");
+  if (d->epoch != epoch_) return absl::AbortedError("the draft was replaced since the sequence was opened");
+  v1::ProposeRequest req;
+  req.set_seq(seq);
+  req.set_base_len(base_len);
+  req.mutable_new_tokens()->Add(new_tokens.begin(), new_tokens.end());
+  req.set_k(std::min(k, d->k_max));
+  req.set_min_confidence(min_confidence);
+  v1::ProposeResponse resp;
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx, deadline, t_.draft);
+  const grpc::Status gs = cluster_->draft_stub()->Propose(&ctx, req, &resp);
+  if (!gs.ok()) return Failed(gs, "Propose");
+  DraftProposal p;
+  p.tokens = rpc::ToVector(resp.tokens());
+  p.confidence.assign(resp.confidences().begin(), resp.confidences().end());
+  p.ref = ExchangeRef{resp.slot(), resp.generation()};
+  return p;
+}
+
+void GrpcDraftClient::Release(int32_t seq) {
+  // Skipped when the draft epoch changed since the last Open: the sequence
+  // went with the old process or model. Tried even while the draft is out of
+  // use (a slow draft still holds the sequence).
+  if (opened_epoch_ == 0 || opened_epoch_ != cluster_->draft_epoch() || !cluster_->draft_stub()) return;
+  v1::ReleaseRequest req;
+  req.set_seq(seq);
+  v1::ReleaseResponse resp;
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx, kNoDeadline, t_.release);
+  (void)cluster_->draft_stub()->Release(&ctx, req, &resp);
+}
+
+}  // namespace specd

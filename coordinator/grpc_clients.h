@@ -1,0 +1,54 @@
+// The speculative loop's clients over gRPC: one pair per request, talking to
+// the workers the Cluster tracks. Per-call timeouts bound every RPC (never
+// beyond the request's deadline); failures are reported to the Cluster so it
+// re-probes at once.
+#pragma once
+#include <chrono>
+
+#include "common/engine/spec_loop.h"
+#include "coordinator/cluster.h"
+
+namespace specd {
+
+struct CallTimeouts {
+  std::chrono::milliseconds draft{2000};        // Propose
+  std::chrono::milliseconds draft_open{30000};  // draft prefill
+  std::chrono::milliseconds target{60000};      // Open (prefill) and Verify
+  std::chrono::milliseconds release{2000};
+};
+
+class GrpcTargetClient : public TargetClient {
+ public:
+  GrpcTargetClient(Cluster* cluster, const CallTimeouts& t) : cluster_(cluster), t_(t) {}
+  absl::Status Open(int32_t seq, const std::vector<int32_t>& tokens, const SamplingParams& sampling,
+                    Deadline deadline) override;
+  absl::StatusOr<TargetStep> Verify(int32_t seq, const std::vector<int32_t>& proposal, const ExchangeRef& ref,
+                                    Deadline deadline) override;
+  void Release(int32_t seq) override;
+
+ private:
+  absl::Status Failed(const grpc::Status& gs, const char* call, int32_t seq, Deadline deadline);
+  Cluster* cluster_;
+  CallTimeouts t_;
+};
+
+// Uses the draft only while the Cluster says it is usable, and only in the
+// draft epoch the sequence was opened in (ABORTED otherwise: reopen).
+class GrpcDraftClient : public DraftClient {
+ public:
+  GrpcDraftClient(Cluster* cluster, const CallTimeouts& t) : cluster_(cluster), t_(t) {}
+  absl::Status Open(int32_t seq, const std::vector<int32_t>& tokens, const SamplingParams& sampling,
+                    Deadline deadline) override;
+  absl::StatusOr<DraftProposal> Propose(int32_t seq, int64_t base_len, const std::vector<int32_t>& new_tokens, int k,
+                                        float min_confidence, Deadline deadline) override;
+  void Release(int32_t seq) override;
+
+ private:
+  absl::Status Failed(const grpc::Status& gs, const char* call);
+  Cluster* cluster_;
+  CallTimeouts t_;
+  uint64_t epoch_ = 0;         // the draft epoch the sequence is open in (0: none)
+  uint64_t opened_epoch_ = 0;  // the epoch of the last Open attempt
+};
+
+}  // namespace specd

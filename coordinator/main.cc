@@ -1,0 +1,97 @@
+// specd-coordinator: the public gRPC API. Runs the speculative loop per
+// request against a draft worker and a target worker.
+#include <cstdio>
+
+#include "common/util/log.h"
+#include "coordinator/frontend.h"
+#include "proto/rpc/server.h"
+
+namespace specd {
+namespace {
+
+int Main(int argc, char** argv) {
+  rpc::BlockTerminationSignals();
+  Config cfg("specd-coordinator");
+  rpc::AddServiceFlags(&cfg, "127.0.0.1:7810");
+  cfg.AddString("target", "127.0.0.1:7812", "target worker address (HOST:PORT or unix:/PATH)");
+  cfg.AddString("draft", "127.0.0.1:7811", "draft worker address; empty: target-only service");
+  cfg.AddString("tokenizer-model", "", "GGUF to read the target's vocabulary from (empty: the target's model path)");
+  cfg.AddInt("k", 4, "draft tokens proposed per step", 1, 64);
+  cfg.AddBool("speculation", true, "use the draft (false: target-only decoding)");
+  cfg.AddDouble("min-confidence", 0.0, "stop a proposal early below this draft probability (0: never)", 0.0, 1.0);
+  cfg.AddInt("default-max-tokens", 256, "max_tokens of requests that do not set it", 1, 1 << 20);
+  cfg.AddInt("max-tokens-limit", 8192, "largest max_tokens a request may ask for", 1, 1 << 20);
+  cfg.AddInt("target-wait-ms", 30000, "how long a request without a deadline waits for the target", 0, 3600000);
+  cfg.AddInt("draft-timeout-ms", 2000, "per Propose call; slower means target-only for that step", 1, 600000);
+  cfg.AddInt("draft-open-timeout-ms", 30000, "per draft prefill call", 1, 3600000);
+  cfg.AddInt("target-timeout-ms", 60000, "per target Open/Verify call", 1, 3600000);
+  cfg.AddInt("draft-retry-ms", 250, "back-off before a request retries a failed draft", 1, 600000);
+  cfg.AddInt("probe-interval-ms", 500, "how often the workers are probed (reconnects, swaps)", 10, 600000);
+  cfg.AddInt("probe-timeout-ms", 3000, "per probe (Info) call", 1, 600000);
+  cfg.AddInt("swap-timeout-ms", 300000, "longest draft model load during a swap", 1, 3600000);
+  auto run = rpc::ParseServiceFlags(&cfg, argc, argv, "coordinator");
+  if (!run.ok()) {
+    std::fprintf(stderr, "specd-coordinator: %s\n", std::string(run.status().message()).c_str());
+    return 2;
+  }
+  if (!*run) return 0;
+  cfg.LogEffective();
+  using ms = std::chrono::milliseconds;
+  ClusterOptions co;
+  co.target_address = cfg.GetString("target");
+  co.draft_address = cfg.GetString("draft");
+  co.tokenizer_model = cfg.GetString("tokenizer-model");
+  co.probe_interval = ms(cfg.GetInt("probe-interval-ms"));
+  co.probe_timeout = ms(cfg.GetInt("probe-timeout-ms"));
+  co.swap_timeout = ms(cfg.GetInt("swap-timeout-ms"));
+  for (const std::string& a : {co.target_address, co.draft_address}) {
+    if (a.empty()) continue;
+    if (absl::Status st = rpc::CheckListenAddress(a); !st.ok()) {
+      std::fprintf(stderr, "specd-coordinator: worker address: %s\n", std::string(st.message()).c_str());
+      return 2;
+    }
+  }
+  if (co.target_address.empty()) {
+    std::fprintf(stderr, "specd-coordinator: --target is required\n");
+    return 2;
+  }
+  FrontendOptions fo;
+  fo.k = static_cast<int>(cfg.GetInt("k"));
+  fo.speculation = cfg.GetBool("speculation");
+  fo.min_confidence = static_cast<float>(cfg.GetDouble("min-confidence"));
+  fo.default_max_tokens = static_cast<int>(cfg.GetInt("default-max-tokens"));
+  fo.max_tokens_limit = static_cast<int>(cfg.GetInt("max-tokens-limit"));
+  fo.target_wait = ms(cfg.GetInt("target-wait-ms"));
+  fo.draft_retry = ms(cfg.GetInt("draft-retry-ms"));
+  fo.timeouts.draft = ms(cfg.GetInt("draft-timeout-ms"));
+  fo.timeouts.draft_open = ms(cfg.GetInt("draft-open-timeout-ms"));
+  fo.timeouts.target = ms(cfg.GetInt("target-timeout-ms"));
+  if (fo.default_max_tokens > fo.max_tokens_limit) {
+    std::fprintf(stderr, "specd-coordinator: --default-max-tokens exceeds --max-tokens-limit\n");
+    return 2;
+  }
+
+  Cluster cluster(co);
+  cluster.Start();
+  Frontend frontend(&cluster, fo);
+  CoordinatorService public_api(&frontend);
+  AdminService admin(&frontend);
+  int port = 0;
+  auto server = rpc::StartServer(cfg.GetString("listen"), {&public_api, &admin}, &port);
+  if (!server.ok()) {
+    SPECD_LOG(ERROR) << "cannot start" << Kv("error", server.status().ToString());
+    std::fprintf(stderr, "specd-coordinator: %s\n", std::string(server.status().message()).c_str());
+    return 1;
+  }
+  SPECD_LOG(INFO) << "serving" << Kv("listen", cfg.GetString("listen")) << Kv("port", port)
+                  << Kv("target", co.target_address) << Kv("draft", co.draft_address);
+  const int sig = rpc::WaitForTermination();
+  SPECD_LOG(INFO) << "shutting down" << Kv("signal", sig);
+  (*server)->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  return 0;
+}
+
+}  // namespace
+}  // namespace specd
+
+int main(int argc, char** argv) { return specd::Main(argc, argv); }
