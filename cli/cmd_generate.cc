@@ -6,7 +6,8 @@
 #include "cli/cli_util.h"
 #include "cli/commands.h"
 #include "common/engine/engine.h"
-#include "common/engine/spec_core.h"
+#include "common/engine/spec_local.h"
+#include "common/engine/spec_loop.h"
 #include "common/tokenizer/tokenizer.h"
 #include "common/util/log.h"
 
@@ -53,6 +54,9 @@ int Generate(const std::vector<std::string>& args) {
   c.AddString("draft", "", "draft model for in-process speculative decoding");
   c.AddInt("k", 4, "draft tokens proposed per step", 1, 16);
   c.AddString("coordinator", "", "generate through this coordinator (host:port or unix:PATH) instead of in-process");
+  c.AddBool("no-speculation", false, "with --coordinator: target-only decoding for this request");
+  c.AddString("stop", "", "stop string");
+  c.AddInt("timeout-ms", 0, "with --coordinator: request deadline in milliseconds (0: none)", 0, 1ll << 40);
   c.AddString("log-level", "warn", "log level: debug, info, warn, error");
   c.Set("max-seqs", "1", "default").IgnoreError();
   // `model` is not required with --coordinator; check below.
@@ -64,9 +68,9 @@ int Generate(const std::vector<std::string>& args) {
   if (c.GetString("prompt").empty()) return Fail("--prompt is required (and must not be empty)");
   auto opts = EngineOptions::FromConfig(c);
   if (!opts.ok()) return Fail(opts.status());
-  auto target = Engine::Create(*opts);
-  if (!target.ok()) return Fail(target.status());
-  Engine& e = **target;
+  auto target_engine = Engine::Create(*opts);
+  if (!target_engine.ok()) return Fail(target_engine.status());
+  Engine& e = **target_engine;
   const Tokenizer& tok = e.tokenizer();
   std::string text = c.GetString("prompt");
   if (c.GetBool("chat")) {
@@ -80,84 +84,56 @@ int Generate(const std::vector<std::string>& args) {
   // A rendered chat template carries its own bos.
   std::vector<int32_t> prompt = tok.Encode(text, !c.GetBool("chat"), true);
   if (prompt.empty()) return Fail("the prompt encodes to no tokens");
-  const SamplingParams sp = SamplingFromConfig(c);
 
+  // The same speculative loop the coordinator runs, on in-process clients.
   std::unique_ptr<Engine> draft_engine;
-  std::unique_ptr<DraftCore> draft;
-  std::vector<float> q;
+  std::unique_ptr<LocalDraft> draft;
   const int k = static_cast<int>(c.GetInt("k"));
+  LocalTarget target(&e);
   if (!c.GetString("draft").empty()) {
     EngineOptions d = *opts;
     d.model_path = c.GetString("draft");
     auto de = Engine::Create(d);
     if (!de.ok()) return Fail(de.status());
-    if ((*de)->tokenizer().VocabDigest() != tok.VocabDigest())
-      return Fail("draft and target vocabularies differ: " + d.model_path + " cannot draft for " + opts->model_path);
     draft_engine = std::move(*de);
-    draft = std::make_unique<DraftCore>(draft_engine.get());
-    q.resize(static_cast<size_t>(k) * e.vocab_size());
+    auto ld = LocalDraft::Create(draft_engine.get(), k);
+    if (!ld.ok()) return Fail(ld.status());
+    draft = std::move(*ld);
+    if (auto st = target.Attach(draft->exchange().kind(), draft->exchange().name()); !st.ok()) return Fail(st);
   }
-
-  TargetCore core(&e);
+  SpecRequest req;
+  req.prompt = prompt;
+  req.sampling = SamplingFromConfig(c);
+  req.max_tokens = static_cast<int>(c.GetInt("max-tokens"));
+  req.k = draft ? k : 0;
+  req.max_context = opts->max_seq_len;
+  if (!c.GetString("stop").empty()) req.stop.push_back(c.GetString("stop"));
+  // Prefill is timed on its own: Open runs it for both models.
   const auto t0 = std::chrono::steady_clock::now();
-  if (auto st = core.Open(0, prompt, sp); !st.ok()) return Fail(st);
-  if (draft) {
-    if (auto st = draft->Open(0, prompt, sp); !st.ok()) return Fail(st);
-  }
+  if (auto st = target.Open(req.seq, prompt, req.sampling, kNoDeadline); !st.ok()) return Fail(st);
   const double prefill_s = Since(t0);
-  StreamDecoder dec(&tok);
-  std::vector<int32_t> out;
-  const int max_tokens = static_cast<int>(c.GetInt("max-tokens"));
-  int64_t steps = 0, proposed = 0, accepted = 0;
-  std::vector<int32_t> last_appended;
-  int64_t base_len = static_cast<int64_t>(prompt.size());
-  const auto t1 = std::chrono::steady_clock::now();
-  bool done = false;
-  while (!done && static_cast<int>(out.size()) < max_tokens) {
-    VerifyRequest vr;
-    vr.seq = 0;
-    if (draft) {
-      if (!last_appended.empty()) {
-        if (auto st = draft->Sync(0, base_len, last_appended); !st.ok()) return Fail(st);
-      }
-      auto props = draft->Propose({ProposeRequest{0, k, 0.0f}}, {q.data()});
-      if (!props[0].status.ok()) return Fail(props[0].status);
-      vr.proposals = props[0].tokens;
-      vr.q = q.data();
-    }
-    base_len = core.CommittedLength(0);
-    auto res = core.Verify({vr});
-    if (!res[0].status.ok()) return Fail(res[0].status);
-    ++steps;
-    proposed += res[0].n_proposed;
-    accepted += res[0].n_accepted;
-    last_appended = res[0].appended;
-    for (int32_t t : res[0].appended) {
-      if (static_cast<int>(out.size()) >= max_tokens) break;
-      if (!c.GetBool("ignore-eos") && tok.IsEog(t)) {
-        done = true;
-        break;
-      }
-      out.push_back(t);
-      std::fputs(dec.Push(t).c_str(), stdout);
-      std::fflush(stdout);
-    }
-  }
-  std::fputs(dec.Flush().c_str(), stdout);
-  const double decode_s = Since(t1);
+  target.Release(req.seq);
+  const SpecResult r = RunSpeculative(req, tok, target, draft.get(), [](const StepEvent& ev) {
+    std::fputs(ev.text.c_str(), stdout);
+    std::fflush(stdout);
+    return true;
+  });
   std::printf("\n");
+  if (!r.status.ok()) return Fail(r.status);
   if (c.GetBool("print-ids")) {
     std::printf("ids:");
-    for (int32_t t : out) std::printf(" %d", t);
+    for (int32_t t : r.tokens) std::printf(" %d", t);
     std::printf("\n");
   }
-  std::fprintf(stderr, "prompt: %zu tokens, prefill %.1f tok/s (%.3f s); generated: %zu tokens, decode %.2f tok/s (%.3f s)",
-               prompt.size(), prompt.size() / std::max(prefill_s, 1e-9), prefill_s, out.size(),
-               out.size() / std::max(decode_s, 1e-9), decode_s);
+  std::fprintf(stderr,
+               "prompt: %zu tokens, prefill %.1f tok/s (%.3f s); generated: %zu tokens, %.2f tok/s (%.3f s), "
+               "finish: %s",
+               prompt.size(), prompt.size() / std::max(prefill_s, 1e-9), prefill_s, r.tokens.size(),
+               r.TokensPerSecond(), r.stats.elapsed_seconds, FinishReasonName(r.reason));
   if (draft) {
-    std::fprintf(stderr, "; k=%d acceptance %.1f%% (%lld/%lld), mean accepted length %.2f tokens/step",
-                 k, proposed ? 100.0 * accepted / proposed : 0.0, static_cast<long long>(accepted),
-                 static_cast<long long>(proposed), steps ? static_cast<double>(accepted + steps) / steps : 0.0);
+    std::fprintf(stderr, "; k=%d acceptance %.1f%% (%lld/%lld), mean accepted length %.2f tokens/step", k,
+                 100.0 * r.stats.AcceptanceRate(), static_cast<long long>(r.stats.accepted),
+                 static_cast<long long>(r.stats.proposed), r.stats.MeanAcceptedLength());
   }
   std::fprintf(stderr, "\n");
   return 0;

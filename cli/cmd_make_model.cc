@@ -25,7 +25,7 @@ int MakeModel(const std::vector<std::string>& args) {
   c.AddString("type", "F32", "weight type or mix (F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q4_K Q5_K Q6_K Q4_K_M Q4_K_S Q5_K_M)");
   c.AddString("vocab", "gpt2", "vocabulary kind: gpt2 (byte-level BPE) or llama (SentencePiece BPE)");
   c.AddInt("seed", 1, "weights seed");
-  c.AddDouble("residual-gain", 1.0, "scale of each layer's residual update", 0.0, 100.0);
+  c.AddDouble("residual-gain", GenOptions{}.residual_gain, "scale of each layer's residual update (lower: drafts agree more)", 0.0, 100.0);
   c.AddString("out", "", "output file, or output directory with --pair");
   c.AddBool("pair", false, "write DIR/target.gguf and a derived DIR/draft.gguf");
   c.AddString("derive-from", "", "derive a draft from this target file instead of generating");

@@ -86,7 +86,7 @@ absl::StatusOr<MemoryLedger> Engine::Plan(const GgufFile& file, const EngineOpti
   kv.type = o.kv_type;
   kv.n_blocks = static_cast<int>(o.kv_blocks > 0 ? o.kv_blocks : DefaultBlocks(o));
   if (cfg.head_dim % TypeTraits(o.kv_type).block_size != 0)
-    return absl::InvalidArgumentError(absl::StrCat("KV type ", TypeName(o.kv_type), " needs a head dimension that is a multiple of ",
+    return absl::InvalidArgumentError(absl::StrCat("KV type ", TypeTraits(o.kv_type).name, " needs a head dimension that is a multiple of ",
                                                    TypeTraits(o.kv_type).block_size, "; ", file.path(), " has ", cfg.head_dim));
   l.kv_pool = kv.TotalBytes();
   const int out_rows = std::min(o.max_out_rows, o.max_batch_tokens);

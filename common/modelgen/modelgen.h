@@ -48,7 +48,9 @@ struct GenOptions {
   std::string vocab = "gpt2";  // gpt2 (byte-level BPE) | llama (SentencePiece BPE)
   uint64_t seed = 1;
   std::string name;            // general.name
-  float residual_gain = 1.0f;  // scales every layer's contribution to the residual
+  // Scales every layer's contribution to the residual: 0.35 gives a half-depth
+  // derived draft about 70% greedy agreement with its target.
+  float residual_gain = 0.35f;
 };
 
 // Writes a model to `path` (atomically).

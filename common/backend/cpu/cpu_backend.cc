@@ -63,10 +63,10 @@ absl::StatusOr<Weight> CpuBackend::LoadWeight(const WeightSource& src) {
 absl::Status CpuBackend::InitKv(const KvLayout& layout) {
   if (layout.type != GgmlType::F32 && layout.type != GgmlType::F16 && layout.type != GgmlType::Q8_0)
     return absl::InvalidArgumentError(
-        absl::StrCat("KV cache type ", TypeName(layout.type), " is not supported (f32, f16, q8_0)"));
+        absl::StrCat("KV cache type ", TypeTraits(layout.type).name, " is not supported (f32, f16, q8_0)"));
   if (layout.head_dim % TypeTraits(layout.type).block_size != 0)
     return absl::InvalidArgumentError(absl::StrCat("head dimension ", layout.head_dim, " is not a multiple of ",
-                                                   TypeName(layout.type), "'s block size"));
+                                                   TypeTraits(layout.type).name, "'s block size"));
   kv_ = layout;
   kv_row_bytes_ = RowBytes(layout.type, layout.head_dim);
   const size_t bytes = layout.BlockBytes() * layout.n_blocks;

@@ -1,0 +1,447 @@
+// Row and elementwise kernels: embedding lookup, (add +) RMSNorm, RoPE, SwiGLU,
+// residual add, output-row gather, bias, dequantization to F16/F32 tiles, and
+// random weight fill. Every per-element formula rounds like the CPU backend
+// (explicit _rn intrinsics: no contraction), and no result depends on how many
+// rows or tokens a launch covers.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "common/backend/cuda/k_common.cuh"
+#include "common/quant/block_dequant.h"
+
+namespace specd::cuda {
+namespace {
+
+DeviceInfo g_info;
+
+// Dequantizes block `b` of a row of `type` into y (block_size floats).
+template <GgmlType T>
+__device__ __forceinline__ void DequantBlockT(const uint8_t* src, float* y) {
+  if constexpr (T == GgmlType::Q4_0) DequantBlockQ4_0(*reinterpret_cast<const BlockQ4_0*>(src), y);
+  else if constexpr (T == GgmlType::Q4_1) DequantBlockQ4_1(*reinterpret_cast<const BlockQ4_1*>(src), y);
+  else if constexpr (T == GgmlType::Q5_0) DequantBlockQ5_0(*reinterpret_cast<const BlockQ5_0*>(src), y);
+  else if constexpr (T == GgmlType::Q5_1) DequantBlockQ5_1(*reinterpret_cast<const BlockQ5_1*>(src), y);
+  else if constexpr (T == GgmlType::Q8_0) DequantBlockQ8_0(*reinterpret_cast<const BlockQ8_0*>(src), y);
+  else if constexpr (T == GgmlType::Q2_K) DequantBlockQ2_K(*reinterpret_cast<const BlockQ2_K*>(src), y);
+  else if constexpr (T == GgmlType::Q3_K) DequantBlockQ3_K(*reinterpret_cast<const BlockQ3_K*>(src), y);
+  else if constexpr (T == GgmlType::Q4_K) DequantBlockQ4_K(*reinterpret_cast<const BlockQ4_K*>(src), y);
+  else if constexpr (T == GgmlType::Q5_K) DequantBlockQ5_K(*reinterpret_cast<const BlockQ5_K*>(src), y);
+  else if constexpr (T == GgmlType::Q6_K) DequantBlockQ6_K(*reinterpret_cast<const BlockQ6_K*>(src), y);
+  else if constexpr (T == GgmlType::F32) y[0] = *reinterpret_cast<const float*>(src);
+  else if constexpr (T == GgmlType::F16) y[0] = H2F(*reinterpret_cast<const uint16_t*>(src));
+  else if constexpr (T == GgmlType::BF16) y[0] = Bf16ToFloat(*reinterpret_cast<const uint16_t*>(src));
+}
+
+template <GgmlType T> struct Geo;
+#define SPECD_GEO(T, QK, BYTES)                 \
+  template <> struct Geo<GgmlType::T> {        \
+    static constexpr int kQk = QK;             \
+    static constexpr int kBytes = BYTES;       \
+  };
+SPECD_GEO(Q4_0, 32, 18)
+SPECD_GEO(Q4_1, 32, 20)
+SPECD_GEO(Q5_0, 32, 22)
+SPECD_GEO(Q5_1, 32, 24)
+SPECD_GEO(Q8_0, 32, 34)
+SPECD_GEO(Q2_K, 256, 84)
+SPECD_GEO(Q3_K, 256, 110)
+SPECD_GEO(Q4_K, 256, 144)
+SPECD_GEO(Q5_K, 256, 176)
+SPECD_GEO(Q6_K, 256, 210)
+SPECD_GEO(F32, 1, 4)
+SPECD_GEO(F16, 1, 2)
+SPECD_GEO(BF16, 1, 2)
+#undef SPECD_GEO
+
+// Calls f.template operator()<T>() for the computable type `t`; false if none.
+template <class F>
+bool Dispatch(GgmlType t, F&& f) {
+  switch (t) {
+#define SPECD_CASE(T) \
+  case GgmlType::T: f.template operator()<GgmlType::T>(); return true;
+    SPECD_CASE(Q4_0) SPECD_CASE(Q4_1) SPECD_CASE(Q5_0) SPECD_CASE(Q5_1) SPECD_CASE(Q8_0)
+    SPECD_CASE(Q2_K) SPECD_CASE(Q3_K) SPECD_CASE(Q4_K) SPECD_CASE(Q5_K) SPECD_CASE(Q6_K)
+    SPECD_CASE(F32) SPECD_CASE(F16) SPECD_CASE(BF16)
+#undef SPECD_CASE
+    default: return false;
+  }
+}
+
+// ---- embedding ----
+template <GgmlType T>
+__global__ void EmbedKernel(const uint8_t* emb, int64_t ne0, size_t row_bytes, const int32_t* tokens, float* out) {
+  const int t = blockIdx.y;
+  const int64_t nb = ne0 / Geo<T>::kQk;
+  const int64_t b = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (b >= nb) return;
+  const uint8_t* src = emb + static_cast<size_t>(tokens[t]) * row_bytes + static_cast<size_t>(b) * Geo<T>::kBytes;
+  float y[Geo<T>::kQk];
+  DequantBlockT<T>(src, y);
+  float* o = out + static_cast<int64_t>(t) * ne0 + b * Geo<T>::kQk;
+#pragma unroll 8
+  for (int i = 0; i < Geo<T>::kQk; ++i) o[i] = y[i];
+}
+
+// ---- RMSNorm ----
+// One warp per row (small rows) or one block per row; sums of squares in
+// double like the CPU backend, reduced in a fixed order.
+template <bool kAdd>
+__global__ void RmsNormWarpKernel(float* x, const float* add, const float* w, float eps, int rows, int dim,
+                                  float* out, uint8_t* xq) {
+  const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+  const int lane = threadIdx.x & 31;
+  if (row >= rows) return;
+  float* xr = x + static_cast<int64_t>(row) * dim;
+  double ss = 0;
+  for (int i = lane; i < dim; i += 32) {
+    float v = xr[i];
+    if constexpr (kAdd) {
+      v = __fadd_rn(v, add[static_cast<int64_t>(row) * dim + i]);
+      xr[i] = v;
+    }
+    ss = __fma_rn(static_cast<double>(v), static_cast<double>(v), ss);
+  }
+  ss = WarpSumD(ss);
+  const float s = static_cast<float>(1.0 / sqrt(ss / dim + static_cast<double>(eps)));
+  float* o = out + static_cast<int64_t>(row) * dim;
+  for (int i = lane; i < dim; i += 32) {
+    const float v = __fmul_rn(__fmul_rn(xr[i], s), w[i]);
+    o[i] = v;
+    if (xq) QuantizeUnitWarp(v, row, i / 32, dim / 32, xq);
+  }
+}
+
+template <bool kAdd>
+__global__ void RmsNormBlockKernel(float* x, const float* add, const float* w, float eps, int dim, float* out,
+                                   uint8_t* xq) {
+  __shared__ double part[32];
+  __shared__ float scale;
+  const int64_t row = blockIdx.x;
+  float* xr = x + row * dim;
+  double ss = 0;
+  for (int i = threadIdx.x; i < dim; i += blockDim.x) {
+    float v = xr[i];
+    if constexpr (kAdd) {
+      v = __fadd_rn(v, add[row * dim + i]);
+      xr[i] = v;
+    }
+    ss = __fma_rn(static_cast<double>(v), static_cast<double>(v), ss);
+  }
+  ss = WarpSumD(ss);
+  if ((threadIdx.x & 31) == 0) part[threadIdx.x / 32] = ss;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    double t = 0;
+    for (int i = 0; i < static_cast<int>(blockDim.x / 32); ++i) t = __dadd_rn(t, part[i]);
+    scale = static_cast<float>(1.0 / sqrt(t / dim + static_cast<double>(eps)));
+  }
+  __syncthreads();
+  const float s = scale;
+  float* o = out + row * dim;
+  for (int i = threadIdx.x; i < dim; i += blockDim.x) {
+    const float v = __fmul_rn(__fmul_rn(xr[i], s), w[i]);
+    o[i] = v;
+    // Warp w covers the 32 elements [i - lane, i - lane + 32): one unit.
+    if (xq) QuantizeUnitWarp(v, static_cast<int>(row), i / 32, dim / 32, xq);
+  }
+}
+
+// ---- RoPE ----
+__global__ void RopeKernel(float* x, int n_heads, int head_dim, int n_dims, bool neox, const double* inv_freq,
+                           const int32_t* pos) {
+  extern __shared__ float cs_sn[];
+  const int t = blockIdx.x;
+  const int half = n_dims / 2;
+  float* cs = cs_sn;
+  float* sn = cs_sn + half;
+  const double p = pos[t];
+  for (int i = threadIdx.x; i < half; i += blockDim.x) {
+    const double a = p * inv_freq[i];
+    double s, c;
+    sincos(a, &s, &c);
+    cs[i] = static_cast<float>(c);
+    sn[i] = static_cast<float>(s);
+  }
+  __syncthreads();
+  for (int idx = threadIdx.x; idx < n_heads * half; idx += blockDim.x) {
+    const int h = idx / half, i = idx % half;
+    float* v = x + (static_cast<int64_t>(t) * n_heads + h) * head_dim;
+    const int i0 = neox ? i : 2 * i;
+    const int i1 = neox ? i + half : 2 * i + 1;
+    const float a = v[i0], c = v[i1];
+    v[i0] = __fsub_rn(__fmul_rn(a, cs[i]), __fmul_rn(c, sn[i]));
+    v[i1] = __fadd_rn(__fmul_rn(a, sn[i]), __fmul_rn(c, cs[i]));
+  }
+}
+
+__device__ __forceinline__ float Silu(float g, float u) {
+  return __fmul_rn(__fdiv_rn(g, __fadd_rn(1.0f, expf(-g))), u);
+}
+
+__global__ void SwiGLUKernel(const float* gate, const float* up, int64_t n, float* out) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    out[i] = Silu(gate[i], up[i]);
+}
+
+// One warp per 32-element unit, also quantizing it (dim % 32 == 0).
+__global__ void SwiGLUQuantKernel(const float* gate, const float* up, int rows, int dim, float* out, uint8_t* xq) {
+  const int64_t nu = dim / 32;
+  const int lane = threadIdx.x & 31;
+  for (int64_t gu = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) / 32; gu < rows * nu;
+       gu += static_cast<int64_t>(gridDim.x) * blockDim.x / 32) {
+    const int64_t i = gu * 32 + lane;
+    const float v = Silu(gate[i], up[i]);
+    out[i] = v;
+    QuantizeUnitWarp(v, static_cast<int>(gu / nu), gu % nu, nu, xq);
+  }
+}
+
+__global__ void AddKernel(float* x, const float* y, int64_t n) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    x[i] = __fadd_rn(x[i], y[i]);
+}
+
+__global__ void GatherKernel(const float* x, int dim, const int32_t* rows, float* out) {
+  const int64_t i = blockIdx.x;
+  const float* src = x + static_cast<int64_t>(rows[i]) * dim;
+  for (int j = threadIdx.x; j < dim; j += blockDim.x) out[i * dim + j] = src[j];
+}
+
+__global__ void AddBiasKernel(float* y, const float* bias, int rows, int64_t ldy) {
+  const int c = blockIdx.y;
+  for (int r = blockIdx.x * blockDim.x + threadIdx.x; r < rows; r += gridDim.x * blockDim.x)
+    y[c * ldy + r] = __fadd_rn(y[c * ldy + r], bias[r]);
+}
+
+// ---- dequantization to tiles ----
+template <GgmlType T>
+__global__ void DequantRowsKernel(const uint8_t* w, size_t row_bytes, int64_t r0, int64_t nrows, int64_t k,
+                                  void* dst, bool to_f16) {
+  const int64_t nb = k / Geo<T>::kQk;
+  const int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (idx >= nb * nrows) return;
+  const int64_t r = idx / nb, b = idx % nb;
+  float y[Geo<T>::kQk];
+  DequantBlockT<T>(w + static_cast<size_t>(r0 + r) * row_bytes + static_cast<size_t>(b) * Geo<T>::kBytes, y);
+  const int64_t o = r * k + b * Geo<T>::kQk;
+  if (to_f16) {
+    __half* d = static_cast<__half*>(dst) + o;
+#pragma unroll 8
+    for (int i = 0; i < Geo<T>::kQk; ++i) d[i] = __float2half_rn(y[i]);
+  } else {
+    float* d = static_cast<float*>(dst) + o;
+#pragma unroll 8
+    for (int i = 0; i < Geo<T>::kQk; ++i) d[i] = y[i];
+  }
+}
+
+__global__ void ToHalfKernel(const float* x, int64_t n, __half* out) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    out[i] = __float2half_rn(fminf(fmaxf(x[i], -65504.0f), 65504.0f));
+}
+
+// ---- random weights ----
+__device__ __forceinline__ uint64_t Mix(uint64_t z) {
+  z += 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+// Uniform in [-1, 1).
+__device__ __forceinline__ float Unif(uint64_t h) {
+  return static_cast<float>(static_cast<int32_t>(h >> 32)) * (1.0f / 2147483648.0f);
+}
+
+// Random valid block `b` of `type`; sigma: the target standard deviation.
+template <GgmlType T>
+__device__ void RandomBlock(uint8_t* dst, uint64_t seed, int64_t b, float sigma) {
+  uint64_t h = Mix(seed ^ Mix(static_cast<uint64_t>(b)));
+  auto next = [&]() {
+    h = Mix(h);
+    return h;
+  };
+  if constexpr (T == GgmlType::F32 || T == GgmlType::F16 || T == GgmlType::BF16) {
+    // Uniform with the requested deviation (sqrt(3) * sigma bounds).
+    const float v = Unif(next()) * sigma * 1.7320508f;
+    if constexpr (T == GgmlType::F32) *reinterpret_cast<float*>(dst) = v;
+    else if constexpr (T == GgmlType::F16) *reinterpret_cast<uint16_t*>(dst) = FloatToHalf(v);
+    else *reinterpret_cast<uint16_t*>(dst) = FloatToBf16(v);
+  } else {
+    // Random quant bytes everywhere, then sane scales on top.
+    for (int i = 0; i < Geo<T>::kBytes; i += 8) {
+      const uint64_t r = next();
+      for (int j = 0; j < 8 && i + j < Geo<T>::kBytes; ++j) dst[i + j] = static_cast<uint8_t>(r >> (8 * j));
+    }
+    auto put_half = [&](int off, float v) {
+      const uint16_t u = FloatToHalf(v);
+      dst[off] = static_cast<uint8_t>(u & 0xff);
+      dst[off + 1] = static_cast<uint8_t>(u >> 8);
+    };
+    const float jitter = 1.0f + 0.25f * Unif(next());
+    if constexpr (T == GgmlType::Q8_0) {
+      put_half(0, sigma / 73.0f * jitter);  // uniform int8: std 73.6
+    } else if constexpr (T == GgmlType::Q4_0 || T == GgmlType::Q5_0) {
+      put_half(0, sigma / (T == GgmlType::Q4_0 ? 4.6f : 9.2f) * jitter);
+    } else if constexpr (T == GgmlType::Q4_1 || T == GgmlType::Q5_1) {
+      const float q = T == GgmlType::Q4_1 ? 4.6f : 9.2f, mid = T == GgmlType::Q4_1 ? 7.5f : 15.5f;
+      const float d = sigma / q * jitter;
+      put_half(0, d);
+      put_half(2, -d * mid);
+    } else if constexpr (T == GgmlType::Q4_K || T == GgmlType::Q5_K) {
+      // scales in [32, 47], mins 16..31 (6-bit fields), centred around zero.
+      auto* bk = reinterpret_cast<uint8_t*>(dst);
+      for (int j = 0; j < 12; ++j) bk[4 + j] = 0;
+      for (int j = 0; j < 8; ++j) {
+        const uint32_t r = static_cast<uint32_t>(next());
+        const uint8_t sc = 32 + (r & 15), m = 16 + ((r >> 4) & 15);
+        if (j < 4) {
+          bk[4 + j] = static_cast<uint8_t>(sc & 63);
+          bk[4 + j + 4] = static_cast<uint8_t>(m & 63);
+        } else {
+          bk[4 + j + 4] = static_cast<uint8_t>((sc & 0xF) | ((m & 0xF) << 4));
+          bk[4 + j - 4] |= static_cast<uint8_t>((sc >> 4) << 6);
+          bk[4 + j] |= static_cast<uint8_t>((m >> 4) << 6);
+        }
+      }
+      const float q = T == GgmlType::Q4_K ? 4.6f : 9.2f, mid = T == GgmlType::Q4_K ? 7.5f : 15.5f;
+      const float d = sigma / (q * 40.0f) * jitter;
+      put_half(0, d);
+      put_half(2, d * mid * 40.0f / 24.0f);
+    } else if constexpr (T == GgmlType::Q6_K) {
+      auto* sc = reinterpret_cast<int8_t*>(dst + 192);
+      for (int j = 0; j < 16; ++j) sc[j] = static_cast<int8_t>(24 + (next() & 15));
+      put_half(208, sigma / (18.5f * 31.5f) * jitter);
+    } else if constexpr (T == GgmlType::Q2_K) {
+      for (int j = 0; j < 16; ++j) dst[j] = static_cast<uint8_t>(8 + (next() & 7)) | (8 << 4);
+      put_half(80, sigma / (1.1f * 11.5f) * jitter);
+      put_half(82, sigma / (1.1f * 11.5f) * jitter * 1.5f * 11.5f / 8.0f);
+    } else if constexpr (T == GgmlType::Q3_K) {
+      for (int j = 0; j < 12; ++j) dst[96 + j] = static_cast<uint8_t>(0xAA);  // scales around 32 +- small
+      put_half(108, sigma / (2.3f * 10.0f) * jitter);
+    }
+  }
+}
+
+template <GgmlType T>
+__global__ void RandomFillKernel(uint8_t* dst, int64_t nblocks, uint64_t seed, float sigma, float mean) {
+  for (int64_t b = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; b < nblocks;
+       b += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    uint8_t* p = dst + b * Geo<T>::kBytes;
+    RandomBlock<T>(p, seed, b, sigma);
+    if constexpr (T == GgmlType::F32) {
+      if (mean != 0.0f) *reinterpret_cast<float*>(p) += mean;
+    }
+  }
+}
+
+int GridFor(int64_t n, int threads) {
+  const int64_t b = (n + threads - 1) / threads;
+  return static_cast<int>(b < 65535 * 16 ? (b < 1 ? 1 : b) : 65535 * 16);
+}
+
+}  // namespace
+
+void SetDeviceInfo(const DeviceInfo& d) { g_info = d; }
+const DeviceInfo& GetDeviceInfo() { return g_info; }
+
+cudaError_t LaunchEmbed(GgmlType type, const void* emb, int64_t ne0, const BatchDev& b, float* out, cudaStream_t s) {
+  const size_t row_bytes = RowBytes(type, ne0);
+  const bool ok = Dispatch(type, [&]<GgmlType T>() {
+    const int64_t nb = ne0 / Geo<T>::kQk;
+    const int threads = Geo<T>::kQk == 1 ? 256 : 64;
+    dim3 grid(CeilDiv(nb, threads), b.n_tokens);
+    EmbedKernel<T><<<grid, threads, 0, s>>>(static_cast<const uint8_t*>(emb), ne0, row_bytes, b.tokens, out);
+  });
+  return ok ? LaunchResult() : cudaErrorInvalidValue;
+}
+
+cudaError_t LaunchRmsNorm(float* x, const float* add, const float* w, float eps, int rows, int dim, float* out,
+                          void* xq_v, cudaStream_t s) {
+  if (rows <= 0) return cudaSuccess;
+  if (xq_v && dim % 32 != 0) return cudaErrorInvalidValue;
+  uint8_t* xq = static_cast<uint8_t*>(xq_v);
+  if (dim <= 1024) {
+    const int wpb = 8;
+    const int grid = CeilDiv(rows, wpb);
+    if (add) RmsNormWarpKernel<true><<<grid, wpb * 32, 0, s>>>(x, add, w, eps, rows, dim, out, xq);
+    else RmsNormWarpKernel<false><<<grid, wpb * 32, 0, s>>>(x, add, w, eps, rows, dim, out, xq);
+  } else {
+    if (add) RmsNormBlockKernel<true><<<rows, 256, 0, s>>>(x, add, w, eps, dim, out, xq);
+    else RmsNormBlockKernel<false><<<rows, 256, 0, s>>>(x, add, w, eps, dim, out, xq);
+  }
+  return LaunchResult();
+}
+
+cudaError_t LaunchRope(float* x, int n_heads, int head_dim, int n_dims, bool neox, const double* inv_freq,
+                       const BatchDev& b, cudaStream_t s) {
+  if (b.n_tokens <= 0) return cudaSuccess;
+  RopeKernel<<<b.n_tokens, 128, sizeof(float) * n_dims, s>>>(x, n_heads, head_dim, n_dims, neox, inv_freq, b.pos);
+  return LaunchResult();
+}
+
+cudaError_t LaunchSwiGLU(const float* gate, const float* up, int n, int dim, float* out, void* xq, cudaStream_t s) {
+  const int64_t total = static_cast<int64_t>(n) * dim;
+  if (total <= 0) return cudaSuccess;
+  if (xq) {
+    if (dim % 32 != 0) return cudaErrorInvalidValue;
+    SwiGLUQuantKernel<<<GridFor(total, 256), 256, 0, s>>>(gate, up, n, dim, out, static_cast<uint8_t*>(xq));
+  } else {
+    SwiGLUKernel<<<GridFor(total, 256), 256, 0, s>>>(gate, up, total, out);
+  }
+  return LaunchResult();
+}
+
+cudaError_t LaunchAdd(float* x, const float* y, int64_t n, cudaStream_t s) {
+  AddKernel<<<GridFor(n, 256), 256, 0, s>>>(x, y, n);
+  return LaunchResult();
+}
+
+cudaError_t LaunchGather(const float* x, int dim, const BatchDev& b, float* out, cudaStream_t s) {
+  if (b.n_out <= 0) return cudaSuccess;
+  GatherKernel<<<b.n_out, 256, 0, s>>>(x, dim, b.out_rows, out);
+  return LaunchResult();
+}
+
+cudaError_t LaunchAddBias(float* y, const float* bias, int n, int rows, int64_t ldy, cudaStream_t s) {
+  dim3 grid(CeilDiv(rows, 256), n);
+  AddBiasKernel<<<grid, 256, 0, s>>>(y, bias, rows, ldy);
+  return LaunchResult();
+}
+
+cudaError_t LaunchDequantRows(GgmlType type, const void* w, size_t row_bytes, int64_t r0, int64_t nrows, int64_t k,
+                              void* dst, bool to_f16, cudaStream_t s) {
+  const bool ok = Dispatch(type, [&]<GgmlType T>() {
+    const int64_t total = (k / Geo<T>::kQk) * nrows;
+    const int threads = Geo<T>::kQk == 1 ? 256 : 64;
+    DequantRowsKernel<T><<<CeilDiv(total, threads), threads, 0, s>>>(static_cast<const uint8_t*>(w), row_bytes, r0,
+                                                                     nrows, k, dst, to_f16);
+  });
+  return ok ? LaunchResult() : cudaErrorInvalidValue;
+}
+
+cudaError_t LaunchToHalf(const float* x, int64_t count, void* dst, cudaStream_t s) {
+  ToHalfKernel<<<GridFor(count, 256), 256, 0, s>>>(x, count, static_cast<__half*>(dst));
+  return LaunchResult();
+}
+
+cudaError_t LaunchRandomFill(GgmlType type, void* dst, int64_t ne0, int64_t ne1, int kind, uint64_t seed,
+                             cudaStream_t s) {
+  float sigma = 1.0f / sqrtf(static_cast<float>(ne0 > 0 ? ne0 : 1)), mean = 0.0f;
+  if (kind == 1) sigma = 1.0f;
+  if (kind == 2) {
+    sigma = 0.1f;
+    mean = 1.0f;
+  }
+  if (kind == 3) sigma = 0.05f;
+  const bool ok = Dispatch(type, [&]<GgmlType T>() {
+    const int64_t nblocks = ne0 / Geo<T>::kQk * ne1;
+    RandomFillKernel<T><<<GridFor(nblocks, 128), 128, 0, s>>>(static_cast<uint8_t*>(dst), nblocks, seed, sigma,
+                                                              mean);
+  });
+  return ok ? LaunchResult() : cudaErrorInvalidValue;
+}
+
+}  // namespace specd::cuda

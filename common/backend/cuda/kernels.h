@@ -1,0 +1,123 @@
+// Host-side launchers for the CUDA backend's kernels. Plain C++ (no absl, no
+// CUDA C++ syntax) so that both nvcc (the .cu files that define them) and the
+// host compiler (cuda_backend.cc) can include it. Every launcher enqueues on
+// `stream` and returns the launch error (cudaGetLastError), never blocks.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include <cuda_runtime_api.h>
+
+#include "common/gguf/ggml_types.h"
+
+namespace specd::cuda {
+
+// ---- batch metadata (device addresses, fixed for a captured graph) ----
+struct BatchDev {
+  const int32_t* tokens = nullptr;     // [n_tokens]
+  const int32_t* pos = nullptr;        // [n_tokens]
+  const int32_t* seq = nullptr;        // [n_tokens] index into the batch's sequences
+  const int32_t* out_rows = nullptr;   // [n_out]
+  const int32_t* kv_len = nullptr;     // [n_seqs]
+  const int32_t* blocks = nullptr;     // [n_seqs][bt_stride] block tables
+  int n_tokens = 0, n_out = 0, n_seqs = 0, bt_stride = 0;
+};
+
+// ---- elementwise / row ops ----
+cudaError_t LaunchEmbed(GgmlType type, const void* emb, int64_t ne0, const BatchDev& b, float* out, cudaStream_t s);
+// out may equal x. add != nullptr: x += add first (x is updated in place).
+// xq != nullptr: also writes the quantized activations of `out` (as
+// LaunchQuantizeX(out, rows, dim, xq) would; requires dim % 32 == 0).
+cudaError_t LaunchRmsNorm(float* x, const float* add, const float* w, float eps, int rows, int dim, float* out,
+                          void* xq, cudaStream_t s);
+cudaError_t LaunchRope(float* x, int n_heads, int head_dim, int n_dims, bool neox, const double* inv_freq,
+                       const BatchDev& b, cudaStream_t s);
+// n rows of dim; xq as for LaunchRmsNorm.
+cudaError_t LaunchSwiGLU(const float* gate, const float* up, int n, int dim, float* out, void* xq, cudaStream_t s);
+cudaError_t LaunchAdd(float* x, const float* y, int64_t n, cudaStream_t s);
+cudaError_t LaunchGather(const float* x, int dim, const BatchDev& b, float* out, cudaStream_t s);
+cudaError_t LaunchAddBias(float* y, const float* bias, int n, int rows, int64_t ldy, cudaStream_t s);
+
+// ---- matmul ----
+// Quantized activations for the integer tensor-core path: per column group of
+// 16 columns, per 32-element unit u: 16 columns x 32 bytes (int8 hi, lo
+// interleaved as the fragments want them) + per column {scale/254, sum32} +
+// per column {sum16 of each half}. See k_matvec.cu.
+size_t XQuantBytes(int n, int64_t k);
+cudaError_t LaunchQuantizeX(const float* x, int n, int64_t k, void* xq, cudaStream_t s);
+
+// Fixed K-split (warps per row tile) for a matrix; depends on the shape and
+// the device only, never on the number of columns (batch invariance).
+int MmqSplit(GgmlType type, int64_t rows, int64_t k);
+bool MmqSupported(GgmlType type, int64_t rows, int64_t k, size_t row_bytes);
+// y[c * ldy + r] = W_r . x_c (+ bias[r]) for c < n <= 16; xq from LaunchQuantizeX
+// (the column group holding these n columns).
+cudaError_t LaunchMmq(GgmlType type, const void* w, size_t row_bytes, int64_t rows, int64_t k, const void* xq,
+                      int n, const float* bias, float* y, int64_t ldy, int split, cudaStream_t s);
+
+// Float weights (F16, BF16, F32): FP32 FMA kernel, n <= 16 columns.
+bool FmvSupported(GgmlType type);
+cudaError_t LaunchFmv(GgmlType type, const void* w, int64_t rows, int64_t k, const float* x, int64_t ldx, int n,
+                      const float* bias, float* y, int64_t ldy, cudaStream_t s);
+
+// Dequantizes rows [r0, r0 + nrows) to F16 (dst: nrows x k) or F32.
+cudaError_t LaunchDequantRows(GgmlType type, const void* w, size_t row_bytes, int64_t r0, int64_t nrows, int64_t k,
+                              void* dst, bool to_f16, cudaStream_t s);
+// x (n x k floats) -> F16, saturating at +-65504.
+cudaError_t LaunchToHalf(const float* x, int64_t count, void* dst, cudaStream_t s);
+
+// ---- KV cache and attention ----
+struct KvDev {
+  uint8_t* k = nullptr;  // this layer's K blocks
+  uint8_t* v = nullptr;
+  GgmlType type = GgmlType::F16;
+  int block_size = 16;
+  size_t block_bytes = 0;  // one block of one layer
+  size_t row_bytes = 0;    // one head's row (head_dim elements)
+};
+cudaError_t LaunchKvWrite(const float* k, const float* v, int n_kv_heads, int head_dim, const KvDev& kv,
+                          const BatchDev& b, cudaStream_t s);
+
+constexpr int kAttnSplit = 128;  // positions per split (fixed: batch invariance)
+constexpr int kAttnSub = 32;     // positions per inner step
+struct AttnTile {
+  int32_t seq, t0, nt;  // tokens t0 .. t0+nt-1 of sequence `seq`
+};
+struct AttnPlan {
+  int rows_max = 0;    // query rows per block (tile tokens x heads of the group chunk)
+  int tile_tokens = 0;
+  int group = 0;       // n_heads / n_kv_heads
+  int gchunk = 0;      // heads of the group per block
+  int n_gchunks = 0;
+  int max_splits = 0;  // grid z (from the block-table stride)
+};
+int AttnRowsMax(int head_dim);  // from the device's shared memory
+size_t AttnSmemBytes(int rows, int head_dim);
+// One wave: tiles [tile0, tile1) whose tokens are [tok0, tok1).
+cudaError_t LaunchAttention(const float* q, const KvDev& kv, int n_heads, int n_kv_heads, int head_dim, float scale,
+                            const BatchDev& b, const AttnTile* tiles_dev, int tile0, int tile1, int tok0, int tok1,
+                            const AttnPlan& plan, float* partials, float* out, cudaStream_t s);
+size_t AttnPartialFloats(int n_tok, int n_heads, int head_dim, int max_splits);
+
+// ---- random weights ----
+// Fills `nbytes` of weight data of `type` with valid random blocks (finite,
+// moderate values), deterministic from `seed`. kind: 0 matrix (std ~ 1/sqrt(ne0)),
+// 1 embedding (std ~ 1), 2 norm (around 1), 3 bias (small).
+cudaError_t LaunchRandomFill(GgmlType type, void* dst, int64_t ne0, int64_t ne1, int kind, uint64_t seed,
+                             cudaStream_t s);
+
+// Raises the dynamic shared-memory limits of the kernels that need more than
+// 48 KB; called once at backend creation (never during graph capture).
+cudaError_t PrepareMatvecKernels();
+cudaError_t PrepareAttentionKernels();
+
+// ---- device properties cached once ----
+struct DeviceInfo {
+  int sm_count = 0;
+  int smem_optin = 48 * 1024;  // max dynamic shared memory per block
+  int cc_major = 0, cc_minor = 0;
+};
+void SetDeviceInfo(const DeviceInfo& d);
+const DeviceInfo& GetDeviceInfo();
+
+}  // namespace specd::cuda
