@@ -128,6 +128,7 @@ grpc::Status Frontend::Serve(grpc::ServerContext* ctx, const v1::GenerateRequest
     sr.prompt = prompt;
     sr.sampling = *sampling;
     sr.max_tokens = max_tokens;
+    sr.ignore_eos = req.ignore_eos();
     sr.stop.assign(req.stop().begin(), req.stop().end());
     if (spec.disable()) {
       sr.k = 0;

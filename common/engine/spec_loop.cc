@@ -220,7 +220,7 @@ SpecResult RunSpeculative(const SpecRequest& req, const Tokenizer& tok, TargetCl
 
     FinishReason end = FinishReason::kNone;
     for (int32_t t : step->appended) {
-      if (tok.IsEog(t)) {
+      if (!req.ignore_eos && tok.IsEog(t)) {
         end = FinishReason::kEos;
         break;
       }

@@ -77,6 +77,7 @@ struct SpecRequest {
   std::vector<int32_t> prompt;
   SamplingParams sampling;
   int max_tokens = 128;
+  bool ignore_eos = false;          // end-of-generation tokens are output like any other
   std::vector<std::string> stop;    // on decoded text; never emitted
   int k = 4;                        // 0: target-only
   std::function<int()> live_k;      // when set, read each step (Admin.SetSpeculation)

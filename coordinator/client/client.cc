@@ -87,6 +87,7 @@ absl::StatusOr<GenerateSummary> Client::Generate(const GenerateParams& p,
   req.set_add_special(p.add_special);
   req.set_parse_special(p.parse_special);
   req.set_max_tokens(p.max_tokens);
+  req.set_ignore_eos(p.ignore_eos);
   rpc::SamplingToProto(p.sampling, req.mutable_sampling());
   for (const auto& s : p.stop) req.add_stop(s);
   if (p.k) req.mutable_speculation()->set_k(*p.k);

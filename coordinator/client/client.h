@@ -39,6 +39,7 @@ struct GenerateParams {
   std::optional<int> k;                // draft tokens per step (unset: the coordinator's)
   bool disable_speculation = false;
   float min_confidence = 0.0f;
+  bool ignore_eos = false;               // generate past end-of-generation tokens
   std::chrono::milliseconds timeout{0};  // the call's deadline; 0: none
 };
 

@@ -52,10 +52,8 @@ void ExchangeToProto(const ExchangeBuffer& x, v1::ExchangeHandle* out) {
 void EngineInfoToProto(const Engine& e, const std::string& vocab_digest, v1::InfoResponse* out) {
   const std::string& path = e.options().model_path;
   out->set_model_path(path);
-  auto name = e.file().GetStringOr("general.name", std::filesystem::path(path).filename().string());
-  out->set_model_name(name.ok() ? *name : path);
-  auto arch = e.file().GetStringOr("general.architecture", "");
-  out->set_arch(arch.ok() ? *arch : "");
+  out->set_model_name(e.config().name.empty() ? std::filesystem::path(path).filename().string() : e.config().name);
+  out->set_arch(ArchName(e.config().arch));
   out->set_vocab_size(e.vocab_size());
   out->set_vocab_digest(vocab_digest);
   LedgerToProto(e.ledger(), out->mutable_ledger());
