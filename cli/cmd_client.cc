@@ -38,6 +38,7 @@ int RunStream(const Config& c, client::GenerateParams p) {
   p.sampling = SamplingFromConfig(c);
   if (c.Has("k") && c.IsSet("k")) p.k = static_cast<int>(c.GetInt("k"));
   if (c.Has("no-speculation")) p.disable_speculation = c.GetBool("no-speculation");
+  if (c.Has("ignore-eos")) p.ignore_eos = c.GetBool("ignore-eos");
   if (c.Has("stop") && !c.GetString("stop").empty()) p.stop.push_back(c.GetString("stop"));
   if (c.Has("timeout-ms") && c.GetInt("timeout-ms") > 0) p.timeout = std::chrono::milliseconds(c.GetInt("timeout-ms"));
   auto sum = (*cl)->Generate(p, [](const client::StreamChunk& ch) {
