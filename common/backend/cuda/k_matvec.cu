@@ -23,10 +23,9 @@
 #include "common/backend/cuda/k_common.cuh"
 
 namespace specd::cuda {
-namespace {
 
-constexpr int kStages = 3;        // cp.async stages in flight per warp
-constexpr int kUnitsPerStage = 8; // 8 x 32 = 256 elements
+// Outside the anonymous namespace: nvcc warns about unused members of local traits.
+namespace mmq {
 template <GgmlType T> struct Mq;
 // kStage: bytes of 256 elements of a row. kUnit: bytes of one 32-element block
 // (legacy formats; 0 for k-quants, whose rows are whole super-blocks).
@@ -46,6 +45,13 @@ SPECD_MQ(Q4_K, 144, 0)
 SPECD_MQ(Q5_K, 176, 0)
 SPECD_MQ(Q6_K, 210, 0)
 #undef SPECD_MQ
+}  // namespace mmq
+using mmq::Mq;
+
+namespace {
+
+constexpr int kStages = 3;        // cp.async stages in flight per warp
+constexpr int kUnitsPerStage = 8; // 8 x 32 = 256 elements
 
 template <GgmlType T>
 constexpr int WarpSmem() {

@@ -1,0 +1,1184 @@
+#include "common/backend/cuda/cuda_backend.h"
+
+#include <cublas_v2.h>
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <tuple>
+#include <unordered_map>
+#include <vector>
+
+#include "common/backend/cuda/kernels.h"
+
+namespace specd {
+namespace {
+
+using cuda::AttnPlan;
+using cuda::AttnTile;
+using cuda::BatchDev;
+using cuda::KvDev;
+
+constexpr int kCustomMaxN = 64;      // matmuls up to this many columns use the batch-invariant kernels
+constexpr int kGraphMaxTokens = 64;  // batches replayed from CUDA graphs
+constexpr size_t kMaxGraphs = 64;
+constexpr size_t kWeightPad = 256;   // the matvec reads whole 16-byte windows past a row's end
+constexpr size_t kSlabBytes = size_t{64} << 20;         // dequantized weight tiles (prefill / reference path)
+constexpr size_t kAttnPartialBudget = size_t{32} << 20; // split-K attention partials
+constexpr size_t kCublasWorkspace = size_t{32} << 20;
+
+std::string CudaErr(cudaError_t e) { return absl::StrCat(cudaGetErrorName(e), " (", cudaGetErrorString(e), ")"); }
+
+#define SPECD_CUDA_RETURN(expr, what)                                                               \
+  do {                                                                                              \
+    const cudaError_t e_ = (expr);                                                                  \
+    if (e_ != cudaSuccess) return absl::InternalError(absl::StrCat("CUDA error in ", what, ": ", CudaErr(e_))); \
+  } while (0)
+
+uint64_t HashName(const std::string& s) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+// ---- weight arena on CUDA virtual memory: committed = used rounded up to one page ----
+class VmmArena {
+ public:
+  ~VmmArena() { Release(); }
+
+  bool Init(int device) {
+    auto get = [](const char* name, void** fn) {
+      cudaDriverEntryPointQueryResult q{};
+      return cudaGetDriverEntryPointByVersion(name, fn, 12000, cudaEnableDefault, &q) == cudaSuccess &&
+             q == cudaDriverEntryPointSuccess && *fn != nullptr;
+    };
+    if (!get("cuMemCreate", reinterpret_cast<void**>(&create_)) ||
+        !get("cuMemRelease", reinterpret_cast<void**>(&release_)) ||
+        !get("cuMemAddressReserve", reinterpret_cast<void**>(&reserve_)) ||
+        !get("cuMemAddressFree", reinterpret_cast<void**>(&free_)) ||
+        !get("cuMemMap", reinterpret_cast<void**>(&map_)) || !get("cuMemUnmap", reinterpret_cast<void**>(&unmap_)) ||
+        !get("cuMemSetAccess", reinterpret_cast<void**>(&access_)) ||
+        !get("cuMemGetAllocationGranularity", reinterpret_cast<void**>(&gran_fn_)))
+      return false;
+    prop_.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop_.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop_.location.id = device;
+    device_ = device;
+    if (gran_fn_(&gran_, &prop_, CU_MEM_ALLOC_GRANULARITY_MINIMUM) != CUDA_SUCCESS || gran_ == 0) return false;
+    size_t free_b = 0, total = 0;
+    if (cudaMemGetInfo(&free_b, &total) != cudaSuccess) return false;
+    reserved_ = (total + gran_ - 1) / gran_ * gran_;
+    if (reserve_(&base_, reserved_, gran_, 0, 0) != CUDA_SUCCESS) {
+      base_ = 0;
+      return false;
+    }
+    return true;
+  }
+
+  // 256-byte aligned; maps more physical pages as needed.
+  void* Alloc(size_t bytes, absl::Status* st) {
+    const size_t off = (used_ + 255) / 256 * 256;
+    const size_t end = off + bytes;
+    if (end > mapped_) {
+      const size_t need = (end - mapped_ + gran_ - 1) / gran_ * gran_;
+      if (mapped_ + need > reserved_) {
+        *st = absl::ResourceExhaustedError("weights exceed the device's memory");
+        return nullptr;
+      }
+      CUmemGenericAllocationHandle h{};
+      if (create_(&h, need, &prop_, 0) != CUDA_SUCCESS) {
+        *st = absl::ResourceExhaustedError(absl::StrCat("cannot allocate ", need, " bytes of device memory for weights"));
+        return nullptr;
+      }
+      if (map_(base_ + mapped_, need, 0, h, 0) != CUDA_SUCCESS) {
+        release_(h);
+        *st = absl::InternalError("cuMemMap failed for the weight arena");
+        return nullptr;
+      }
+      CUmemAccessDesc desc{};
+      desc.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+      desc.location.id = device_;
+      desc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+      if (access_(base_ + mapped_, need, &desc, 1) != CUDA_SUCCESS) {
+        unmap_(base_ + mapped_, need);
+        release_(h);
+        *st = absl::InternalError("cuMemSetAccess failed for the weight arena");
+        return nullptr;
+      }
+      chunks_.push_back({h, need});
+      mapped_ += need;
+    }
+    used_ = end;
+    return reinterpret_cast<void*>(base_ + off);
+  }
+
+  size_t used() const { return used_; }
+  size_t committed() const { return mapped_; }
+
+  void Release() {
+    size_t off = 0;
+    for (auto& [h, size] : chunks_) {
+      unmap_(base_ + off, size);
+      release_(h);
+      off += size;
+    }
+    chunks_.clear();
+    if (base_) free_(base_, reserved_);
+    base_ = 0;
+    mapped_ = used_ = 0;
+  }
+
+ private:
+  CUresult (*create_)(CUmemGenericAllocationHandle*, size_t, const CUmemAllocationProp*, unsigned long long) = nullptr;
+  CUresult (*release_)(CUmemGenericAllocationHandle) = nullptr;
+  CUresult (*reserve_)(CUdeviceptr*, size_t, size_t, CUdeviceptr, unsigned long long) = nullptr;
+  CUresult (*free_)(CUdeviceptr, size_t) = nullptr;
+  CUresult (*map_)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long) = nullptr;
+  CUresult (*unmap_)(CUdeviceptr, size_t) = nullptr;
+  CUresult (*access_)(CUdeviceptr, size_t, const CUmemAccessDesc*, size_t) = nullptr;
+  CUresult (*gran_fn_)(size_t*, const CUmemAllocationProp*, CUmemAllocationGranularity_flags) = nullptr;
+  CUmemAllocationProp prop_{};
+  int device_ = 0;
+  CUdeviceptr base_ = 0;
+  size_t gran_ = 0, reserved_ = 0, mapped_ = 0, used_ = 0;
+  std::vector<std::pair<CUmemGenericAllocationHandle, size_t>> chunks_;
+};
+
+// ---- recorded ops ----
+enum OpKind : int64_t { kEmbed = 1, kRmsNorm, kMatMul, kQuantX, kRope, kAttention, kSwiGLU, kAdd, kGather };
+enum MmPath : int64_t { kPathMmq = 0, kPathFmv, kPathDequant, kPathGemm };
+
+// All members 8 bytes wide: no padding, so records compare and hash as bytes.
+struct OpRec {
+  int64_t kind = 0;
+  const void* p[6] = {};
+  int64_t i[12] = {};
+  double f[2] = {};
+};
+static_assert(sizeof(OpRec) == 8 * 21);
+
+struct Range {
+  const void* p;
+  size_t bytes;
+};
+
+bool Overlaps(const Range& a, const void* p, size_t bytes) {
+  const auto* a0 = static_cast<const uint8_t*>(a.p);
+  const auto* b0 = static_cast<const uint8_t*>(p);
+  return a0 < b0 + bytes && b0 < a0 + a.bytes;
+}
+
+uint64_t HashWords(uint64_t h, const void* data, size_t bytes) {
+  const auto* w = static_cast<const uint64_t*>(data);
+  for (size_t i = 0; i < bytes / 8; ++i) h = (h ^ w[i]) * 0x100000001b3ull + (h >> 29);
+  return h;
+}
+
+struct AttnWave {
+  int tile0, tile1, tok0, tok1;
+};
+struct AttnBatchPlan {
+  AttnPlan plan;
+  int64_t tiles_off = 0;  // in int32 units of the metadata
+  int n_tiles = 0;
+  std::vector<AttnWave> waves;
+  size_t partial_floats = 0;
+};
+
+class CudaBackend final : public Backend, public CudaBackendControl {
+ public:
+  ~CudaBackend() override;
+  static absl::StatusOr<std::unique_ptr<CudaBackend>> Create(const BackendOptions& opts);
+
+  std::string Name() const override { return "cuda"; }
+  size_t AvailableMemory() const override {
+    size_t free_b = 0, total = 0;
+    cudaSetDevice(device_);
+    if (cudaMemGetInfo(&free_b, &total) != cudaSuccess) return 0;
+    return free_b;
+  }
+  absl::StatusOr<Weight> LoadWeight(const WeightSource& src) override;
+  absl::Status InitKv(const KvLayout& layout) override;
+  absl::StatusOr<float*> AllocActivations(size_t n_floats) override;
+  BackendMemory Memory() const override {
+    BackendMemory m = mem_;
+    m.other = other_bytes_ + (arena_ok_ ? arena_.committed() - arena_.used() : 0);
+    return m;
+  }
+
+  absl::Status SetBatch(const Batch& batch) override;
+  void Embed(const Weight& emb, float* out) override;
+  void RmsNorm(const float* x, const Weight& w, float eps, int rows, float* out) override;
+  void AddRmsNorm(float* x, const float* r, const Weight& w, float eps, int rows, float* out) override;
+  void MatMul(const Weight& w, const Weight* bias, const float* x, int n, float* y) override;
+  void Rope(float* x, int n_heads, int head_dim, const RopeParams& p) override;
+  void Attention(const float* q, const float* k, const float* v, const AttentionParams& p, float* out) override;
+  void SwiGLU(const float* gate, const float* up, int n, int dim, float* out) override;
+  void Add(float* x, const float* y, int64_t n) override;
+  void GatherOutRows(const float* x, int dim, float* out) override;
+  absl::Status ReadToHost(const float* src, float* host, size_t n) override;
+  absl::Status Synchronize() override;
+
+  // CudaBackendControl
+  void* Stream() const override { return stream_; }
+  absl::Status Flush() override;
+  void SetMatMulPath(MatMulPath p) override { forced_path_ = p; }
+  void SetGraphs(bool on) override { graphs_on_ = on; }
+  Stats GetStats() const override {
+    Stats s = stats_;
+    s.workspace_bytes = other_bytes_;
+    return s;
+  }
+
+ private:
+  CudaBackend() = default;
+  absl::Status Init(const BackendOptions& opts);
+
+  void Fail(const absl::Status& st) {
+    if (err_.ok()) err_ = st;
+  }
+  void Fail(cudaError_t e, const char* what) {
+    if (e != cudaSuccess) Fail(absl::InternalError(absl::StrCat("CUDA error in ", what, ": ", CudaErr(e))));
+  }
+  bool Recording() const { return err_.ok() && batch_set_; }
+  absl::Status TakeError() {
+    absl::Status s = err_;
+    err_ = absl::OkStatus();
+    return s;
+  }
+
+  // Device scratch that grows on demand; an outgrown buffer is freed only after
+  // the next full synchronization (recorded ops may still use it).
+  absl::Status Grow(void** buf, size_t* cap, size_t need, const char* what);
+  void InvalidateGraphs();
+  void FreeRetired();
+
+  absl::Status EnsureMeta(size_t ints);
+  int32_t* MetaHost(int64_t off) { return meta_host_ + off; }
+  BatchDev Bd() const;
+
+  void Record(const OpRec& op, std::initializer_list<Range> writes);
+  void NoteWrite(const void* p, size_t bytes);
+  void* GetXq(const float* x, int n, int64_t k);
+  const double* RopeTable(const RopeParams& p);
+  AttnBatchPlan* GetAttnPlan(int n_heads, int n_kv_heads, int head_dim);
+
+  void ExecAll();
+  void Exec(const OpRec& op);
+  void ExecMatMul(const OpRec& op);
+  void RunGraph();
+
+  int device_ = 0;
+  cudaStream_t stream_ = nullptr;
+  cublasHandle_t cublas_ = nullptr;
+  void* cublas_ws_ = nullptr;
+  cudaEvent_t meta_ev_ = nullptr;
+  VmmArena arena_;
+  bool arena_ok_ = false;
+  std::vector<void*> weight_allocs_;  // cudaMalloc fallback
+  BackendMemory mem_;
+  size_t other_bytes_ = 0;
+
+  KvLayout kv_;
+  bool kv_init_ = false;
+  uint8_t* kv_pool_ = nullptr;
+  size_t kv_row_bytes_ = 0;
+  std::vector<void*> activations_;
+
+  // Batch metadata: pinned staging and its device copy (fixed while graphs use it).
+  int32_t* meta_host_ = nullptr;
+  int32_t* meta_dev_ = nullptr;
+  size_t meta_cap_ = 0;  // int32 entries
+  size_t meta_used_ = 0;
+  bool meta_pending_ = false;  // an upload from meta_host_ may still be in flight
+  struct {
+    int n_tokens = 0, n_out = 0, n_seqs = 0, bt_stride = 0;
+    int64_t off_tokens = 0, off_pos = 0, off_seq = 0, off_out = 0, off_kvlen = 0, off_blocks = 0;
+    std::vector<int32_t> pos, seq;
+  } b_;
+  bool batch_set_ = false;
+  std::map<std::tuple<int, int, int>, AttnBatchPlan> attn_plans_;
+
+  // Scratch.
+  struct XqSlot {
+    const float* x = nullptr;
+    int n = 0;
+    int64_t k = 0;
+    bool valid = false;
+    uint64_t stamp = 0;
+    void* buf = nullptr;
+    size_t cap = 0;
+  };
+  std::array<XqSlot, 4> xq_;
+  uint64_t xq_clock_ = 0;
+  void* slab_ = nullptr;
+  size_t slab_cap_ = 0;
+  void* xhalf_ = nullptr;
+  size_t xhalf_cap_ = 0;
+  void* attn_part_ = nullptr;
+  size_t attn_part_cap_ = 0;
+  std::vector<void*> retired_;
+  std::map<std::tuple<int, float, float>, double*> rope_tables_;
+
+  // Recording and graphs.
+  std::vector<OpRec> ops_;
+  struct GraphEntry {
+    std::vector<int64_t> shape;
+    std::vector<OpRec> ops;
+    cudaGraphExec_t exec = nullptr;
+    uint64_t last_use = 0;
+  };
+  std::unordered_map<uint64_t, GraphEntry> graphs_;
+  uint64_t graph_clock_ = 0;
+  bool graphs_on_ = true;
+  MatMulPath forced_path_ = MatMulPath::kAuto;
+  Stats stats_;
+  absl::Status err_;
+};
+
+absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(const BackendOptions& opts) {
+  int count = 0;
+  const cudaError_t e = cudaGetDeviceCount(&count);
+  if (e != cudaSuccess) return absl::UnavailableError(absl::StrCat("no CUDA device available: ", cudaGetErrorString(e)));
+  if (count == 0) return absl::UnavailableError("no CUDA device available: the runtime found 0 devices");
+  if (opts.device < 0 || opts.device >= count)
+    return absl::InvalidArgumentError(
+        absl::StrCat("CUDA device ", opts.device, " does not exist (", count, " device(s) found)"));
+  std::unique_ptr<CudaBackend> b(new CudaBackend());
+  SPECD_RETURN_IF_ERROR(b->Init(opts));
+  return b;
+}
+
+absl::Status CudaBackend::Init(const BackendOptions& opts) {
+  device_ = opts.device;
+  graphs_on_ = opts.cuda_graphs;
+  SPECD_CUDA_RETURN(cudaSetDevice(device_), "cudaSetDevice");
+  cudaDeviceProp prop{};
+  SPECD_CUDA_RETURN(cudaGetDeviceProperties(&prop, device_), "cudaGetDeviceProperties");
+  if (prop.major < 8)
+    return absl::FailedPreconditionError(absl::StrCat("CUDA device ", device_, " (", prop.name, ", sm_", prop.major,
+                                                      prop.minor, ") is too old: specd needs sm_80 or newer"));
+  cuda::DeviceInfo info;
+  info.sm_count = prop.multiProcessorCount;
+  info.smem_optin = static_cast<int>(prop.sharedMemPerBlockOptin);
+  info.cc_major = prop.major;
+  info.cc_minor = prop.minor;
+  cuda::SetDeviceInfo(info);
+  SPECD_CUDA_RETURN(cuda::PrepareMatvecKernels(), "preparing the matvec kernels");
+  SPECD_CUDA_RETURN(cuda::PrepareAttentionKernels(), "preparing the attention kernels");
+  SPECD_CUDA_RETURN(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
+  SPECD_CUDA_RETURN(cudaEventCreateWithFlags(&meta_ev_, cudaEventDisableTiming), "cudaEventCreate");
+  if (cublasCreate(&cublas_) != CUBLAS_STATUS_SUCCESS) return absl::InternalError("cublasCreate failed");
+  SPECD_CUDA_RETURN(cudaMalloc(&cublas_ws_, kCublasWorkspace), "allocating the cuBLAS workspace");
+  other_bytes_ += kCublasWorkspace;
+  if (cublasSetStream(cublas_, stream_) != CUBLAS_STATUS_SUCCESS ||
+      cublasSetWorkspace(cublas_, cublas_ws_, kCublasWorkspace) != CUBLAS_STATUS_SUCCESS ||
+      cublasSetMathMode(cublas_, CUBLAS_DEFAULT_MATH) != CUBLAS_STATUS_SUCCESS)
+    return absl::InternalError("configuring cuBLAS failed");
+  arena_ok_ = arena_.Init(device_);
+  return absl::OkStatus();
+}
+
+CudaBackend::~CudaBackend() {
+  cudaSetDevice(device_);
+  if (stream_) cudaStreamSynchronize(stream_);
+  for (auto& [h, g] : graphs_) cudaGraphExecDestroy(g.exec);
+  graphs_.clear();
+  FreeRetired();
+  for (auto& s : xq_) cudaFree(s.buf);
+  cudaFree(slab_);
+  cudaFree(xhalf_);
+  cudaFree(attn_part_);
+  for (auto& [k, t] : rope_tables_) cudaFree(t);
+  cudaFree(meta_dev_);
+  if (meta_host_) cudaFreeHost(meta_host_);
+  for (void* p : activations_) cudaFree(p);
+  cudaFree(kv_pool_);
+  for (void* p : weight_allocs_) cudaFree(p);
+  arena_.Release();
+  if (cublas_) cublasDestroy(cublas_);
+  cudaFree(cublas_ws_);
+  if (meta_ev_) cudaEventDestroy(meta_ev_);
+  if (stream_) cudaStreamDestroy(stream_);
+}
+
+// ---------------------------------------------------------------- resources
+
+absl::StatusOr<Weight> CudaBackend::LoadWeight(const WeightSource& src) {
+  const auto tr = GetTypeTraits(static_cast<uint32_t>(src.type));
+  if (!tr || !tr->computable)
+    return absl::UnimplementedError(absl::StrCat("tensor ", src.name, ": type ", static_cast<uint32_t>(src.type),
+                                                 " is not supported by the CUDA backend"));
+  if (src.ne0 <= 0 || src.ne1 <= 0 || src.ne0 % tr->block_size != 0)
+    return absl::InvalidArgumentError(absl::StrCat("tensor ", src.name, ": bad shape [", src.ne0, ", ", src.ne1, "]"));
+  const size_t nbytes = RowBytes(src.type, src.ne0) * static_cast<size_t>(src.ne1);
+  if (src.host_data && src.nbytes != nbytes)
+    return absl::InvalidArgumentError(
+        absl::StrCat("tensor ", src.name, ": ", src.nbytes, " bytes of data, expected ", nbytes));
+  SPECD_RETURN_IF_ERROR(TakeError());
+  SPECD_CUDA_RETURN(cudaSetDevice(device_), "cudaSetDevice");
+  const size_t alloc = nbytes + kWeightPad;
+  void* dst = nullptr;
+  if (arena_ok_) {
+    absl::Status st;
+    dst = arena_.Alloc(alloc, &st);
+    if (!dst && arena_.committed() == 0) {
+      arena_.Release();  // virtual memory management unavailable here: plain allocations
+      arena_ok_ = false;
+    } else if (!dst) {
+      return absl::ResourceExhaustedError(absl::StrCat("tensor ", src.name, ": ", st.message()));
+    }
+  }
+  if (!arena_ok_) {
+    const cudaError_t e = cudaMalloc(&dst, alloc);
+    if (e != cudaSuccess)
+      return absl::ResourceExhaustedError(
+          absl::StrCat("tensor ", src.name, ": cannot allocate ", alloc, " bytes of device memory: ", CudaErr(e)));
+    weight_allocs_.push_back(dst);
+  }
+  if (src.host_data) {
+    SPECD_CUDA_RETURN(cudaMemcpy(dst, src.host_data, nbytes, cudaMemcpyHostToDevice), "uploading a weight");
+  } else {
+    // Generated on the device: benchmarks build large models without files.
+    int kind = 0;
+    if (src.ne1 == 1) kind = src.name.find("norm") != std::string::npos ? 2 : 3;
+    else if (src.name.find("token_embd") != std::string::npos) kind = 1;
+    SPECD_CUDA_RETURN(cuda::LaunchRandomFill(src.type, dst, src.ne0, src.ne1, kind, HashName(src.name), stream_),
+                      "generating a random weight");
+    SPECD_CUDA_RETURN(cudaStreamSynchronize(stream_), "generating a random weight");
+  }
+  SPECD_CUDA_RETURN(cudaMemsetAsync(static_cast<uint8_t*>(dst) + nbytes, 0, kWeightPad, stream_), "cudaMemset");
+  mem_.weights += nbytes;
+  other_bytes_ += kWeightPad;
+  Weight w;
+  w.name = src.name;
+  w.type = src.type;
+  w.ne0 = src.ne0;
+  w.ne1 = src.ne1;
+  w.data = dst;
+  w.nbytes = nbytes;
+  return w;
+}
+
+absl::Status CudaBackend::InitKv(const KvLayout& layout) {
+  if (layout.type != GgmlType::F32 && layout.type != GgmlType::F16 && layout.type != GgmlType::Q8_0)
+    return absl::InvalidArgumentError(
+        absl::StrCat("KV cache type ", std::string(TypeName(layout.type)), " is not supported (f32, f16, q8_0)"));
+  if (layout.head_dim % TypeTraits(layout.type).block_size != 0)
+    return absl::InvalidArgumentError(absl::StrCat("head dimension ", layout.head_dim, " is not a multiple of ",
+                                                   std::string(TypeName(layout.type)), "'s block size"));
+  if (layout.n_layers < 1 || layout.n_kv_heads < 1 || layout.head_dim < 1 || layout.block_size < 1 ||
+      layout.n_blocks < 1)
+    return absl::InvalidArgumentError("bad KV layout");
+  SPECD_RETURN_IF_ERROR(Synchronize());
+  cudaFree(kv_pool_);
+  kv_pool_ = nullptr;
+  const size_t bytes = layout.TotalBytes();
+  const cudaError_t e = cudaMalloc(&kv_pool_, bytes);
+  if (e != cudaSuccess) {
+    kv_pool_ = nullptr;
+    return absl::ResourceExhaustedError(absl::StrCat("cannot allocate the KV pool (", bytes, " bytes): ", CudaErr(e)));
+  }
+  SPECD_CUDA_RETURN(cudaMemset(kv_pool_, 0, bytes), "clearing the KV pool");
+  kv_ = layout;
+  kv_row_bytes_ = RowBytes(layout.type, layout.head_dim);
+  kv_init_ = true;
+  mem_.kv_pool = bytes;
+  InvalidateGraphs();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<float*> CudaBackend::AllocActivations(size_t n_floats) {
+  void* p = nullptr;
+  const cudaError_t e = cudaMalloc(&p, n_floats * sizeof(float));
+  if (e != cudaSuccess)
+    return absl::ResourceExhaustedError(
+        absl::StrCat("cannot allocate ", n_floats * 4, " bytes of activations: ", CudaErr(e)));
+  SPECD_CUDA_RETURN(cudaMemset(p, 0, n_floats * sizeof(float)), "clearing activations");
+  activations_.push_back(p);
+  mem_.activations += n_floats * sizeof(float);
+  return static_cast<float*>(p);
+}
+
+absl::Status CudaBackend::Grow(void** buf, size_t* cap, size_t need, const char* what) {
+  if (need <= *cap) return absl::OkStatus();
+  const size_t want = std::max(need, *cap + *cap / 2);
+  void* p = nullptr;
+  const cudaError_t e = cudaMalloc(&p, want);
+  if (e != cudaSuccess)
+    return absl::ResourceExhaustedError(absl::StrCat("cannot allocate ", want, " bytes for ", what, ": ", CudaErr(e)));
+  if (*buf) retired_.push_back(*buf);
+  other_bytes_ += want - *cap;
+  *buf = p;
+  *cap = want;
+  InvalidateGraphs();  // captured graphs point at the old buffer
+  return absl::OkStatus();
+}
+
+void CudaBackend::InvalidateGraphs() {
+  for (auto& [h, g] : graphs_) cudaGraphExecDestroy(g.exec);  // freed after in-flight launches finish
+  graphs_.clear();
+}
+
+void CudaBackend::FreeRetired() {
+  for (void* p : retired_) cudaFree(p);
+  retired_.clear();
+}
+
+absl::Status CudaBackend::EnsureMeta(size_t ints) {
+  if (ints <= meta_cap_) return absl::OkStatus();
+  const size_t cap = std::max<size_t>(ints, std::max<size_t>(4096, meta_cap_ * 2));
+  int32_t* host = nullptr;
+  int32_t* dev = nullptr;
+  SPECD_CUDA_RETURN(cudaMallocHost(&host, cap * sizeof(int32_t)), "allocating batch metadata");
+  if (const cudaError_t e = cudaMalloc(&dev, cap * sizeof(int32_t)); e != cudaSuccess) {
+    cudaFreeHost(host);
+    return absl::ResourceExhaustedError(absl::StrCat("allocating batch metadata: ", CudaErr(e)));
+  }
+  if (meta_host_) {
+    if (meta_pending_) cudaEventSynchronize(meta_ev_);
+    std::memcpy(host, meta_host_, meta_used_ * sizeof(int32_t));
+    cudaFreeHost(meta_host_);
+  }
+  if (meta_dev_) retired_.push_back(meta_dev_);
+  other_bytes_ += (cap - meta_cap_) * sizeof(int32_t);
+  meta_host_ = host;
+  meta_dev_ = dev;
+  meta_cap_ = cap;
+  InvalidateGraphs();
+  return absl::OkStatus();
+}
+
+BatchDev CudaBackend::Bd() const {
+  BatchDev d;
+  d.tokens = meta_dev_ + b_.off_tokens;
+  d.pos = meta_dev_ + b_.off_pos;
+  d.seq = meta_dev_ + b_.off_seq;
+  d.out_rows = meta_dev_ + b_.off_out;
+  d.kv_len = meta_dev_ + b_.off_kvlen;
+  d.blocks = meta_dev_ + b_.off_blocks;
+  d.n_tokens = b_.n_tokens;
+  d.n_out = b_.n_out;
+  d.n_seqs = b_.n_seqs;
+  d.bt_stride = b_.bt_stride;
+  return d;
+}
+
+// ---------------------------------------------------------------- batches
+
+absl::Status CudaBackend::SetBatch(const Batch& batch) {
+  SPECD_RETURN_IF_ERROR(Flush());
+  batch_set_ = false;
+  if (!kv_init_) return absl::FailedPreconditionError("SetBatch before InitKv");
+  const int n = batch.n_tokens();
+  if (n < 1) return absl::InvalidArgumentError("empty batch");
+  if (static_cast<int>(batch.pos.size()) != n || static_cast<int>(batch.seq_index.size()) != n)
+    return absl::InvalidArgumentError("batch arrays differ in length");
+  const int bs = kv_.block_size;
+  for (int t = 0; t < n; ++t) {
+    const int si = batch.seq_index[t];
+    if (si < 0 || si >= static_cast<int>(batch.seqs.size()))
+      return absl::InvalidArgumentError("batch token refers to a missing sequence");
+    const BatchSeq& s = batch.seqs[si];
+    const int pos = batch.pos[t];
+    if (pos < 0 || pos >= s.kv_len || pos / bs >= static_cast<int>(s.blocks.size()))
+      return absl::InvalidArgumentError(absl::StrCat("position ", pos, " outside the blocks of sequence ", s.slot));
+  }
+  for (const auto& s : batch.seqs) {
+    for (int32_t b : s.blocks) {
+      if (b < 0 || b >= kv_.n_blocks) return absl::InvalidArgumentError(absl::StrCat("bad KV block id ", b));
+    }
+  }
+  for (int32_t r : batch.out_rows) {
+    if (r < 0 || r >= n) return absl::InvalidArgumentError("bad output row");
+  }
+  // Block-table stride: a power of two, so graphs are shared across lengths.
+  int stride = 1;
+  while (stride < batch.max_blocks()) stride *= 2;
+  const int n_out = batch.n_out(), n_seqs = static_cast<int>(batch.seqs.size());
+  b_.n_tokens = n;
+  b_.n_out = n_out;
+  b_.n_seqs = n_seqs;
+  b_.bt_stride = stride;
+  b_.off_tokens = 0;
+  b_.off_pos = b_.off_tokens + n;
+  b_.off_seq = b_.off_pos + n;
+  b_.off_out = b_.off_seq + n;
+  b_.off_kvlen = b_.off_out + n_out;
+  b_.off_blocks = b_.off_kvlen + n_seqs;
+  const size_t used = static_cast<size_t>(b_.off_blocks) + static_cast<size_t>(n_seqs) * stride;
+  if (meta_pending_) {
+    SPECD_CUDA_RETURN(cudaEventSynchronize(meta_ev_), "waiting for the previous batch upload");
+    meta_pending_ = false;
+  }
+  SPECD_RETURN_IF_ERROR(EnsureMeta(used));
+  std::memcpy(MetaHost(b_.off_tokens), batch.tokens.data(), n * sizeof(int32_t));
+  std::memcpy(MetaHost(b_.off_pos), batch.pos.data(), n * sizeof(int32_t));
+  std::memcpy(MetaHost(b_.off_seq), batch.seq_index.data(), n * sizeof(int32_t));
+  if (n_out) std::memcpy(MetaHost(b_.off_out), batch.out_rows.data(), n_out * sizeof(int32_t));
+  for (int s = 0; s < n_seqs; ++s) {
+    const BatchSeq& q = batch.seqs[s];
+    MetaHost(b_.off_kvlen)[s] = q.kv_len;
+    int32_t* bt = MetaHost(b_.off_blocks + static_cast<int64_t>(s) * stride);
+    std::fill(bt, bt + stride, 0);
+    std::copy(q.blocks.begin(), q.blocks.end(), bt);
+  }
+  meta_used_ = used;
+  b_.pos = batch.pos;
+  b_.seq = batch.seq_index;
+  attn_plans_.clear();
+  for (auto& s : xq_) s.valid = false;
+  batch_set_ = true;
+  return absl::OkStatus();
+}
+
+void CudaBackend::Record(const OpRec& op, std::initializer_list<Range> writes) {
+  for (const Range& r : writes) NoteWrite(r.p, r.bytes);
+  ops_.push_back(op);
+}
+
+void CudaBackend::NoteWrite(const void* p, size_t bytes) {
+  for (auto& s : xq_) {
+    if (s.valid && Overlaps(Range{s.x, static_cast<size_t>(s.n) * s.k * sizeof(float)}, p, bytes)) s.valid = false;
+  }
+}
+
+// Quantized activations of x for the tensor-core matvec: reused while x is
+// unchanged, fused into the op that produced x when it was the last one.
+void* CudaBackend::GetXq(const float* x, int n, int64_t k) {
+  for (auto& s : xq_) {
+    if (s.valid && s.x == x && s.n == n && s.k == k) {
+      s.stamp = ++xq_clock_;
+      return s.buf;
+    }
+  }
+  XqSlot* slot = &xq_[0];
+  for (auto& s : xq_) {
+    if (!s.valid) {
+      slot = &s;
+      break;
+    }
+    if (s.stamp < slot->stamp) slot = &s;
+  }
+  const absl::Status st = Grow(&slot->buf, &slot->cap, cuda::XQuantBytes(n, k), "quantized activations");
+  if (!st.ok()) {
+    Fail(st);
+    return nullptr;
+  }
+  slot->x = x;
+  slot->n = n;
+  slot->k = k;
+  slot->valid = true;
+  slot->stamp = ++xq_clock_;
+  if (!ops_.empty()) {
+    OpRec& last = ops_.back();
+    if (last.kind == kRmsNorm && last.p[3] == x && last.i[0] == n && last.i[1] == k && k % 32 == 0 &&
+        last.p[4] == nullptr) {
+      last.p[4] = slot->buf;
+      return slot->buf;
+    }
+    if (last.kind == kSwiGLU && last.p[2] == x && last.i[0] == n && last.i[1] == k && k % 32 == 0 &&
+        last.p[3] == nullptr) {
+      last.p[3] = slot->buf;
+      return slot->buf;
+    }
+  }
+  OpRec op;
+  op.kind = kQuantX;
+  op.p[0] = x;
+  op.p[1] = slot->buf;
+  op.i[0] = n;
+  op.i[1] = k;
+  ops_.push_back(op);
+  return slot->buf;
+}
+
+const double* CudaBackend::RopeTable(const RopeParams& p) {
+  const auto key = std::make_tuple(p.n_dims, p.freq_base, p.freq_scale);
+  auto it = rope_tables_.find(key);
+  if (it != rope_tables_.end()) return it->second;
+  const int half = p.n_dims / 2;
+  std::vector<double> inv(half);
+  for (int i = 0; i < half; ++i)
+    inv[i] = std::pow(static_cast<double>(p.freq_base), -2.0 * i / p.n_dims) * p.freq_scale;
+  double* d = nullptr;
+  cudaError_t e = cudaMalloc(&d, sizeof(double) * std::max(half, 1));
+  if (e == cudaSuccess) e = cudaMemcpy(d, inv.data(), sizeof(double) * half, cudaMemcpyHostToDevice);
+  if (e != cudaSuccess) {
+    Fail(e, "uploading a RoPE table");
+    cudaFree(d);
+    return nullptr;
+  }
+  other_bytes_ += sizeof(double) * std::max(half, 1);
+  rope_tables_[key] = d;
+  return d;
+}
+
+AttnBatchPlan* CudaBackend::GetAttnPlan(int n_heads, int n_kv_heads, int head_dim) {
+  const auto key = std::make_tuple(n_heads, n_kv_heads, head_dim);
+  auto it = attn_plans_.find(key);
+  if (it != attn_plans_.end()) return &it->second;
+  AttnBatchPlan bp;
+  AttnPlan& pl = bp.plan;
+  pl.rows_max = cuda::AttnRowsMax(head_dim);
+  pl.group = n_heads / n_kv_heads;
+  if (pl.group <= pl.rows_max) {
+    pl.gchunk = pl.group;
+    pl.n_gchunks = 1;
+    pl.tile_tokens = pl.rows_max / pl.group;
+  } else {
+    pl.gchunk = pl.rows_max;
+    pl.n_gchunks = (pl.group + pl.rows_max - 1) / pl.rows_max;
+    pl.tile_tokens = 1;
+  }
+  pl.max_splits = std::max(1, (b_.bt_stride * kv_.block_size + cuda::kAttnSplit - 1) / cuda::kAttnSplit);
+  // Tiles: runs of consecutive tokens of one sequence, at most tile_tokens long.
+  std::vector<AttnTile> tiles;
+  for (int t = 0; t < b_.n_tokens; ++t) {
+    if (!tiles.empty()) {
+      AttnTile& last = tiles.back();
+      if (last.seq == b_.seq[t] && last.t0 + last.nt == t && last.nt < pl.tile_tokens) {
+        ++last.nt;
+        continue;
+      }
+    }
+    tiles.push_back({b_.seq[t], t, 1});
+  }
+  const size_t per_tok = cuda::AttnPartialFloats(1, n_heads, head_dim, pl.max_splits);
+  const int wave_tokens =
+      std::max<int>(pl.tile_tokens, static_cast<int>(kAttnPartialBudget / sizeof(float) / std::max<size_t>(per_tok, 1)));
+  int i = 0;
+  while (i < static_cast<int>(tiles.size())) {
+    AttnWave w{i, i, tiles[i].t0, tiles[i].t0};
+    while (i < static_cast<int>(tiles.size()) && (w.tok1 - w.tok0) + tiles[i].nt <= wave_tokens) {
+      w.tok1 = tiles[i].t0 + tiles[i].nt;
+      ++i;
+      w.tile1 = i;
+    }
+    bp.waves.push_back(w);
+    bp.partial_floats = std::max(bp.partial_floats, per_tok * (w.tok1 - w.tok0));
+  }
+  bp.n_tiles = static_cast<int>(tiles.size());
+  bp.tiles_off = static_cast<int64_t>(meta_used_);
+  const size_t need = meta_used_ + tiles.size() * 3;
+  if (const absl::Status st = EnsureMeta(need); !st.ok()) {
+    Fail(st);
+    return nullptr;
+  }
+  std::memcpy(MetaHost(bp.tiles_off), tiles.data(), tiles.size() * sizeof(AttnTile));
+  meta_used_ = need;
+  return &(attn_plans_[key] = std::move(bp));
+}
+
+// ---------------------------------------------------------------- ops
+
+void CudaBackend::Embed(const Weight& emb, float* out) {
+  if (!Recording()) return;
+  OpRec op;
+  op.kind = kEmbed;
+  op.p[0] = emb.data;
+  op.p[1] = out;
+  op.i[0] = static_cast<int64_t>(emb.type);
+  op.i[1] = emb.ne0;
+  Record(op, {{out, sizeof(float) * b_.n_tokens * emb.ne0}});
+}
+
+void CudaBackend::RmsNorm(const float* x, const Weight& w, float eps, int rows, float* out) {
+  if (!Recording()) return;
+  if (w.type != GgmlType::F32) return Fail(absl::InvalidArgumentError("RmsNorm weight must be F32"));
+  OpRec op;
+  op.kind = kRmsNorm;
+  op.p[0] = x;
+  op.p[2] = w.data;
+  op.p[3] = out;
+  op.i[0] = rows;
+  op.i[1] = w.ne0;
+  op.f[0] = eps;
+  Record(op, {{out, sizeof(float) * rows * w.ne0}});
+}
+
+void CudaBackend::AddRmsNorm(float* x, const float* r, const Weight& w, float eps, int rows, float* out) {
+  if (!Recording()) return;
+  if (w.type != GgmlType::F32) return Fail(absl::InvalidArgumentError("RmsNorm weight must be F32"));
+  OpRec op;
+  op.kind = kRmsNorm;
+  op.p[0] = x;
+  op.p[1] = r;
+  op.p[2] = w.data;
+  op.p[3] = out;
+  op.i[0] = rows;
+  op.i[1] = w.ne0;
+  op.f[0] = eps;
+  Record(op, {{x, sizeof(float) * rows * w.ne0}, {out, sizeof(float) * rows * w.ne0}});
+}
+
+void CudaBackend::MatMul(const Weight& w, const Weight* bias, const float* x, int n, float* y) {
+  if (!Recording()) return;
+  if (n < 1) return;
+  if (bias && (bias->type != GgmlType::F32 || bias->ne0 != w.ne1))
+    return Fail(absl::InvalidArgumentError(absl::StrCat("bias of ", w.name, " must be F32 with ", w.ne1, " values")));
+  const int64_t k = w.ne0, rows = w.ne1;
+  const size_t row_bytes = RowBytes(w.type, k);
+  OpRec op;
+  op.kind = kMatMul;
+  op.p[0] = w.data;
+  op.p[1] = bias ? bias->data : nullptr;
+  op.p[2] = x;
+  op.p[3] = y;
+  op.i[0] = static_cast<int64_t>(w.type);
+  op.i[1] = k;
+  op.i[2] = rows;
+  op.i[3] = n;
+  op.i[6] = static_cast<int64_t>(row_bytes);
+  int64_t path;
+  if (forced_path_ == MatMulPath::kDequant) path = kPathDequant;
+  else if (forced_path_ == MatMulPath::kGemm || n > kCustomMaxN) path = kPathGemm;
+  else if (cuda::FmvSupported(w.type)) path = kPathFmv;
+  else if (cuda::MmqSupported(w.type, rows, k, row_bytes)) path = kPathMmq;
+  else path = kPathDequant;
+  op.i[4] = path;
+  if (path == kPathMmq) {
+    op.i[5] = cuda::MmqSplit(w.type, rows, k);
+    op.p[4] = GetXq(x, n, k);
+    if (!op.p[4]) return;
+  }
+  if (path == kPathDequant || (path == kPathGemm && w.type != GgmlType::F32 && w.type != GgmlType::F16)) {
+    const size_t row_f = static_cast<size_t>(k) * (path == kPathGemm ? 2 : 4);
+    const size_t need = std::max(kSlabBytes, row_f);
+    if (const absl::Status st = Grow(&slab_, &slab_cap_, need, "dequantized weight tiles"); !st.ok()) return Fail(st);
+  }
+  if (path == kPathGemm && w.type != GgmlType::F32) {
+    if (const absl::Status st = Grow(&xhalf_, &xhalf_cap_, static_cast<size_t>(n) * k * 2, "F16 activations");
+        !st.ok())
+      return Fail(st);
+  }
+  Record(op, {{y, sizeof(float) * n * rows}});
+}
+
+void CudaBackend::Rope(float* x, int n_heads, int head_dim, const RopeParams& p) {
+  if (!Recording()) return;
+  if (p.n_dims < 2 || p.n_dims > head_dim || p.n_dims % 2 != 0)
+    return Fail(absl::InvalidArgumentError(absl::StrCat("bad RoPE dimension count ", p.n_dims)));
+  const double* table = RopeTable(p);
+  if (!table) return;
+  OpRec op;
+  op.kind = kRope;
+  op.p[0] = x;
+  op.p[1] = table;
+  op.i[0] = n_heads;
+  op.i[1] = head_dim;
+  op.i[2] = p.n_dims;
+  op.i[3] = p.style == RopeStyle::kNeox ? 1 : 0;
+  Record(op, {{x, sizeof(float) * b_.n_tokens * n_heads * head_dim}});
+}
+
+void CudaBackend::Attention(const float* q, const float* k, const float* v, const AttentionParams& p, float* out) {
+  if (!Recording()) return;
+  if (p.layer < 0 || p.layer >= kv_.n_layers || p.n_kv_heads != kv_.n_kv_heads || p.head_dim != kv_.head_dim ||
+      p.n_heads % p.n_kv_heads != 0)
+    return Fail(absl::InvalidArgumentError("attention parameters do not match the KV layout"));
+  AttnBatchPlan* bp = GetAttnPlan(p.n_heads, p.n_kv_heads, p.head_dim);
+  if (!bp) return;
+  if (const absl::Status st = Grow(&attn_part_, &attn_part_cap_, bp->partial_floats * sizeof(float),
+                                   "attention partials");
+      !st.ok())
+    return Fail(st);
+  OpRec op;
+  op.kind = kAttention;
+  op.p[0] = q;
+  op.p[1] = k;
+  op.p[2] = v;
+  op.p[3] = out;
+  op.i[0] = p.layer;
+  op.i[1] = p.n_heads;
+  op.i[2] = p.n_kv_heads;
+  op.i[3] = p.head_dim;
+  op.i[4] = bp->tiles_off;
+  op.f[0] = p.scale;
+  Record(op, {{out, sizeof(float) * b_.n_tokens * p.n_heads * p.head_dim}});
+}
+
+void CudaBackend::SwiGLU(const float* gate, const float* up, int n, int dim, float* out) {
+  if (!Recording()) return;
+  OpRec op;
+  op.kind = kSwiGLU;
+  op.p[0] = gate;
+  op.p[1] = up;
+  op.p[2] = out;
+  op.i[0] = n;
+  op.i[1] = dim;
+  Record(op, {{out, sizeof(float) * n * dim}});
+}
+
+void CudaBackend::Add(float* x, const float* y, int64_t n) {
+  if (!Recording()) return;
+  OpRec op;
+  op.kind = kAdd;
+  op.p[0] = x;
+  op.p[1] = y;
+  op.i[0] = n;
+  Record(op, {{x, sizeof(float) * n}});
+}
+
+void CudaBackend::GatherOutRows(const float* x, int dim, float* out) {
+  if (!Recording()) return;
+  OpRec op;
+  op.kind = kGather;
+  op.p[0] = x;
+  op.p[1] = out;
+  op.i[0] = dim;
+  Record(op, {{out, sizeof(float) * b_.n_out * dim}});
+}
+
+// ---------------------------------------------------------------- execution
+
+void CudaBackend::ExecAll() {
+  for (const OpRec& op : ops_) {
+    if (!err_.ok()) return;
+    Exec(op);
+  }
+}
+
+void CudaBackend::Exec(const OpRec& op) {
+  const BatchDev bd = Bd();
+  switch (op.kind) {
+    case kEmbed:
+      return Fail(cuda::LaunchEmbed(static_cast<GgmlType>(op.i[0]), op.p[0], op.i[1], bd,
+                                    static_cast<float*>(const_cast<void*>(op.p[1])), stream_),
+                  "embedding");
+    case kRmsNorm:
+      return Fail(cuda::LaunchRmsNorm(const_cast<float*>(static_cast<const float*>(op.p[0])),
+                                      static_cast<const float*>(op.p[1]), static_cast<const float*>(op.p[2]),
+                                      static_cast<float>(op.f[0]), static_cast<int>(op.i[0]), static_cast<int>(op.i[1]),
+                                      static_cast<float*>(const_cast<void*>(op.p[3])), const_cast<void*>(op.p[4]),
+                                      stream_),
+                  "rmsnorm");
+    case kQuantX:
+      return Fail(cuda::LaunchQuantizeX(static_cast<const float*>(op.p[0]), static_cast<int>(op.i[0]), op.i[1],
+                                        const_cast<void*>(op.p[1]), stream_),
+                  "activation quantization");
+    case kMatMul:
+      return ExecMatMul(op);
+    case kRope:
+      return Fail(cuda::LaunchRope(static_cast<float*>(const_cast<void*>(op.p[0])), static_cast<int>(op.i[0]),
+                                   static_cast<int>(op.i[1]), static_cast<int>(op.i[2]), op.i[3] != 0,
+                                   static_cast<const double*>(op.p[1]), bd, stream_),
+                  "rope");
+    case kAttention: {
+      const int layer = static_cast<int>(op.i[0]), n_heads = static_cast<int>(op.i[1]),
+                n_kv = static_cast<int>(op.i[2]), hd = static_cast<int>(op.i[3]);
+      KvDev kv;
+      const size_t layer_bytes = kv_.BlockBytes() * static_cast<size_t>(kv_.n_blocks);
+      kv.k = kv_pool_ + (2 * static_cast<size_t>(layer)) * layer_bytes;
+      kv.v = kv.k + layer_bytes;
+      kv.type = kv_.type;
+      kv.block_size = kv_.block_size;
+      kv.block_bytes = kv_.BlockBytes();
+      kv.row_bytes = kv_row_bytes_;
+      Fail(cuda::LaunchKvWrite(static_cast<const float*>(op.p[1]), static_cast<const float*>(op.p[2]), n_kv, hd, kv, bd,
+                               stream_),
+           "KV write");
+      const AttnBatchPlan* bp = GetAttnPlan(n_heads, n_kv, hd);
+      if (!bp) return;
+      const auto* tiles = reinterpret_cast<const AttnTile*>(meta_dev_ + bp->tiles_off);
+      for (const AttnWave& w : bp->waves) {
+        Fail(cuda::LaunchAttention(static_cast<const float*>(op.p[0]), kv, n_heads, n_kv, hd,
+                                   static_cast<float>(op.f[0]), bd, tiles, w.tile0, w.tile1, w.tok0, w.tok1, bp->plan,
+                                   static_cast<float*>(attn_part_), static_cast<float*>(const_cast<void*>(op.p[3])),
+                                   stream_),
+             "attention");
+      }
+      return;
+    }
+    case kSwiGLU:
+      return Fail(cuda::LaunchSwiGLU(static_cast<const float*>(op.p[0]), static_cast<const float*>(op.p[1]),
+                                     static_cast<int>(op.i[0]), static_cast<int>(op.i[1]),
+                                     static_cast<float*>(const_cast<void*>(op.p[2])), const_cast<void*>(op.p[3]),
+                                     stream_),
+                  "swiglu");
+    case kAdd:
+      return Fail(cuda::LaunchAdd(static_cast<float*>(const_cast<void*>(op.p[0])), static_cast<const float*>(op.p[1]),
+                                  op.i[0], stream_),
+                  "add");
+    case kGather:
+      return Fail(cuda::LaunchGather(static_cast<const float*>(op.p[0]), static_cast<int>(op.i[0]), bd,
+                                     static_cast<float*>(const_cast<void*>(op.p[1])), stream_),
+                  "gather");
+    default:
+      return Fail(absl::InternalError("unknown recorded op"));
+  }
+}
+
+void CudaBackend::ExecMatMul(const OpRec& op) {
+  const auto type = static_cast<GgmlType>(op.i[0]);
+  const int64_t k = op.i[1], rows = op.i[2];
+  const int n = static_cast<int>(op.i[3]);
+  const size_t row_bytes = static_cast<size_t>(op.i[6]);
+  const float* x = static_cast<const float*>(op.p[2]);
+  float* y = static_cast<float*>(const_cast<void*>(op.p[3]));
+  const float* bias = static_cast<const float*>(op.p[1]);
+  switch (op.i[4]) {
+    case kPathMmq: {
+      const size_t group_bytes = cuda::XQuantBytes(16, k);
+      for (int c0 = 0; c0 < n; c0 += 16) {
+        const auto* xq = static_cast<const uint8_t*>(op.p[4]) + (c0 / 16) * group_bytes;
+        Fail(cuda::LaunchMmq(type, op.p[0], row_bytes, rows, k, xq, std::min(16, n - c0), bias, y + c0 * rows, rows,
+                             static_cast<int>(op.i[5]), stream_),
+             "matvec");
+      }
+      return;
+    }
+    case kPathFmv:
+      for (int c0 = 0; c0 < n; c0 += 16)
+        Fail(cuda::LaunchFmv(type, op.p[0], rows, k, x + c0 * k, k, std::min(16, n - c0), bias, y + c0 * rows, rows,
+                             stream_),
+             "float matvec");
+      return;
+    case kPathDequant: {
+      const int64_t chunk = std::max<int64_t>(1, static_cast<int64_t>(slab_cap_ / 4) / k);
+      for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
+        const int64_t nr = std::min(chunk, rows - r0);
+        Fail(cuda::LaunchDequantRows(type, op.p[0], row_bytes, r0, nr, k, slab_, false, stream_), "dequantization");
+        for (int c0 = 0; c0 < n; c0 += 16)
+          Fail(cuda::LaunchFmv(GgmlType::F32, slab_, nr, k, x + c0 * k, k, std::min(16, n - c0),
+                               bias ? bias + r0 : nullptr, y + c0 * rows + r0, rows, stream_),
+               "reference matvec");
+      }
+      return;
+    }
+    case kPathGemm: {
+      const float one = 1.0f, zero = 0.0f;
+      auto check = [&](cublasStatus_t s) {
+        if (s != CUBLAS_STATUS_SUCCESS)
+          Fail(absl::InternalError(absl::StrCat("cuBLAS GEMM failed: ", cublasGetStatusString(s))));
+      };
+      if (type == GgmlType::F32) {
+        check(cublasSgemm(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(rows), n, static_cast<int>(k), &one,
+                          static_cast<const float*>(op.p[0]), static_cast<int>(k), x, static_cast<int>(k), &zero, y,
+                          static_cast<int>(rows)));
+      } else {
+        Fail(cuda::LaunchToHalf(x, static_cast<int64_t>(n) * k, xhalf_, stream_), "activation conversion");
+        if (type == GgmlType::F16) {
+          check(cublasGemmEx(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(rows), n, static_cast<int>(k), &one,
+                             op.p[0], CUDA_R_16F, static_cast<int>(k), xhalf_, CUDA_R_16F, static_cast<int>(k), &zero,
+                             y, CUDA_R_32F, static_cast<int>(rows), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+        } else {
+          const int64_t chunk = std::max<int64_t>(1, static_cast<int64_t>(slab_cap_ / 2) / k);
+          for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
+            const int64_t nr = std::min(chunk, rows - r0);
+            Fail(cuda::LaunchDequantRows(type, op.p[0], row_bytes, r0, nr, k, slab_, true, stream_), "dequantization");
+            check(cublasGemmEx(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(nr), n, static_cast<int>(k), &one,
+                               slab_, CUDA_R_16F, static_cast<int>(k), xhalf_, CUDA_R_16F, static_cast<int>(k), &zero,
+                               y + r0, CUDA_R_32F, static_cast<int>(rows), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+          }
+        }
+      }
+      if (bias) Fail(cuda::LaunchAddBias(y, bias, n, static_cast<int>(rows), rows, stream_), "bias");
+      return;
+    }
+    default:
+      return Fail(absl::InternalError("unknown matmul path"));
+  }
+}
+
+void CudaBackend::RunGraph() {
+  std::vector<int64_t> shape = {b_.n_tokens, b_.n_out, b_.n_seqs, b_.bt_stride, static_cast<int64_t>(meta_used_)};
+  for (const auto& [key, bp] : attn_plans_) {
+    shape.push_back(bp.n_tiles);
+    for (const AttnWave& w : bp.waves) shape.insert(shape.end(), {w.tile0, w.tile1, w.tok0, w.tok1});
+  }
+  uint64_t h = HashWords(0xcbf29ce484222325ull, shape.data(), shape.size() * sizeof(int64_t));
+  h = HashWords(h, ops_.data(), ops_.size() * sizeof(OpRec));
+  auto it = graphs_.find(h);
+  if (it != graphs_.end() && it->second.shape == shape && it->second.ops.size() == ops_.size() &&
+      std::memcmp(it->second.ops.data(), ops_.data(), ops_.size() * sizeof(OpRec)) == 0) {
+    it->second.last_use = ++graph_clock_;
+    Fail(cudaGraphLaunch(it->second.exec, stream_), "cudaGraphLaunch");
+    ++stats_.graph_launches;
+    return;
+  }
+  Fail(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
+  if (!err_.ok()) return;
+  ExecAll();
+  cudaGraph_t graph = nullptr;
+  const cudaError_t e = cudaStreamEndCapture(stream_, &graph);
+  if (!err_.ok() || e != cudaSuccess) {
+    Fail(e, "cudaStreamEndCapture");
+    if (graph) cudaGraphDestroy(graph);
+    return;
+  }
+  cudaGraphExec_t exec = nullptr;
+  const cudaError_t ie = cudaGraphInstantiate(&exec, graph, 0);
+  cudaGraphDestroy(graph);
+  if (ie != cudaSuccess) return Fail(ie, "cudaGraphInstantiate");
+  if (graphs_.size() >= kMaxGraphs) {
+    auto lru = graphs_.begin();
+    for (auto g = graphs_.begin(); g != graphs_.end(); ++g)
+      if (g->second.last_use < lru->second.last_use) lru = g;
+    cudaGraphExecDestroy(lru->second.exec);
+    graphs_.erase(lru);
+  }
+  if (it != graphs_.end()) {  // hash collision: replace
+    cudaGraphExecDestroy(it->second.exec);
+    graphs_.erase(it);
+  }
+  GraphEntry& g = graphs_[h];
+  g.shape = std::move(shape);
+  g.ops = ops_;
+  g.exec = exec;
+  g.last_use = ++graph_clock_;
+  ++stats_.graph_captures;
+  Fail(cudaGraphLaunch(exec, stream_), "cudaGraphLaunch");
+  ++stats_.graph_launches;
+}
+
+absl::Status CudaBackend::Flush() {
+  if (ops_.empty()) return TakeError();
+  if (!err_.ok()) {
+    ops_.clear();
+    return TakeError();
+  }
+  ++stats_.flushes;
+  Fail(cudaMemcpyAsync(meta_dev_, meta_host_, meta_used_ * sizeof(int32_t), cudaMemcpyHostToDevice, stream_),
+       "uploading batch metadata");
+  Fail(cudaEventRecord(meta_ev_, stream_), "cudaEventRecord");
+  meta_pending_ = true;
+  if (graphs_on_ && b_.n_tokens <= kGraphMaxTokens) {
+    RunGraph();
+  } else {
+    ExecAll();
+    ++stats_.eager_flushes;
+  }
+  ops_.clear();
+  return TakeError();
+}
+
+absl::Status CudaBackend::ReadToHost(const float* src, float* host, size_t n) {
+  SPECD_RETURN_IF_ERROR(Flush());
+  SPECD_CUDA_RETURN(cudaMemcpyAsync(host, src, n * sizeof(float), cudaMemcpyDeviceToHost, stream_), "ReadToHost");
+  SPECD_CUDA_RETURN(cudaStreamSynchronize(stream_), "ReadToHost");
+  meta_pending_ = false;
+  FreeRetired();
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::Synchronize() {
+  SPECD_RETURN_IF_ERROR(Flush());
+  SPECD_CUDA_RETURN(cudaStreamSynchronize(stream_), "Synchronize");
+  meta_pending_ = false;
+  FreeRetired();
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Backend>> CreateCudaBackend(const BackendOptions& opts) {
+  SPECD_ASSIGN_OR_RETURN(std::unique_ptr<CudaBackend> b, CudaBackend::Create(opts));
+  return std::unique_ptr<Backend>(std::move(b));
+}
+
+}  // namespace specd
