@@ -32,6 +32,9 @@ struct Weight {
 };
 
 // Host-side description of a weight to load (points into the GGUF mapping).
+// host_data == nullptr asks the backend to synthesize the weight in place:
+// random but valid blocks (finite scales, unit-scale activations), used to
+// benchmark shapes without files.
 struct WeightSource {
   std::string name;
   GgmlType type;
@@ -146,6 +149,10 @@ class Backend {
   virtual absl::Status ReadToHost(const float* src, float* host, size_t n) = 0;
   // Waits for all queued work; reports any asynchronous (device) error.
   virtual absl::Status Synchronize() = 0;
+
+  // Memory bandwidth of this backend's memory in bytes/s, bytes read plus
+  // bytes written by a large copy (the roofline's ceiling). 0: unknown.
+  virtual double MeasureCopyBandwidth(size_t bytes) { return 0.0; }
 };
 
 // Creates a backend by name: "cpu" or "cuda" (if built). threads applies to cpu.

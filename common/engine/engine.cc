@@ -75,9 +75,15 @@ int64_t DefaultBlocks(const EngineOptions& o) {
 
 absl::StatusOr<MemoryLedger> Engine::Plan(const GgufFile& file, const EngineOptions& o, int64_t device_free) {
   SPECD_ASSIGN_OR_RETURN(ModelConfig cfg, ModelConfig::FromGguf(file));
-  MemoryLedger l;
-  l.device = o.backend.name;
-  for (const auto& t : file.tensors()) l.weights += t.nbytes;
+  size_t weights = 0;
+  for (const auto& t : file.tensors()) weights += t.nbytes;
+  auto l = PlanFor(cfg, weights, o, device_free);
+  if (!l.ok()) return absl::Status(l.status().code(), absl::StrCat(file.path(), ": ", l.status().message()));
+  return l;
+}
+
+namespace {
+KvLayout KvLayoutFor(const ModelConfig& cfg, const EngineOptions& o) {
   KvLayout kv;
   kv.n_layers = cfg.n_layers;
   kv.n_kv_heads = cfg.n_kv_heads;
@@ -85,10 +91,20 @@ absl::StatusOr<MemoryLedger> Engine::Plan(const GgufFile& file, const EngineOpti
   kv.block_size = o.kv_block_size;
   kv.type = o.kv_type;
   kv.n_blocks = static_cast<int>(o.kv_blocks > 0 ? o.kv_blocks : DefaultBlocks(o));
+  return kv;
+}
+}  // namespace
+
+absl::StatusOr<MemoryLedger> Engine::PlanFor(const ModelConfig& cfg, size_t weight_bytes, const EngineOptions& o,
+                                             int64_t device_free) {
+  MemoryLedger l;
+  l.device = o.backend.name;
+  l.weights = weight_bytes;
   if (cfg.head_dim % TypeTraits(o.kv_type).block_size != 0)
-    return absl::InvalidArgumentError(absl::StrCat("KV type ", TypeTraits(o.kv_type).name, " needs a head dimension that is a multiple of ",
-                                                   TypeTraits(o.kv_type).block_size, "; ", file.path(), " has ", cfg.head_dim));
-  l.kv_pool = kv.TotalBytes();
+    return absl::InvalidArgumentError(absl::StrCat("KV type ", TypeTraits(o.kv_type).name,
+                                                   " needs a head dimension that is a multiple of ",
+                                                   TypeTraits(o.kv_type).block_size, "; the model has ", cfg.head_dim));
+  l.kv_pool = KvLayoutFor(cfg, o).TotalBytes();
   const int out_rows = std::min(o.max_out_rows, o.max_batch_tokens);
   l.activations = Model::ActivationFloats(cfg, o.max_batch_tokens, out_rows) * sizeof(float);
   l.exchange = static_cast<size_t>(o.exchange_bytes);
@@ -96,9 +112,29 @@ absl::StatusOr<MemoryLedger> Engine::Plan(const GgufFile& file, const EngineOpti
   return l;
 }
 
-absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& o) {
+namespace {
+absl::Status RefuseIfOver(const MemoryLedger& l, const std::string& what) {
+  if (l.fits()) return absl::OkStatus();
+  return absl::ResourceExhaustedError(absl::StrCat(
+      what, ": the memory plan does not fit the budget; refusing to start (nothing is offloaded).\n", l.ToString(),
+      "Lower --max-seqs / --max-seq-len / --kv-blocks, use --kv-type q8_0, or raise --vram-budget."));
+}
+absl::Status CheckLimits(const EngineOptions& o) {
   if (o.max_seqs < 1 || o.max_seq_len < 1 || o.max_batch_tokens < 1 || o.kv_block_size < 1)
     return absl::InvalidArgumentError("engine limits must be positive");
+  return absl::OkStatus();
+}
+}  // namespace
+
+absl::Status Engine::Finish(const ModelConfig& cfg) {
+  const KvLayout kv = KvLayoutFor(cfg, opts_);
+  SPECD_RETURN_IF_ERROR(backend_->InitKv(kv));
+  kv_ = KvBlockManager(kv.n_blocks, kv.block_size);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& o) {
+  SPECD_RETURN_IF_ERROR(CheckLimits(o));
   std::unique_ptr<Engine> e(new Engine());
   e->opts_ = o;
   e->opts_.max_out_rows = std::min(o.max_out_rows, o.max_batch_tokens);
@@ -110,22 +146,28 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& o) {
                                                    " tokens but token_embd has ", cfg.vocab_size, " rows"));
   SPECD_ASSIGN_OR_RETURN(e->backend_, CreateBackend(o.backend));
   SPECD_ASSIGN_OR_RETURN(e->ledger_, Plan(*e->file_, e->opts_, static_cast<int64_t>(e->backend_->AvailableMemory())));
-  if (!e->ledger_.fits()) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        o.model_path, ": the memory plan does not fit the budget; refusing to start (nothing is offloaded).\n",
-        e->ledger_.ToString(), "Lower --max-seqs / --max-seq-len / --kv-blocks, use --kv-type q8_0, or raise --vram-budget."));
-  }
+  SPECD_RETURN_IF_ERROR(RefuseIfOver(e->ledger_, o.model_path));
   SPECD_ASSIGN_OR_RETURN(e->model_, Model::Load(*e->file_, e->backend_.get(), e->opts_.max_batch_tokens,
                                                 e->opts_.max_out_rows));
-  KvLayout kv;
-  kv.n_layers = cfg.n_layers;
-  kv.n_kv_heads = cfg.n_kv_heads;
-  kv.head_dim = cfg.head_dim;
-  kv.block_size = o.kv_block_size;
-  kv.type = o.kv_type;
-  kv.n_blocks = static_cast<int>(o.kv_blocks > 0 ? o.kv_blocks : DefaultBlocks(o));
-  SPECD_RETURN_IF_ERROR(e->backend_->InitKv(kv));
-  e->kv_ = KvBlockManager(kv.n_blocks, kv.block_size);
+  SPECD_RETURN_IF_ERROR(e->Finish(cfg));
+  return e;
+}
+
+absl::StatusOr<std::unique_ptr<Engine>> Engine::CreateSynthetic(const ModelConfig& cfg, const Model::TypeFor& type_for,
+                                                                const EngineOptions& o) {
+  SPECD_RETURN_IF_ERROR(CheckLimits(o));
+  std::unique_ptr<Engine> e(new Engine());
+  e->opts_ = o;
+  e->opts_.max_out_rows = std::min(o.max_out_rows, o.max_batch_tokens);
+  SPECD_ASSIGN_OR_RETURN(e->backend_, CreateBackend(o.backend));
+  // Weight bytes are known only once the types are assigned; plan with the
+  // KV and activations first, then check again with the weights.
+  SPECD_ASSIGN_OR_RETURN(e->ledger_, PlanFor(cfg, 0, e->opts_, static_cast<int64_t>(e->backend_->AvailableMemory())));
+  SPECD_RETURN_IF_ERROR(RefuseIfOver(e->ledger_, "synthetic model"));
+  SPECD_ASSIGN_OR_RETURN(e->model_, Model::CreateSynthetic(cfg, type_for, e->backend_.get(), e->opts_.max_batch_tokens,
+                                                           e->opts_.max_out_rows));
+  e->ledger_.weights = e->model_->weight_stats().total_bytes;
+  SPECD_RETURN_IF_ERROR(e->Finish(cfg));
   return e;
 }
 

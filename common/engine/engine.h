@@ -52,14 +52,24 @@ struct MemoryLedger {
 class Engine {
  public:
   static absl::StatusOr<std::unique_ptr<Engine>> Create(const EngineOptions& opts);
+  // A model of shape `cfg` whose weights the backend synthesizes (benchmarks
+  // of shapes without files; see Model::CreateSynthetic). No tokenizer.
+  static absl::StatusOr<std::unique_ptr<Engine>> CreateSynthetic(const ModelConfig& cfg,
+                                                                 const Model::TypeFor& type_for,
+                                                                 const EngineOptions& opts);
   // The ledger Create would produce for `file`, without loading anything.
   static absl::StatusOr<MemoryLedger> Plan(const GgufFile& file, const EngineOptions& opts, int64_t device_free);
+  static absl::StatusOr<MemoryLedger> PlanFor(const ModelConfig& cfg, size_t weight_bytes, const EngineOptions& opts,
+                                              int64_t device_free);
   ~Engine();
 
   const EngineOptions& options() const { return opts_; }
   const ModelConfig& config() const { return model_->config(); }
+  // Every engine made from a file has a tokenizer (synthetic ones do not).
+  bool has_tokenizer() const { return tok_ != nullptr; }
   const Tokenizer& tokenizer() const { return *tok_; }
-  const GgufFile& file() const { return *file_; }
+  const Model& model() const { return *model_; }
+  const GgufFile& file() const { return *file_; }  // engines made from a file only
   Backend* backend() const { return backend_.get(); }
   const MemoryLedger& ledger() const { return ledger_; }
   const KvBlockManager& kv() const { return kv_; }
@@ -94,6 +104,7 @@ class Engine {
 
  private:
   Engine() = default;
+  absl::Status Finish(const ModelConfig& cfg);  // KV pool after the model is resident
   EngineOptions opts_;
   std::unique_ptr<GgufFile> file_;
   std::unique_ptr<Tokenizer> tok_;

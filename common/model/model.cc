@@ -111,43 +111,22 @@ std::string ModelConfig::Describe() const {
   return os.str();
 }
 
-namespace {
-struct Expect {
-  std::string name;
-  std::vector<int64_t> ne;
-  bool required = true;
-  bool f32_only = false;  // norms and biases
-};
-}  // namespace
-
-absl::Status Model::LoadWeights(const GgufFile& file) {
+absl::Status Model::LoadWeights(const SourceFor& source, const std::string& origin) {
   const ModelConfig& c = cfg_;
   auto load = [&](const Expect& e, Weight* out) -> absl::Status {
-    const GgufTensorInfo* t = file.FindTensor(e.name);
-    if (!t) {
-      if (e.required) return absl::InvalidArgumentError(absl::StrCat(file.path(), ": missing tensor ", e.name));
+    SPECD_ASSIGN_OR_RETURN(std::optional<WeightSource> src, source(e));
+    if (!src) {
+      if (e.required) return absl::InvalidArgumentError(absl::StrCat(origin, ": missing tensor ", e.name));
       return absl::OkStatus();
     }
-    std::vector<int64_t> ne = t->ne;
-    while (ne.size() > e.ne.size() && ne.back() == 1) ne.pop_back();
-    if (ne != e.ne) {
-      auto dims = [](const std::vector<int64_t>& v) {
-        std::string s = "[";
-        for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
-        return s + "]";
-      };
-      return absl::InvalidArgumentError(absl::StrCat(file.path(), ": tensor ", e.name, " has shape ", dims(t->ne),
-                                                     ", expected ", dims(e.ne), " for ", c.Describe()));
-    }
-    const auto& tr = TypeTraits(t->type);
+    const auto& tr = TypeTraits(src->type);
     if (!tr.computable)
-      return absl::UnimplementedError(absl::StrCat(file.path(), ": tensor ", e.name, " has type ", tr.name,
+      return absl::UnimplementedError(absl::StrCat(origin, ": tensor ", e.name, " has type ", tr.name,
                                                    ", which specd cannot compute with (supported: F32 F16 BF16 "
                                                    "Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q2_K Q3_K Q4_K Q5_K Q6_K)"));
-    if (e.f32_only && t->type != GgmlType::F32)
-      return absl::UnimplementedError(absl::StrCat(file.path(), ": tensor ", e.name, " must be F32, is ", tr.name));
-    WeightSource src{e.name, t->type, ne[0], ne.size() > 1 ? ne[1] : 1, t->data, t->nbytes};
-    SPECD_ASSIGN_OR_RETURN(*out, backend_->LoadWeight(src));
+    if (e.f32_only && src->type != GgmlType::F32)
+      return absl::UnimplementedError(absl::StrCat(origin, ": tensor ", e.name, " must be F32, is ", tr.name));
+    SPECD_ASSIGN_OR_RETURN(*out, backend_->LoadWeight(*src));
     return absl::OkStatus();
   };
   const int64_t d = c.d_model, q = c.q_dim(), kv = c.kv_dim(), ff = c.ffn_dim, V = c.vocab_size, hd = c.head_dim;
@@ -182,6 +161,14 @@ absl::Status Model::LoadWeights(const GgufFile& file) {
   return absl::OkStatus();
 }
 
+namespace {
+std::string Dims(const std::vector<int64_t>& v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+  return s + "]";
+}
+}  // namespace
+
 size_t Model::ActivationFloats(const ModelConfig& c, int n, int n_out) {
   const size_t N = static_cast<size_t>(n);
   return N * c.d_model * 3                              // x, xn, tmp
@@ -213,27 +200,73 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Load(const GgufFile& file, Backend
   m->max_out_rows_ = max_out_rows;
   SPECD_ASSIGN_OR_RETURN(m->cfg_, ModelConfig::FromGguf(file));
   m->stats_ = ComputeWeightStats(file);
-  SPECD_RETURN_IF_ERROR(m->LoadWeights(file));
-  const ModelConfig& c = m->cfg_;
-  SPECD_ASSIGN_OR_RETURN(float* act, backend->AllocActivations(ActivationFloats(c, max_batch_tokens, max_out_rows)));
-  const size_t N = static_cast<size_t>(max_batch_tokens);
+  const std::string cfg_desc = m->cfg_.Describe();
+  auto from_file = [&](const Expect& e) -> absl::StatusOr<std::optional<WeightSource>> {
+    const GgufTensorInfo* t = file.FindTensor(e.name);
+    if (!t) return std::optional<WeightSource>();
+    std::vector<int64_t> ne = t->ne;
+    while (ne.size() > e.ne.size() && ne.back() == 1) ne.pop_back();
+    if (ne != e.ne)
+      return absl::InvalidArgumentError(absl::StrCat(file.path(), ": tensor ", e.name, " has shape ", Dims(t->ne),
+                                                     ", expected ", Dims(e.ne), " for ", cfg_desc));
+    return std::optional<WeightSource>(
+        WeightSource{e.name, t->type, ne[0], ne.size() > 1 ? ne[1] : 1, t->data, t->nbytes});
+  };
+  SPECD_RETURN_IF_ERROR(m->LoadWeights(from_file, file.path()));
+  SPECD_RETURN_IF_ERROR(m->AllocateActivations());
+  return m;
+}
+
+absl::StatusOr<std::unique_ptr<Model>> Model::CreateSynthetic(const ModelConfig& cfg, const TypeFor& type_for,
+                                                              Backend* backend, int max_batch_tokens,
+                                                              int max_out_rows) {
+  if (max_batch_tokens < 1 || max_out_rows < 1 || max_out_rows > max_batch_tokens)
+    return absl::InvalidArgumentError("Model::CreateSynthetic: need 1 <= max_out_rows <= max_batch_tokens");
+  std::unique_ptr<Model> m(new Model());
+  m->backend_ = backend;
+  m->max_batch_tokens_ = max_batch_tokens;
+  m->max_out_rows_ = max_out_rows;
+  m->cfg_ = cfg;
+  std::map<GgmlType, size_t> by;
+  auto synth = [&](const Expect& e) -> absl::StatusOr<std::optional<WeightSource>> {
+    if (!e.required) return std::optional<WeightSource>();
+    const int layer = e.name.rfind("blk.", 0) == 0 ? std::atoi(e.name.c_str() + 4) : -1;
+    GgmlType t = e.ne.size() == 1 ? GgmlType::F32 : type_for(e.name, layer);
+    if (e.ne[0] % TypeTraits(t).block_size != 0) t = GgmlType::F16;
+    const int64_t rows = e.ne.size() > 1 ? e.ne[1] : 1;
+    const size_t nbytes = RowBytes(t, e.ne[0]) * rows;
+    m->stats_.total_bytes += nbytes;
+    m->stats_.n_params += e.ne[0] * rows;
+    by[t] += nbytes;
+    return std::optional<WeightSource>(WeightSource{e.name, t, e.ne[0], rows, nullptr, nbytes});
+  };
+  SPECD_RETURN_IF_ERROR(m->LoadWeights(synth, "synthetic " + cfg.Describe()));
+  m->stats_.bytes_by_type.assign(by.begin(), by.end());
+  SPECD_RETURN_IF_ERROR(m->AllocateActivations());
+  return m;
+}
+
+absl::Status Model::AllocateActivations() {
+  const ModelConfig& c = cfg_;
+  SPECD_ASSIGN_OR_RETURN(float* act, backend_->AllocActivations(ActivationFloats(c, max_batch_tokens_, max_out_rows_)));
+  const size_t N = static_cast<size_t>(max_batch_tokens_);
   auto take = [&](size_t n) {
     float* p = act;
     act += n;
     return p;
   };
-  m->x_ = take(N * c.d_model);
-  m->xn_ = take(N * c.d_model);
-  m->tmp_ = take(N * c.d_model);
-  m->q_ = take(N * c.q_dim());
-  m->attn_ = take(N * c.q_dim());
-  m->k_ = take(N * c.kv_dim());
-  m->v_ = take(N * c.kv_dim());
-  m->gate_ = take(N * c.ffn_dim);
-  m->up_ = take(N * c.ffn_dim);
-  m->out_x_ = take(static_cast<size_t>(max_out_rows) * c.d_model);
-  m->logits_ = take(static_cast<size_t>(max_out_rows) * c.vocab_size);
-  return m;
+  x_ = take(N * c.d_model);
+  xn_ = take(N * c.d_model);
+  tmp_ = take(N * c.d_model);
+  q_ = take(N * c.q_dim());
+  attn_ = take(N * c.q_dim());
+  k_ = take(N * c.kv_dim());
+  v_ = take(N * c.kv_dim());
+  gate_ = take(N * c.ffn_dim);
+  up_ = take(N * c.ffn_dim);
+  out_x_ = take(static_cast<size_t>(max_out_rows_) * c.d_model);
+  logits_ = take(static_cast<size_t>(max_out_rows_) * c.vocab_size);
+  return absl::OkStatus();
 }
 
 absl::StatusOr<const float*> Model::Forward(const Batch& b) {

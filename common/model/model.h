@@ -2,7 +2,9 @@
 // once against the Backend interface (common/backend/backend.h) so the CPU and
 // CUDA backends execute the very same sequence of operations.
 #pragma once
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -65,6 +67,13 @@ class Model {
   // `max_out_rows` bounds how many logits rows one Forward returns.
   static absl::StatusOr<std::unique_ptr<Model>> Load(const GgufFile& file, Backend* backend,
                                                      int max_batch_tokens, int max_out_rows);
+  // A model with weights the backend synthesizes in place (random valid
+  // blocks; WeightSource::host_data == nullptr), for benchmarks of shapes
+  // whose files would not fit: `type_for` gives each matrix's type by name.
+  using TypeFor = std::function<GgmlType(const std::string& name, int layer)>;
+  static absl::StatusOr<std::unique_ptr<Model>> CreateSynthetic(const ModelConfig& cfg, const TypeFor& type_for,
+                                                                Backend* backend, int max_batch_tokens,
+                                                                int max_out_rows);
 
   const ModelConfig& config() const { return cfg_; }
   Backend* backend() const { return backend_; }
@@ -82,7 +91,16 @@ class Model {
 
  private:
   Model() = default;
-  absl::Status LoadWeights(const GgufFile& file);
+  // Finds the source of one expected tensor; nullopt when absent.
+  struct Expect {
+    std::string name;
+    std::vector<int64_t> ne;
+    bool required = true;
+    bool f32_only = false;  // norms and biases
+  };
+  using SourceFor = std::function<absl::StatusOr<std::optional<WeightSource>>(const Expect&)>;
+  absl::Status LoadWeights(const SourceFor& source, const std::string& origin);
+  absl::Status AllocateActivations();
 
   ModelConfig cfg_;
   ModelWeights w_;

@@ -1,12 +1,14 @@
 #include "common/backend/cpu/cpu_backend.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <fstream>
 #include <string>
 
 #include "common/quant/quant.h"
+#include "common/sampler/rng.h"
 #include "common/util/fp16.h"
 
 namespace specd {
@@ -49,6 +51,34 @@ size_t CpuBackend::AvailableMemory() const {
 }
 
 absl::StatusOr<Weight> CpuBackend::LoadWeight(const WeightSource& src) {
+  if (src.host_data == nullptr) {
+    // Synthesize: Gaussian rows of scale 1/sqrt(ne0) (norms: 1), quantized.
+    std::unique_ptr<uint8_t[]> buf(new (std::nothrow) uint8_t[src.nbytes]);
+    if (!buf) return absl::ResourceExhaustedError(absl::StrCat("cannot allocate ", src.nbytes, " bytes for ", src.name));
+    uint64_t key = 1469598103934665603ull;
+    for (unsigned char ch : src.name) key = (key ^ ch) * 1099511628211ull;
+    const size_t rb = RowBytes(src.type, src.ne0);
+    const float scale = 1.0f / std::sqrt(static_cast<float>(src.ne0));
+    pool_.ParallelFor(src.ne1, [&](int64_t r0, int64_t r1) {
+      std::vector<float> row(src.ne0);
+      for (int64_t r = r0; r < r1; ++r) {
+        for (int64_t i = 0; i < src.ne0; ++i) {
+          if (src.ne1 == 1) {
+            row[i] = 1.0f;  // norm weights
+            continue;
+          }
+          const uint64_t ctr = 2 * static_cast<uint64_t>(r * src.ne0 + i);
+          const double u1 = std::max(Uniform01(key, 7, ctr), 1e-300), u2 = Uniform01(key, 7, ctr + 1);
+          row[i] = scale * static_cast<float>(std::sqrt(-2.0 * std::log(u1)) * std::cos(2 * M_PI * u2));
+        }
+        (void)QuantizeRow(src.type, row.data(), buf.get() + r * rb, src.ne0);
+      }
+    });
+    WeightSource s2 = src;
+    s2.host_data = buf.get();
+    synthetic_.push_back(std::move(buf));
+    return LoadWeight(s2);
+  }
   Weight w;
   w.name = src.name;
   w.type = src.type;
@@ -304,6 +334,25 @@ void CpuBackend::GatherOutRows(const float* x, int dim, float* out) {
   for (int i = 0; i < b.n_out(); ++i) {
     std::memmove(out + static_cast<size_t>(i) * dim, x + static_cast<size_t>(b.out_rows[i]) * dim, sizeof(float) * dim);
   }
+}
+
+double CpuBackend::MeasureCopyBandwidth(size_t bytes) {
+  // All threads copy disjoint halves of a large buffer; best of five.
+  const size_t n = bytes / 2;
+  std::unique_ptr<uint8_t[]> a(new (std::nothrow) uint8_t[n]), b(new (std::nothrow) uint8_t[n]);
+  if (!a || !b) return 0.0;
+  std::memset(a.get(), 1, n);
+  std::memset(b.get(), 2, n);
+  double best = 0;
+  for (int rep = 0; rep < 5; ++rep) {
+    const auto t0 = std::chrono::steady_clock::now();
+    pool_.ParallelFor(static_cast<int64_t>(n), [&](int64_t i0, int64_t i1) {
+      std::memcpy(b.get() + i0, a.get() + i0, static_cast<size_t>(i1 - i0));
+    }, 4096);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    best = std::max(best, 2.0 * static_cast<double>(n) / s);
+  }
+  return best;
 }
 
 absl::Status CpuBackend::ReadToHost(const float* src, float* host, size_t n) {

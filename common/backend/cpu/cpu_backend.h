@@ -36,6 +36,7 @@ class CpuBackend : public Backend {
   void GatherOutRows(const float* x, int dim, float* out) override;
   absl::Status ReadToHost(const float* src, float* host, size_t n) override;
   absl::Status Synchronize() override { return absl::OkStatus(); }
+  double MeasureCopyBandwidth(size_t bytes) override;
 
   int threads() const { return pool_.size(); }
 
@@ -49,6 +50,7 @@ class CpuBackend : public Backend {
   size_t kv_row_bytes_ = 0;
   std::vector<std::unique_ptr<uint8_t[]>> k_pool_, v_pool_;  // per layer
   std::vector<std::unique_ptr<float[]>> activations_;
+  std::vector<std::unique_ptr<uint8_t[]>> synthetic_;  // weights made in place
   BackendMemory mem_;
 };
 
