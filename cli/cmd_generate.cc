@@ -107,6 +107,7 @@ int Generate(const std::vector<std::string>& args) {
   req.max_tokens = static_cast<int>(c.GetInt("max-tokens"));
   req.k = draft ? k : 0;
   req.max_context = opts->max_seq_len;
+  req.ignore_eos = c.GetBool("ignore-eos");
   if (!c.GetString("stop").empty()) req.stop.push_back(c.GetString("stop"));
   // Prefill is timed on its own: Open runs it for both models.
   const auto t0 = std::chrono::steady_clock::now();
