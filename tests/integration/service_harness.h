@@ -1,0 +1,254 @@
+// Runs the three real service processes on loopback for integration tests:
+// free ports (or unix sockets), logs in the test's temp dir, bounded waits,
+// and every process killed when the harness goes (also if the test binary
+// dies: children get SIGKILL with their parent).
+#pragma once
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/engine/engine.h"
+#include "common/modelgen/modelgen.h"
+#include "common/sampler/sampler.h"
+#include "coordinator/client/client.h"
+#include "gtest/gtest.h"
+#include "tests/support/test_util.h"
+
+namespace specd::testing {
+
+// A loopback TCP port nobody listens on right now.
+inline int FreePort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = 0;
+  socklen_t len = sizeof(a);
+  int port = 0;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0 &&
+      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
+    port = ntohs(a.sin_port);
+  close(fd);
+  return port;
+}
+
+class Process {
+ public:
+  Process() = default;
+  Process(const Process&) = delete;
+  Process& operator=(const Process&) = delete;
+  ~Process() { Kill(); }
+
+  bool Start(const std::vector<std::string>& argv, const std::string& log) {
+    Kill();
+    log_ = log;
+    const pid_t pid = fork();
+    if (pid < 0) return false;
+    if (pid == 0) {
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+      if (fd >= 0) {
+        dup2(fd, 1);
+        dup2(fd, 2);
+      }
+      std::vector<char*> args;
+      for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+      args.push_back(nullptr);
+      execv(args[0], args.data());
+      _exit(127);
+    }
+    pid_ = pid;
+    return true;
+  }
+  // Sends `sig` and reaps the process (bounded: SIGKILL after 5 s).
+  void Kill(int sig = SIGKILL) {
+    if (pid_ <= 0) return;
+    kill(pid_, sig);
+    for (int i = 0; i < 500; ++i) {
+      if (waitpid(pid_, nullptr, WNOHANG) == pid_) {
+        pid_ = -1;
+        return;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+  }
+  bool Alive() const { return pid_ > 0 && waitpid(pid_, nullptr, WNOHANG) == 0; }
+  pid_t pid() const { return pid_; }
+  std::string LogTail(size_t bytes = 3000) const {
+    std::ifstream in(log_);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    const std::string s = ss.str();
+    return s.size() > bytes ? s.substr(s.size() - bytes) : s;
+  }
+
+ private:
+  pid_t pid_ = -1;
+  std::string log_;
+};
+
+struct ServiceOptions {
+  std::string target_model;
+  std::string draft_model;  // empty: no draft
+  int max_seqs = 8;
+  int max_seq_len = 1024;
+  bool unix_sockets = false;
+  std::vector<std::string> coordinator_flags;
+};
+
+class Service {
+ public:
+  Service(const std::string& dir, ServiceOptions o) : dir_(dir), o_(std::move(o)) {
+    auto addr = [&](const char* name) {
+      return o_.unix_sockets ? "unix:" + dir_ + "/" + name + ".sock" : "127.0.0.1:" + std::to_string(FreePort());
+    };
+    target_address = addr("target");
+    draft_address = o_.draft_model.empty() ? "" : addr("draft");
+    coordinator_address = addr("coordinator");
+  }
+  ~Service() {
+    coordinator.Kill();
+    draft.Kill();
+    target.Kill();
+  }
+
+  static std::string Bin(const std::string& rel) { return BinaryPath(rel); }
+
+  std::vector<std::string> WorkerArgs(const std::string& bin, const std::string& model, const std::string& listen) {
+    return {Bin(bin), "--model", model, "--listen", listen, "--threads", "1", "--max-seqs", std::to_string(o_.max_seqs),
+            "--max-seq-len", std::to_string(o_.max_seq_len), "--kv-type", "f32"};
+  }
+  bool StartTarget() {
+    return target.Start(WorkerArgs("target_worker/specd-target-worker", o_.target_model, target_address),
+                        dir_ + "/target.log");
+  }
+  bool StartDraft(const std::string& model = "") {
+    return draft.Start(WorkerArgs("draft_worker/specd-draft-worker", model.empty() ? o_.draft_model : model,
+                                  draft_address),
+                       dir_ + "/draft.log");
+  }
+  bool StartCoordinator() {
+    std::vector<std::string> a = {Bin("coordinator/specd-coordinator"), "--listen", coordinator_address, "--target",
+                                  target_address, "--draft", draft_address, "--probe-interval-ms", "100",
+                                  "--draft-timeout-ms", "20000", "--target-wait-ms", "20000", "--log-level", "debug"};
+    a.insert(a.end(), o_.coordinator_flags.begin(), o_.coordinator_flags.end());
+    return coordinator.Start(a, dir_ + "/coordinator.log");
+  }
+
+  // Starts all three and waits until requests are served (with the draft when there is one).
+  absl::Status Start() {
+    for (const char* b : {"target_worker/specd-target-worker", "draft_worker/specd-draft-worker",
+                          "coordinator/specd-coordinator"}) {
+      if (access(Bin(b).c_str(), X_OK) != 0) return absl::NotFoundError("not built: " + Bin(b));
+    }
+    if (!StartTarget() || (!o_.draft_model.empty() && !StartDraft()) || !StartCoordinator())
+      return absl::InternalError("fork failed");
+    auto c = client::Client::Connect(coordinator_address);
+    if (!c.ok()) return c.status();
+    client = std::move(*c);
+    return client->WaitServing(std::chrono::seconds(60), !o_.draft_model.empty());
+  }
+
+  std::string Logs() const {
+    return "--- target.log\n" + target.LogTail() + "\n--- draft.log\n" + draft.LogTail() + "\n--- coordinator.log\n" +
+           coordinator.LogTail();
+  }
+
+  // Figures of one worker, from the coordinator's Stats.
+  client::Stats Stats() {
+    auto s = client->GetStats();
+    EXPECT_TRUE(s.ok()) << s.status();
+    return s.ok() ? *s : client::Stats{};
+  }
+
+  // Polls until both workers hold no sequence (bounded).
+  bool WaitNoSequences(std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
+    const auto end = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < end) {
+      auto s = client->GetStats();
+      if (s.ok() && s->target.reachable && s->target.active_sequences == 0 && s->target.kv_used_blocks == 0 &&
+          (o_.draft_model.empty() || !s->draft.reachable ||
+           (s->draft.active_sequences == 0 && s->draft.kv_used_blocks == 0)))
+        return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return false;
+  }
+
+  std::string target_address, draft_address, coordinator_address;
+  Process target, draft, coordinator;
+  std::unique_ptr<client::Client> client;
+
+ private:
+  std::string dir_;
+  ServiceOptions o_;
+};
+
+// Generated models shared by a test binary: a target, a draft derived from it,
+// an unrelated model with the same vocabulary (a second draft), and one with
+// another vocabulary.
+struct TestModels {
+  TempDir dir;
+  std::string target, draft, other, foreign;
+  absl::Status Make() {
+    GenOptions g;
+    SPECD_ASSIGN_OR_RETURN(g.shape, PresetShape("tiny"));
+    g.seed = 1;
+    g.name = "test-target";
+    target = dir.File("target.gguf");
+    SPECD_RETURN_IF_ERROR(GenerateModel(g, target));
+    DeriveOptions d;
+    d.layers = 1;
+    d.name = "test-draft";
+    draft = dir.File("draft.gguf");
+    SPECD_RETURN_IF_ERROR(DeriveDraft(target, d, draft));
+    g.seed = 7;
+    g.name = "test-other-draft";
+    other = dir.File("other.gguf");
+    SPECD_RETURN_IF_ERROR(GenerateModel(g, other));
+    g.shape.vocab_size = 300;
+    g.name = "test-foreign-vocab";
+    foreign = dir.File("foreign.gguf");
+    return GenerateModel(g, foreign);
+  }
+};
+
+// Greedy target-only decoding on an in-process Engine: the reference output.
+inline std::vector<int32_t> ReferenceGreedy(const std::string& model, const std::vector<int32_t>& prompt, int n) {
+  EngineOptions o;
+  o.model_path = model;
+  o.backend.threads = 1;
+  o.max_seqs = 1;
+  o.max_seq_len = 4096;
+  o.kv_type = GgmlType::F32;
+  auto e = Engine::Create(o);
+  EXPECT_TRUE(e.ok()) << e.status();
+  if (!e.ok()) return {};
+  EXPECT_TRUE((*e)->NewSequence(1).ok());
+  std::vector<int32_t> out;
+  std::vector<float> logits;
+  Engine::Feed f{1, prompt, 1};
+  for (int i = 0; i < n; ++i) {
+    logits.clear();
+    EXPECT_TRUE((*e)->Run({f}, &logits).ok());
+    out.push_back(Argmax(logits.data(), (*e)->vocab_size()));
+    f.tokens = {out.back()};
+  }
+  return out;
+}
+
+}  // namespace specd::testing

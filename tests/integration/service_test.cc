@@ -1,0 +1,348 @@
+// The three real processes (coordinator, draft worker, target worker) on
+// loopback with generated models: streaming, lossless output, figures,
+// bad requests, cancellation, deadlines, batching, admin settings.
+#include <atomic>
+#include <thread>
+
+#include "common/engine/spec_local.h"
+#include "tests/integration/service_harness.h"
+
+namespace specd::testing {
+namespace {
+
+TestModels* g_models = nullptr;
+Service* g_service = nullptr;
+TempDir* g_dir = nullptr;
+
+class ServiceTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    g_models = new TestModels();
+    ASSERT_TRUE(g_models->Make().ok());
+    g_dir = new TempDir();
+    ServiceOptions o;
+    o.target_model = g_models->target;
+    o.draft_model = g_models->draft;
+    g_service = new Service(g_dir->path(), o);
+    const absl::Status st = g_service->Start();
+    ASSERT_TRUE(st.ok()) << st << "\n" << g_service->Logs();
+  }
+  static void TearDownTestSuite() {
+    delete g_service;
+    delete g_dir;
+    delete g_models;
+  }
+  void SetUp() override {
+    if (!g_service || !g_service->client) GTEST_SKIP() << "service did not start";
+  }
+  void TearDown() override {
+    if (HasFailure() && g_service) std::cerr << g_service->Logs() << "\n";
+  }
+  client::Client& c() { return *g_service->client; }
+
+  std::vector<int32_t> Tokens(const std::string& text) {
+    auto t = c().Tokenize(text, true, false);
+    EXPECT_TRUE(t.ok()) << t.status();
+    return t.ok() ? *t : std::vector<int32_t>{};
+  }
+};
+
+const char* kPrompts[] = {"Hello world", "def main():\n    return 0", "The quick brown fox", "a",
+                          "import numpy as np", "Once upon a time"};
+
+TEST_F(ServiceTest, HealthReportsBothWorkers) {
+  auto h = c().GetHealth();
+  ASSERT_TRUE(h.ok()) << h.status();
+  EXPECT_TRUE(h->serving);
+  EXPECT_TRUE(h->target_ready);
+  EXPECT_TRUE(h->draft_ready);
+  EXPECT_EQ(h->target_model, "test-target");
+  EXPECT_EQ(h->draft_model, "test-draft");
+  EXPECT_EQ(h->k, 4);
+}
+
+TEST_F(ServiceTest, StreamsGreedyOutputEqualToTargetOnly) {
+  const int n = 48;
+  for (const char* text : kPrompts) {
+    const std::vector<int32_t> prompt = Tokens(text);
+    const std::vector<int32_t> ref = ReferenceGreedy(g_models->target, prompt, n);
+    for (std::optional<int> k : {std::optional<int>(), std::optional<int>(1), std::optional<int>(8)}) {
+      client::GenerateParams p;
+      p.prompt = text;
+      p.max_tokens = n;
+      p.ignore_eos = true;
+      p.k = k;
+      int chunks = 0;
+      std::string streamed;
+      auto s = c().Generate(p, [&](const client::StreamChunk& ch) {
+        ++chunks;
+        streamed += ch.text;
+        return true;
+      });
+      ASSERT_TRUE(s.ok()) << s.status();
+      EXPECT_EQ(s->tokens, ref) << "prompt '" << text << "' k=" << (k ? *k : 4);
+      EXPECT_EQ(s->finish_reason, "length");
+      EXPECT_EQ(s->completion_tokens, n);
+      EXPECT_EQ(s->prompt_tokens, static_cast<int>(prompt.size()));
+      EXPECT_GT(chunks, 1) << "streamed in steps";
+      EXPECT_EQ(streamed, s->text);
+      EXPECT_GT(s->speculative_steps, 0);
+      EXPECT_EQ(s->draft_failures, 0);
+    }
+    client::GenerateParams off;
+    off.prompt = text;
+    off.max_tokens = n;
+    off.ignore_eos = true;
+    off.disable_speculation = true;
+    auto s = c().Generate(off);
+    ASSERT_TRUE(s.ok()) << s.status();
+    EXPECT_EQ(s->tokens, ref);
+    EXPECT_EQ(s->speculative_steps, 0);
+    EXPECT_EQ(s->steps, n);
+  }
+}
+
+TEST_F(ServiceTest, SampledOutputEqualsTheInProcessLoop) {
+  // The coordinator runs the same loop as in-process clients, and random
+  // numbers depend only on seed and position: with the same seed and k the
+  // sampled output is identical (its distribution is tested in spec_loop_test).
+  EngineOptions o;
+  o.backend.threads = 1;
+  o.max_seqs = 2;
+  o.max_seq_len = 1024;
+  o.kv_type = GgmlType::F32;
+  o.model_path = g_models->target;
+  auto te = Engine::Create(o);
+  o.model_path = g_models->draft;
+  auto de = Engine::Create(o);
+  ASSERT_TRUE(te.ok() && de.ok());
+  LocalTarget target(te->get());
+  auto draft = LocalDraft::Create(de->get(), 8);
+  ASSERT_TRUE(draft.ok());
+  ASSERT_TRUE(target.Attach((*draft)->exchange().kind(), (*draft)->exchange().name()).ok());
+  for (uint64_t seed : {1u, 2u, 3u, 42u}) {
+    SamplingParams sp;
+    sp.temperature = 0.9f;
+    sp.top_k = 40;
+    sp.top_p = 0.95f;
+    sp.seed = seed;
+    SpecRequest req;
+    req.seq = 1;
+    req.prompt = Tokens("Once upon a time");
+    req.sampling = sp;
+    req.max_tokens = 40;
+    req.ignore_eos = true;
+    req.k = 3;
+    const SpecResult local = RunSpeculative(req, (*te)->tokenizer(), target, draft->get(), {});
+    ASSERT_TRUE(local.status.ok());
+    client::GenerateParams p;
+    p.prompt = "Once upon a time";
+    p.sampling = sp;
+    p.max_tokens = 40;
+    p.ignore_eos = true;
+    p.k = 3;
+    auto s = c().Generate(p);
+    ASSERT_TRUE(s.ok()) << s.status();
+    EXPECT_EQ(s->tokens, local.tokens) << "seed " << seed;
+    EXPECT_EQ(s->accepted, local.stats.accepted);
+  }
+}
+
+TEST_F(ServiceTest, AcceptanceFiguresAddUp) {
+  const client::Stats before = g_service->Stats();
+  client::GenerateParams p;
+  p.prompt = "The quick brown fox";
+  p.max_tokens = 64;
+  p.ignore_eos = true;
+  int64_t proposed = 0, accepted = 0, appended = 0, emitted = 0, spec_steps = 0, steps = 0;
+  std::vector<int32_t> ids;
+  auto s = c().Generate(p, [&](const client::StreamChunk& ch) {
+    ++steps;
+    proposed += ch.proposed;
+    accepted += ch.accepted;
+    appended += ch.appended;
+    emitted += ch.emitted;
+    spec_steps += ch.draft_used;
+    EXPECT_LE(ch.accepted, ch.proposed);
+    EXPECT_EQ(ch.appended, ch.accepted + 1);
+    EXPECT_EQ(ch.emitted, static_cast<int>(ch.token_ids.size()));
+    ids.insert(ids.end(), ch.token_ids.begin(), ch.token_ids.end());
+    return true;
+  });
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(steps, s->steps);
+  EXPECT_EQ(spec_steps, s->speculative_steps);
+  EXPECT_EQ(proposed, s->proposed);
+  EXPECT_EQ(accepted, s->accepted);
+  EXPECT_EQ(emitted, s->completion_tokens);
+  EXPECT_EQ(ids, s->tokens);
+  EXPECT_GE(appended, emitted);  // the last step may be trimmed
+  EXPECT_NEAR(s->acceptance_rate, static_cast<double>(accepted) / proposed, 1e-9);
+  EXPECT_NEAR(s->mean_accepted_length, static_cast<double>(accepted + spec_steps) / spec_steps, 1e-9);
+  const client::Stats after = g_service->Stats();
+  EXPECT_EQ(after.requests_total - before.requests_total, 1);
+  EXPECT_EQ(after.completion_tokens - before.completion_tokens, s->completion_tokens);
+  EXPECT_EQ(after.proposed - before.proposed, proposed);
+  EXPECT_EQ(after.accepted - before.accepted, accepted);
+  EXPECT_EQ(after.steps - before.steps, steps);
+}
+
+TEST_F(ServiceTest, StopStringsEndTheStreamBeforeTheStop) {
+  client::GenerateParams p;
+  p.prompt = "Hello world";
+  p.max_tokens = 40;
+  p.ignore_eos = true;
+  auto full = c().Generate(p);
+  ASSERT_TRUE(full.ok());
+  ASSERT_GT(full->text.size(), 10u);
+  const std::string stop = full->text.substr(full->text.size() / 2, 2);
+  p.stop = {stop};
+  auto s = c().Generate(p);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->finish_reason, "stop");
+  EXPECT_EQ(s->stop, stop);
+  EXPECT_EQ(s->text, full->text.substr(0, full->text.find(stop)));
+}
+
+TEST_F(ServiceTest, BadRequestsAreInvalidArgument) {
+  auto expect_invalid = [&](client::GenerateParams p, const char* what) {
+    auto s = c().Generate(p);
+    EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument) << what << ": " << s.status();
+    EXPECT_FALSE(s.status().message().empty()) << what;
+  };
+  client::GenerateParams ok;
+  ok.prompt = "Hello";
+  ok.max_tokens = 4;
+  client::GenerateParams p = ok;
+  p.prompt = "";
+  expect_invalid(p, "empty prompt");
+  p = ok;
+  p.max_tokens = -1;
+  expect_invalid(p, "negative max_tokens");
+  p.max_tokens = 1 << 24;
+  expect_invalid(p, "huge max_tokens");
+  p = ok;
+  p.prompt.clear();
+  p.prompt_tokens.assign(2000, 300);  // the context is 1024
+  expect_invalid(p, "prompt longer than the context");
+  p.prompt_tokens = {1, 100000};
+  expect_invalid(p, "token id out of range");
+  p = ok;
+  p.sampling.top_p = 2.0f;
+  expect_invalid(p, "top_p");
+  p = ok;
+  p.sampling.temperature = -1.0f;
+  expect_invalid(p, "temperature");
+  p = ok;
+  p.k = 1000;
+  expect_invalid(p, "k");
+  p = ok;
+  p.stop = {""};
+  expect_invalid(p, "empty stop string");
+  p = ok;
+  p.messages = {};
+  p.prompt = "";
+  expect_invalid(p, "no prompt at all");
+  auto sp = c().SetSpeculation(0, std::nullopt);
+  EXPECT_EQ(sp.status().code(), absl::StatusCode::kInvalidArgument);
+  // The service is unaffected.
+  EXPECT_TRUE(c().Generate(ok).ok());
+}
+
+TEST_F(ServiceTest, CancellationFreesKvInBothWorkers) {
+  client::GenerateParams p;
+  p.prompt = "Once upon a time";
+  p.max_tokens = 900;
+  p.ignore_eos = true;
+  int chunks = 0;
+  auto s = c().Generate(p, [&](const client::StreamChunk&) { return ++chunks < 3; });
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kCancelled) << s.status();
+  EXPECT_TRUE(g_service->WaitNoSequences()) << "sequences still held after a cancel";
+}
+
+TEST_F(ServiceTest, DeadlineEndsTheRequestAndFreesKv) {
+  client::GenerateParams p;
+  p.prompt = "Once upon a time";
+  p.max_tokens = 900;  // the context allows it; 1 ms does not
+  p.ignore_eos = true;
+  p.timeout = std::chrono::milliseconds(1);
+  auto s = c().Generate(p);
+  if (s.ok()) {
+    EXPECT_EQ(s->finish_reason, "deadline");
+  } else {
+    EXPECT_EQ(s.status().code(), absl::StatusCode::kDeadlineExceeded) << s.status();
+  }
+  p.timeout = std::chrono::milliseconds(300);
+  p.max_tokens = 8000;
+  auto t = c().Generate(p);
+  EXPECT_TRUE((t.ok() && t->finish_reason == "deadline") || t.status().code() == absl::StatusCode::kDeadlineExceeded)
+      << (t.ok() ? t->finish_reason : t.status().ToString());
+  EXPECT_TRUE(g_service->WaitNoSequences());
+}
+
+TEST_F(ServiceTest, ConcurrentRequestsAreBatchedAndStayLossless) {
+  const int n = 120;
+  std::vector<std::vector<int32_t>> refs;
+  for (const char* text : kPrompts) refs.push_back(ReferenceGreedy(g_models->target, Tokens(text), n));
+  std::vector<std::vector<int32_t>> got(std::size(kPrompts));
+  std::vector<absl::Status> status(std::size(kPrompts));
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < std::size(kPrompts); ++i) {
+    threads.emplace_back([&, i] {
+      client::GenerateParams p;
+      p.prompt = kPrompts[i];
+      p.max_tokens = n;
+      p.ignore_eos = true;
+      auto s = c().Generate(p);
+      status[i] = s.status();
+      if (s.ok()) got[i] = s->tokens;
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (size_t i = 0; i < std::size(kPrompts); ++i) {
+    ASSERT_TRUE(status[i].ok()) << status[i];
+    EXPECT_EQ(got[i], refs[i]) << kPrompts[i];
+  }
+  const client::Stats s = g_service->Stats();
+  EXPECT_GE(s.target.max_batch, 2) << "concurrent Verify calls should share a forward";
+  EXPECT_GE(s.draft.max_batch, 2) << "concurrent Propose calls should share a forward";
+  EXPECT_LT(s.target.batches, s.target.batched_requests);
+}
+
+TEST_F(ServiceTest, ChatUsesTheChatTemplate) {
+  client::GenerateParams p;
+  p.messages = {{"system", "You are terse."}, {"user", "Say hi"}};
+  p.max_tokens = 16;
+  auto s = c().Generate(p);
+  ASSERT_TRUE(s.ok()) << s.status();
+  // The rendered ChatML prompt is longer than the bare messages.
+  EXPECT_GT(s->prompt_tokens, static_cast<int>(Tokens("You are terse. Say hi").size()));
+}
+
+TEST_F(ServiceTest, SetSpeculationTurnsTheDraftOffAndOn) {
+  auto off = c().SetSpeculation(std::nullopt, false);
+  ASSERT_TRUE(off.ok());
+  EXPECT_FALSE(off->second);
+  client::GenerateParams p;
+  p.prompt = "Hello world";
+  p.max_tokens = 20;
+  p.ignore_eos = true;
+  auto s = c().Generate(p);
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->speculative_steps, 0);
+  auto on = c().SetSpeculation(2, true);
+  ASSERT_TRUE(on.ok());
+  EXPECT_EQ(on->first, 2);
+  int max_proposed = 0;
+  s = c().Generate(p, [&](const client::StreamChunk& ch) {
+    max_proposed = std::max(max_proposed, ch.proposed);
+    return true;
+  });
+  ASSERT_TRUE(s.ok());
+  EXPECT_GT(s->speculative_steps, 0);
+  EXPECT_EQ(max_proposed, 2);
+  ASSERT_TRUE(c().SetSpeculation(4, true).ok());
+}
+
+}  // namespace
+}  // namespace specd::testing

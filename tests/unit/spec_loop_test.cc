@@ -1,0 +1,632 @@
+// The speculative loop with in-process clients (LocalDraft / LocalTarget over
+// generated models): lossless greedy and sampled output, the exchange-buffer
+// hand-off, stop strings, limits, cancellation, draft failures, and figures.
+#include <cmath>
+#include <map>
+#include <random>
+
+#include "common/engine/spec_local.h"
+#include "common/engine/spec_loop.h"
+#include "common/modelgen/modelgen.h"
+#include "gtest/gtest.h"
+#include "tests/support/test_util.h"
+
+namespace specd {
+namespace {
+
+using testing::TempDir;
+
+// ---------------------------------------------------------------- StopMatcher
+
+TEST(StopMatcher, HoldsBackPossibleStopsAndCutsBeforeTheMatch) {
+  StopMatcher m({"END", "xyz"});
+  EXPECT_EQ(m.Push("hello E"), "hello ");  // "E" may start "END"
+  EXPECT_EQ(m.Push("N"), "");
+  EXPECT_EQ(m.Push("Dafter"), "");
+  EXPECT_TRUE(m.matched());
+  EXPECT_EQ(m.match(), "END");
+  EXPECT_EQ(m.Push("more"), "");
+}
+
+TEST(StopMatcher, FalseStartIsReleasedAndEarliestStopWins) {
+  StopMatcher m({"abc", "bq"});
+  EXPECT_EQ(m.Push("ab"), "");
+  EXPECT_EQ(m.Push("x"), "abx");
+  EXPECT_FALSE(m.matched());
+  EXPECT_EQ(m.Push("zabq"), "za");  // "bq" ends first; "abc" cannot match any more
+  EXPECT_EQ(m.match(), "bq");
+}
+
+TEST(StopMatcher, FlushReturnsTheHeldTailAndEmptyStopsAreIgnored) {
+  StopMatcher m({"", "STOP"});
+  EXPECT_EQ(m.Push("a ST"), "a ");
+  EXPECT_EQ(m.Flush(), "ST");
+  StopMatcher none({});
+  EXPECT_EQ(none.Push("anything"), "anything");
+}
+
+// ---------------------------------------------------------------- engines
+
+struct Models {
+  TempDir dir;
+  std::string target, draft, other;  // other: same vocabulary, unrelated weights
+};
+
+Models* g_models = nullptr;
+
+class SpecLoopTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    g_models = new Models();
+    GenOptions g;
+    auto shape = PresetShape("tiny");
+    ASSERT_TRUE(shape.ok());
+    g.shape = *shape;
+    g.seed = 1;
+    g_models->target = g_models->dir.File("target.gguf");
+    ASSERT_TRUE(GenerateModel(g, g_models->target).ok());
+    DeriveOptions d;
+    d.layers = 1;
+    g_models->draft = g_models->dir.File("draft.gguf");
+    ASSERT_TRUE(DeriveDraft(g_models->target, d, g_models->draft).ok());
+    g.seed = 7;
+    g_models->other = g_models->dir.File("other.gguf");
+    ASSERT_TRUE(GenerateModel(g, g_models->other).ok());
+  }
+  static void TearDownTestSuite() {
+    delete g_models;
+    g_models = nullptr;
+  }
+
+  static std::unique_ptr<Engine> MakeEngine(const std::string& path, int max_seqs = 4) {
+    EngineOptions o;
+    o.model_path = path;
+    o.backend.threads = 1;
+    o.max_seqs = max_seqs;
+    o.max_seq_len = 512;
+    o.max_batch_tokens = 64;
+    auto e = Engine::Create(o);
+    EXPECT_TRUE(e.ok()) << e.status();
+    return e.ok() ? std::move(*e) : nullptr;
+  }
+
+  void SetUp() override {
+    target_engine_ = MakeEngine(g_models->target);
+    draft_engine_ = MakeEngine(g_models->draft);
+    other_engine_ = MakeEngine(g_models->other);
+    ref_engine_ = MakeEngine(g_models->target, 1);
+    ASSERT_TRUE(target_engine_ && draft_engine_ && other_engine_ && ref_engine_);
+    target_ = std::make_unique<LocalTarget>(target_engine_.get());
+    auto d = LocalDraft::Create(draft_engine_.get(), 8);
+    ASSERT_TRUE(d.ok()) << d.status();
+    draft_ = std::move(*d);
+    auto o = LocalDraft::Create(other_engine_.get(), 8);
+    ASSERT_TRUE(o.ok()) << o.status();
+    other_ = std::move(*o);
+    ASSERT_TRUE(target_->Attach(draft_->exchange().kind(), draft_->exchange().name()).ok());
+  }
+
+  const Tokenizer& tok() const { return target_engine_->tokenizer(); }
+
+  // Attaches the target to `d`'s buffer (the coordinator does this at connect and swap).
+  void Use(LocalDraft* d) { ASSERT_TRUE(target_->Attach(d->exchange().kind(), d->exchange().name()).ok()); }
+
+  // Greedy decoding straight on an Engine, one token per forward: the reference.
+  std::vector<int32_t> ReferenceGreedy(const std::vector<int32_t>& prompt, int n) {
+    Engine& e = *ref_engine_;
+    EXPECT_TRUE(e.NewSequence(99).ok());
+    std::vector<int32_t> out;
+    std::vector<float> logits;
+    Engine::Feed f{99, prompt, 1};
+    for (int i = 0; i < n; ++i) {
+      logits.clear();
+      EXPECT_TRUE(e.Run({f}, &logits).ok());
+      const int32_t t = Argmax(logits.data(), e.vocab_size());
+      out.push_back(t);
+      f.tokens = {t};
+    }
+    e.Release(99);
+    return out;
+  }
+
+  // The target's processed distribution after `ctx`, from the reference engine.
+  TokenDist TargetDist(const std::vector<int32_t>& ctx, const SamplingParams& sp) {
+    Engine& e = *ref_engine_;
+    EXPECT_TRUE(e.NewSequence(98).ok());
+    std::vector<float> logits;
+    EXPECT_TRUE(e.Run({Engine::Feed{98, ctx, 1}}, &logits).ok());
+    e.Release(98);
+    TokenDist d;
+    ProcessLogits(logits.data(), e.vocab_size(), sp, ctx, &d);
+    return d;
+  }
+
+  SpecResult Run(const SpecRequest& req, DraftClient* draft, std::vector<StepEvent>* events = nullptr) {
+    return RunSpeculative(req, tok(), *target_, draft, [&](const StepEvent& ev) {
+      if (events) events->push_back(ev);
+      return true;
+    });
+  }
+
+  std::vector<std::vector<int32_t>> Prompts(int n_random) {
+    std::vector<std::vector<int32_t>> ps;
+    for (const char* text : {"Hello world", "def main():\n    return 0", "The quick brown fox", "a", "1, 2, 3,",
+                             "import numpy as np", "Once upon a time", "<html>"}) {
+      ps.push_back(tok().Encode(text, true, false));
+    }
+    std::mt19937 rng(5);
+    for (int i = 0; i < n_random; ++i) {
+      std::vector<int32_t> p(1 + rng() % 40);
+      for (auto& t : p) t = static_cast<int32_t>(rng() % 259 + 3);  // byte tokens and merges
+      ps.push_back(p);
+    }
+    return ps;
+  }
+
+  std::unique_ptr<Engine> target_engine_, draft_engine_, other_engine_, ref_engine_;
+  std::unique_ptr<LocalTarget> target_;
+  std::unique_ptr<LocalDraft> draft_, other_;
+};
+
+// ---------------------------------------------------------------- lossless greedy
+
+TEST_F(SpecLoopTest, GreedySpeculativeEqualsGreedyTargetOnly) {
+  const int n = 32;
+  int compared = 0;
+  double accepted = 0, proposed = 0;
+  for (const auto& prompt : Prompts(16)) {
+    const std::vector<int32_t> ref = ReferenceGreedy(prompt, n);
+    for (LocalDraft* d : {draft_.get(), other_.get()}) {
+      Use(d);
+      for (int k = 0; k <= 8; ++k) {
+        SpecRequest req;
+        req.seq = 1;
+        req.prompt = prompt;
+        req.max_tokens = n;
+        req.ignore_eos = true;
+        req.k = k;
+        const SpecResult r = Run(req, d);
+        ASSERT_TRUE(r.status.ok()) << r.status;
+        ASSERT_EQ(r.reason, FinishReason::kLength);
+        ASSERT_EQ(r.tokens, ref) << "k=" << k << " prompt of " << prompt.size() << " tokens";
+        EXPECT_EQ(r.stats.draft_failures, 0);
+        if (k > 0) {
+          EXPECT_GT(r.stats.speculative_steps, 0);
+        }
+        accepted += static_cast<double>(r.stats.accepted);
+        proposed += static_cast<double>(r.stats.proposed);
+        ++compared;
+      }
+    }
+  }
+  EXPECT_EQ(compared, 24 * 2 * 9);
+  // Real speculation: some but not all proposals are accepted.
+  EXPECT_GT(accepted, 0.1 * proposed);
+  EXPECT_LT(accepted, proposed);
+  EXPECT_EQ(target_engine_->active_sequences(), 0);
+  EXPECT_EQ(draft_engine_->active_sequences(), 0);
+  EXPECT_EQ(other_engine_->active_sequences(), 0);
+}
+
+// ---------------------------------------------------------------- lossless sampling
+
+// Chi-square critical value for `dof` at p = 1e-4 (Wilson-Hilferty).
+double ChiSquareCritical(int dof) {
+  const double z = 3.719, d = dof;
+  const double t = 1.0 - 2.0 / (9.0 * d) + z * std::sqrt(2.0 / (9.0 * d));
+  return d * t * t * t;
+}
+
+// Goodness of fit of `counts` (n samples) to `expected` probabilities; cells
+// expecting fewer than 5 samples are pooled. Returns statistic / critical.
+double ChiSquareRatio(const std::map<std::pair<int, int>, double>& expected,
+                      const std::map<std::pair<int, int>, int>& counts, int n, int* dof_out) {
+  double stat = 0, pool_e = 0, pool_o = 0;
+  int cells = 0;
+  for (const auto& [cell, p] : expected) {
+    const double e = p * n;
+    const auto it = counts.find(cell);
+    const double o = it == counts.end() ? 0 : it->second;
+    if (e < 5) {
+      pool_e += e;
+      pool_o += o;
+      continue;
+    }
+    stat += (o - e) * (o - e) / e;
+    ++cells;
+  }
+  for (const auto& [cell, c] : counts) {
+    if (!expected.count(cell)) pool_o += c;  // outside the target's support: must not happen
+  }
+  if (pool_e > 0 || pool_o > 0) {
+    stat += (pool_o - pool_e) * (pool_o - pool_e) / std::max(pool_e, 1e-9);
+    ++cells;
+  }
+  *dof_out = cells - 1;
+  return stat / ChiSquareCritical(cells - 1);
+}
+
+TEST_F(SpecLoopTest, SampledSpeculativeHasTheTargetsDistribution) {
+  SamplingParams sp;
+  sp.temperature = 1.0f;
+  sp.top_k = 4;
+  const std::vector<int32_t> prompt = tok().Encode("Once upon a time", true, false);
+  constexpr int kEog = -1;
+  // Exact joint distribution of the first two output tokens (kEog: generation ended).
+  std::map<std::pair<int, int>, double> expected;
+  const TokenDist d0 = TargetDist(prompt, sp);
+  for (size_t i = 0; i < d0.ids.size(); ++i) {
+    const int32_t x0 = d0.ids[i];
+    if (tok().IsEog(x0)) {
+      expected[{kEog, kEog}] += d0.probs[i];
+      continue;
+    }
+    std::vector<int32_t> ctx = prompt;
+    ctx.push_back(x0);
+    const TokenDist d1 = TargetDist(ctx, sp);
+    for (size_t j = 0; j < d1.ids.size(); ++j) {
+      expected[{x0, tok().IsEog(d1.ids[j]) ? kEog : d1.ids[j]}] += d0.probs[i] * d1.probs[j];
+    }
+  }
+  ASSERT_GE(expected.size(), 6u) << "the test needs a spread-out distribution";
+
+  auto sample = [&](DraftClient* draft, int k, int n) {
+    std::map<std::pair<int, int>, int> counts;
+    for (int s = 1; s <= n; ++s) {
+      SpecRequest req;
+      req.seq = 3;
+      req.prompt = prompt;
+      req.sampling = sp;
+      req.sampling.seed = static_cast<uint64_t>(s) * 7919;
+      req.max_tokens = 6;  // more than 2 so that the first step proposes k tokens
+      req.k = k;
+      const SpecResult r = Run(req, draft);
+      EXPECT_TRUE(r.status.ok()) << r.status;
+      const int a = r.tokens.size() > 0 ? r.tokens[0] : kEog;
+      const int b = r.tokens.size() > 1 ? r.tokens[1] : kEog;
+      counts[{a, b}]++;
+    }
+    return counts;
+  };
+  const int n = 3000;
+  struct Case {
+    const char* name;
+    LocalDraft* draft;
+    int k;
+  };
+  for (const Case& c : {Case{"target-only", nullptr, 0}, Case{"derived draft k=1", draft_.get(), 1},
+                        Case{"derived draft k=4", draft_.get(), 4}, Case{"unrelated draft k=3", other_.get(), 3}}) {
+    if (c.draft) Use(c.draft);
+    int dof = 0;
+    const double ratio = ChiSquareRatio(expected, sample(c.draft, c.k, n), n, &dof);
+    EXPECT_LT(ratio, 1.0) << c.name << ": chi-square " << ratio * ChiSquareCritical(dof) << " over the p=1e-4 bound "
+                          << ChiSquareCritical(dof) << " (" << dof << " dof)";
+  }
+
+  // The test has power: the draft's own samples (a different distribution) fail it.
+  std::map<std::pair<int, int>, int> draft_counts;
+  Use(other_.get());
+  for (int s = 1; s <= n; ++s) {
+    ASSERT_TRUE(other_->OpenSeq(4, prompt, SamplingParams{sp.temperature, sp.top_k, 1.0f, 0.0f, 1.0f, 64,
+                                                          static_cast<uint64_t>(s)})
+                    .ok());
+    auto p = other_->Propose(4, static_cast<int64_t>(prompt.size()), {}, 2, 0.0f, kNoDeadline);
+    ASSERT_TRUE(p.ok());
+    const int a = tok().IsEog(p->tokens[0]) ? kEog : p->tokens[0];
+    const int b = a == kEog ? kEog : (tok().IsEog(p->tokens[1]) ? kEog : p->tokens[1]);
+    draft_counts[{a, b}]++;
+    other_->ReleaseSeq(4);
+  }
+  int dof = 0;
+  EXPECT_GT(ChiSquareRatio(expected, draft_counts, n, &dof), 1.0) << "the draft's own distribution should be rejected";
+}
+
+// ---------------------------------------------------------------- exchange hand-off
+
+TEST_F(SpecLoopTest, VerifyReadsExactlyWhatProposeWrote) {
+  SamplingParams sp;
+  sp.temperature = 0.8f;
+  sp.seed = 11;
+  const std::vector<int32_t> prompt = tok().Encode("The quick brown fox", true, false);
+  ASSERT_TRUE(draft_->OpenSeq(5, prompt, sp).ok());
+  auto p = draft_->Propose(5, static_cast<int64_t>(prompt.size()), {}, 3, 0.0f, kNoDeadline);
+  ASSERT_TRUE(p.ok()) << p.status();
+  ASSERT_EQ(p->tokens.size(), 3u);
+  auto reader = ExchangeBuffer::Attach("posix", draft_->exchange().name());
+  ASSERT_TRUE(reader.ok());
+  std::vector<float> q;
+  ASSERT_TRUE((*reader)->Read(p->ref, 5, p->tokens, &q).ok());
+  // Row i is the draft's processed distribution after prompt + x_1..x_{i-1},
+  // recomputed here on a separate engine.
+  auto ref = MakeEngine(g_models->draft, 1);
+  const int V = ref->vocab_size();
+  std::vector<int32_t> ctx = prompt;
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(ref->NewSequence(1).ok());
+    std::vector<float> logits;
+    ASSERT_TRUE(ref->Run({Engine::Feed{1, ctx, 1}}, &logits).ok());
+    ref->Release(1);
+    TokenDist d;
+    ProcessLogits(logits.data(), V, sp, ctx, &d);
+    std::vector<float> dense(V, 0.0f);
+    for (size_t j = 0; j < d.ids.size(); ++j) dense[d.ids[j]] = d.probs[j];
+    for (int t = 0; t < V; ++t) ASSERT_NEAR(q[static_cast<size_t>(i) * V + t], dense[t], 1e-5) << "row " << i;
+    EXPECT_GT(q[static_cast<size_t>(i) * V + p->tokens[i]], 0.0f);
+    ctx.push_back(p->tokens[i]);
+  }
+  draft_->ReleaseSeq(5);
+}
+
+TEST_F(SpecLoopTest, TargetRefusesAStaleSlotAndKeepsTheSequence) {
+  const std::vector<int32_t> prompt = tok().Encode("import numpy as np", true, false);
+  ASSERT_TRUE(draft_->OpenSeq(6, prompt, SamplingParams{}).ok());
+  ASSERT_TRUE(target_->OpenSeq(6, prompt, SamplingParams{}).ok());
+  const int64_t len = static_cast<int64_t>(prompt.size());
+  auto first = draft_->Propose(6, len, {}, 4, 0.0f, kNoDeadline);
+  auto second = draft_->Propose(6, len, {}, 4, 0.0f, kNoDeadline);  // rewrites the slot
+  ASSERT_TRUE(first.ok() && second.ok());
+  EXPECT_EQ(first->ref.slot, second->ref.slot);
+  EXPECT_NE(first->ref.generation, second->ref.generation);
+  auto stale = target_->Verify(6, first->tokens, first->ref, kNoDeadline);
+  EXPECT_EQ(stale.status().code(), absl::StatusCode::kFailedPrecondition) << stale.status();
+  EXPECT_NE(stale.status().message().find("stale"), std::string::npos) << stale.status();
+  EXPECT_EQ(target_->core().CommittedLength(6), len);  // untouched
+  // Mismatched tokens are refused too.
+  std::vector<int32_t> wrong = second->tokens;
+  wrong[0] = (wrong[0] + 1) % target_engine_->vocab_size();
+  EXPECT_EQ(target_->Verify(6, wrong, second->ref, kNoDeadline).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  auto ok = target_->Verify(6, second->tokens, second->ref, kNoDeadline);
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ(target_->core().CommittedLength(6), len + static_cast<int64_t>(ok->appended.size()));
+  // Without an attached buffer a proposal cannot be verified.
+  LocalTarget bare(target_engine_.get());
+  ASSERT_TRUE(bare.OpenSeq(7, prompt, SamplingParams{}).ok());
+  EXPECT_EQ(bare.Verify(7, second->tokens, second->ref, kNoDeadline).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  bare.ReleaseSeq(7);
+  target_->ReleaseSeq(6);
+  draft_->ReleaseSeq(6);
+}
+
+TEST_F(SpecLoopTest, AttachRefusesAnotherVocabulary) {
+  GenOptions g;
+  auto shape = PresetShape("tiny");
+  ASSERT_TRUE(shape.ok());
+  g.shape = *shape;
+  g.shape.vocab_size = 300;
+  TempDir dir;
+  ASSERT_TRUE(GenerateModel(g, dir.File("v300.gguf")).ok());
+  auto e = MakeEngine(dir.File("v300.gguf"), 1);
+  auto d = LocalDraft::Create(e.get(), 4);
+  ASSERT_TRUE(d.ok());
+  auto st = target_->Attach((*d)->exchange().kind(), (*d)->exchange().name());
+  EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition) << st;
+  // The previous buffer stays attached.
+  EXPECT_EQ(target_->exchange()->name(), draft_->exchange().name());
+}
+
+// ---------------------------------------------------------------- loop semantics
+
+TEST_F(SpecLoopTest, FiguresAddUp) {
+  std::vector<StepEvent> events;
+  SpecRequest req;
+  req.seq = 8;
+  req.prompt = tok().Encode("def main():\n    return 0", true, false);
+  req.max_tokens = 50;
+  req.ignore_eos = true;
+  req.k = 4;
+  const SpecResult r = Run(req, draft_.get(), &events);
+  ASSERT_TRUE(r.status.ok());
+  int64_t proposed = 0, accepted = 0, emitted = 0, spec_steps = 0;
+  std::string text;
+  for (const StepEvent& ev : events) {
+    proposed += ev.proposed;
+    accepted += ev.accepted;
+    emitted += static_cast<int64_t>(ev.tokens.size());
+    spec_steps += ev.draft_used;
+    EXPECT_LE(ev.accepted, ev.proposed);
+    EXPECT_EQ(ev.appended, ev.accepted + 1);
+    text += ev.text;
+  }
+  EXPECT_EQ(static_cast<int>(events.size()), r.stats.steps);
+  EXPECT_EQ(proposed, r.stats.proposed);
+  EXPECT_EQ(accepted, r.stats.accepted);
+  EXPECT_EQ(spec_steps, r.stats.speculative_steps);
+  EXPECT_EQ(emitted, static_cast<int64_t>(r.tokens.size()));
+  EXPECT_EQ(static_cast<int>(r.tokens.size()), 50);
+  EXPECT_EQ(text, r.text);
+  EXPECT_NEAR(r.stats.MeanAcceptedLength(), static_cast<double>(accepted + spec_steps) / spec_steps, 1e-9);
+}
+
+TEST_F(SpecLoopTest, StopStringEndsBeforeTheStop) {
+  SpecRequest req;
+  req.seq = 9;
+  req.prompt = tok().Encode("Hello world", true, false);
+  req.max_tokens = 40;
+  req.ignore_eos = true;
+  req.k = 3;
+  const SpecResult full = Run(req, draft_.get());
+  ASSERT_GT(full.text.size(), 12u);
+  // A stop string from the middle of the output.
+  const std::string stop = full.text.substr(full.text.size() / 2, 3);
+  const size_t cut = full.text.find(stop);
+  req.stop = {stop};
+  std::vector<StepEvent> events;
+  const SpecResult r = Run(req, draft_.get(), &events);
+  EXPECT_EQ(r.reason, FinishReason::kStop);
+  EXPECT_EQ(r.stop, stop);
+  EXPECT_EQ(r.text, full.text.substr(0, cut));
+  std::string streamed;
+  for (const auto& ev : events) streamed += ev.text;
+  EXPECT_EQ(streamed, r.text);
+  EXPECT_LT(r.tokens.size(), full.tokens.size());
+}
+
+TEST_F(SpecLoopTest, MaxTokensTrimsTheLastStep) {
+  for (int max_tokens : {1, 2, 5, 17}) {
+    SpecRequest req;
+    req.seq = 10;
+    req.prompt = tok().Encode("1, 2, 3,", true, false);
+    req.max_tokens = max_tokens;
+    req.ignore_eos = true;
+    req.k = 8;
+    const SpecResult r = Run(req, draft_.get());
+    EXPECT_EQ(r.reason, FinishReason::kLength);
+    EXPECT_EQ(static_cast<int>(r.tokens.size()), max_tokens);
+    EXPECT_EQ(r.tokens, ReferenceGreedy(req.prompt, max_tokens));
+  }
+}
+
+TEST_F(SpecLoopTest, EosEndsGenerationWithoutEmittingIt) {
+  // Hot sampling reaches an end-of-generation token soon. The same seed and k
+  // give the same tokens with and without ignore_eos, up to the eos.
+  for (uint64_t seed = 1; seed <= 40; ++seed) {
+    SpecRequest req;
+    req.seq = 11;
+    req.prompt = tok().Encode("Hello world", true, false);
+    req.sampling.temperature = 3.0f;
+    req.sampling.seed = seed;
+    req.max_tokens = 300;
+    req.k = 4;
+    req.ignore_eos = true;
+    const SpecResult all = Run(req, draft_.get());
+    size_t eog = 0;
+    while (eog < all.tokens.size() && !tok().IsEog(all.tokens[eog])) ++eog;
+    if (eog == all.tokens.size()) continue;
+    req.ignore_eos = false;
+    const SpecResult r = Run(req, draft_.get());
+    EXPECT_EQ(r.reason, FinishReason::kEos);
+    EXPECT_EQ(r.tokens, std::vector<int32_t>(all.tokens.begin(), all.tokens.begin() + static_cast<int64_t>(eog)));
+    return;
+  }
+  FAIL() << "no sampled continuation reached an end-of-generation token";
+}
+
+TEST_F(SpecLoopTest, ContextLimitEndsWithLength) {
+  SpecRequest req;
+  req.seq = 12;
+  req.prompt = tok().Encode("Once upon a time", true, false);
+  req.max_tokens = 1000;
+  req.ignore_eos = true;
+  req.k = 8;
+  req.max_context = static_cast<int>(req.prompt.size()) + 20;
+  const SpecResult r = Run(req, draft_.get());
+  EXPECT_TRUE(r.status.ok()) << r.status;
+  EXPECT_EQ(r.reason, FinishReason::kLength);
+  EXPECT_EQ(req.prompt.size() + r.tokens.size(), static_cast<size_t>(req.max_context));
+}
+
+TEST_F(SpecLoopTest, CancelAndDeadlineReleaseBothSequences) {
+  SpecRequest req;
+  req.seq = 13;
+  req.prompt = tok().Encode("Hello world", true, false);
+  req.max_tokens = 400;
+  req.ignore_eos = true;
+  req.k = 4;
+  int steps = 0;
+  req.cancelled = [&] { return steps >= 3; };
+  const SpecResult c = RunSpeculative(req, tok(), *target_, draft_.get(), [&](const StepEvent&) {
+    ++steps;
+    return true;
+  });
+  EXPECT_EQ(c.reason, FinishReason::kCancelled);
+  EXPECT_EQ(c.stats.steps, 3);
+  EXPECT_EQ(target_engine_->active_sequences(), 0);
+  EXPECT_EQ(draft_engine_->active_sequences(), 0);
+
+  req.cancelled = nullptr;
+  req.deadline = std::chrono::system_clock::now() - std::chrono::seconds(1);
+  const SpecResult d = Run(req, draft_.get());
+  EXPECT_EQ(d.reason, FinishReason::kDeadline);
+  EXPECT_EQ(target_engine_->active_sequences(), 0);
+  EXPECT_EQ(draft_engine_->active_sequences(), 0);
+
+  // A client that goes away (on_step returns false) cancels too.
+  req.deadline = kNoDeadline;
+  const SpecResult g = RunSpeculative(req, tok(), *target_, draft_.get(), [](const StepEvent&) { return false; });
+  EXPECT_EQ(g.reason, FinishReason::kCancelled);
+  EXPECT_EQ(target_engine_->active_sequences(), 0);
+  EXPECT_EQ(draft_engine_->active_sequences(), 0);
+}
+
+// A draft that fails now and then, the way a remote one does.
+class FlakyDraft : public DraftClient {
+ public:
+  FlakyDraft(LocalDraft* d, absl::StatusCode code) : d_(d), code_(code) {}
+  absl::Status Open(int32_t seq, const std::vector<int32_t>& t, const SamplingParams& s, Deadline dl) override {
+    ++opens;
+    return d_->Open(seq, t, s, dl);
+  }
+  absl::StatusOr<DraftProposal> Propose(int32_t seq, int64_t base, const std::vector<int32_t>& fresh, int k, float mc,
+                                        Deadline dl) override {
+    if (++calls % 3 == 0) return absl::Status(code_, "injected draft failure");
+    return d_->Propose(seq, base, fresh, k, mc, dl);
+  }
+  void Release(int32_t seq) override { d_->Release(seq); }
+  int calls = 0, opens = 0;
+
+ private:
+  LocalDraft* d_;
+  absl::StatusCode code_;
+};
+
+TEST_F(SpecLoopTest, DraftFailuresFallBackToTargetOnlyAndReopen) {
+  const std::vector<int32_t> prompt = tok().Encode("The quick brown fox", true, false);
+  const std::vector<int32_t> ref = ReferenceGreedy(prompt, 60);
+  for (absl::StatusCode code : {absl::StatusCode::kUnavailable, absl::StatusCode::kAborted}) {
+    FlakyDraft flaky(draft_.get(), code);
+    SpecRequest req;
+    req.seq = 14;
+    req.prompt = prompt;
+    req.max_tokens = 60;
+    req.ignore_eos = true;
+    req.k = 3;
+    req.draft_retry = std::chrono::milliseconds(0);
+    std::vector<StepEvent> events;
+    const SpecResult r = Run(req, &flaky, &events);
+    ASSERT_TRUE(r.status.ok()) << r.status;
+    EXPECT_EQ(r.tokens, ref);
+    EXPECT_GT(r.stats.draft_failures, 0);
+    EXPECT_GT(flaky.opens, 1) << "the draft is reopened after a failure";
+    int target_only = 0;
+    for (const auto& ev : events) target_only += !ev.draft_used;
+    EXPECT_GT(target_only, 0);
+    EXPECT_GT(r.stats.speculative_steps, 0);
+    EXPECT_EQ(draft_engine_->active_sequences(), 0);
+  }
+}
+
+TEST_F(SpecLoopTest, PermanentDraftErrorsStopUsingTheDraft) {
+  FlakyDraft flaky(draft_.get(), absl::StatusCode::kOutOfRange);
+  SpecRequest req;
+  req.seq = 15;
+  req.prompt = tok().Encode("a", true, false);
+  req.max_tokens = 40;
+  req.ignore_eos = true;
+  req.k = 2;
+  req.draft_retry = std::chrono::milliseconds(0);
+  const SpecResult r = Run(req, &flaky);
+  ASSERT_TRUE(r.status.ok());
+  EXPECT_EQ(r.tokens, ReferenceGreedy(req.prompt, 40));
+  EXPECT_EQ(r.stats.draft_failures, 1);
+  EXPECT_EQ(flaky.calls, 3);
+}
+
+TEST_F(SpecLoopTest, BadRequestsAreErrors) {
+  SpecRequest req;
+  req.seq = 16;
+  EXPECT_EQ(Run(req, draft_.get()).status.code(), absl::StatusCode::kInvalidArgument);  // empty prompt
+  req.prompt = {1, 2};
+  req.max_tokens = 0;
+  EXPECT_EQ(Run(req, draft_.get()).status.code(), absl::StatusCode::kInvalidArgument);
+  req.max_tokens = 4;
+  req.prompt.assign(600, 5);  // longer than max-seq-len 512
+  const SpecResult r = Run(req, draft_.get());
+  EXPECT_EQ(r.reason, FinishReason::kError);
+  EXPECT_EQ(r.status.code(), absl::StatusCode::kInvalidArgument) << r.status;
+  EXPECT_EQ(target_engine_->active_sequences(), 0);
+}
+
+}  // namespace
+}  // namespace specd
