@@ -11,7 +11,6 @@ std::unique_ptr<v1::Worker::Stub> MakeStub(const std::string& address) {
   // Workers come back after a crash or restart: notice within a second
   // instead of gRPC's default back-off of up to two minutes.
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
   args.SetMaxReceiveMessageSize(64 << 20);
   return v1::Worker::NewStub(grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args));
@@ -36,34 +35,48 @@ Cluster::~Cluster() {
   }
   wake_cv_.notify_all();
   target_cv_.notify_all();
-  if (monitor_.joinable()) monitor_.join();
+  for (std::thread& t : monitors_) t.join();
 }
 
-void Cluster::Start() { monitor_ = std::thread([this] { Monitor(); }); }
+void Cluster::Start() {
+  // One prober per worker, so that a worker that does not answer never
+  // delays noticing the other.
+  monitors_.emplace_back([this] { Monitor(&Cluster::ProbeTarget); });
+  if (draft_stub_) monitors_.emplace_back([this] { Monitor(&Cluster::ProbeDraft); });
+}
 
 void Cluster::Wake() {
   {
     std::lock_guard<std::mutex> l(mu_);
-    wake_ = true;
+    ++wake_;
   }
   wake_cv_.notify_all();
 }
 
-void Cluster::Monitor() {
+void Cluster::Monitor(void (Cluster::*probe)()) {
+  uint64_t seen = 0;
   while (true) {
-    ProbeTarget();
-    ProbeDraft();
+    (this->*probe)();
     AttachIfNeeded();
     std::unique_lock<std::mutex> l(mu_);
-    wake_cv_.wait_for(l, opts_.probe_interval, [&] { return wake_ || stop_; });
+    wake_cv_.wait_for(l, opts_.probe_interval, [&] { return wake_ != seen || stop_; });
     if (stop_) return;
-    wake_ = false;
+    seen = wake_;
   }
 }
 
+namespace {
+// Probes wait for the channel to connect (a restarted worker is found as soon
+// as it listens) but no longer than the probe timeout.
+void ProbeContext(grpc::ClientContext* ctx, std::chrono::milliseconds timeout) {
+  ctx->set_wait_for_ready(true);
+  ctx->set_deadline(std::chrono::system_clock::now() + timeout);
+}
+}  // namespace
+
 void Cluster::ProbeTarget() {
   grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + opts_.probe_timeout);
+  ProbeContext(&ctx, opts_.probe_timeout);
   v1::InfoResponse info;
   const grpc::Status gs = target_stub_->Info(&ctx, v1::InfoRequest(), &info);
   std::shared_ptr<const TargetView> cur = target();
@@ -115,7 +128,7 @@ void Cluster::ProbeDraft() {
     if (paused_) return;
   }
   grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + opts_.probe_timeout);
+  ProbeContext(&ctx, opts_.probe_timeout);
   v1::InfoResponse info;
   const grpc::Status gs = draft_stub_->Info(&ctx, v1::InfoRequest(), &info);
   std::lock_guard<std::mutex> l(mu_);
@@ -149,6 +162,7 @@ void Cluster::ProbeDraft() {
 }
 
 void Cluster::AttachIfNeeded() {
+  std::lock_guard<std::mutex> attach_lock(attach_mu_);  // both probers call this
   v1::AttachDraftRequest req;
   int64_t tpid = 0;
   {
@@ -258,6 +272,7 @@ absl::StatusOr<v1::InfoResponse> Cluster::SwapDraft(const std::string& path) {
     return rpc::FromGrpc(ls);
   }
   const v1::InfoResponse& info = lresp.info();
+  std::lock_guard<std::mutex> attach_lock(attach_mu_);  // no prober attaches the old buffer meanwhile
   v1::AttachDraftRequest areq;
   *areq.mutable_exchange() = info.exchange();
   v1::AttachDraftResponse aresp;

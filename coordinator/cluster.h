@@ -1,7 +1,7 @@
 // The coordinator's view of its two workers.
 //
-// A monitor thread probes both (Info) every probe interval, and at once when
-// a request reports a failure. It loads the target's tokenizer on first
+// Two prober threads (one per worker) call Info every probe interval, and at
+// once when a request reports a failure. It loads the target's tokenizer on first
 // contact, hands the target the draft's exchange buffer (AttachDraft)
 // whenever either side is new, and keeps a draft *epoch* that changes when
 // the draft's sequences are gone (new draft process, model swap): requests
@@ -20,6 +20,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "common/engine/spec_loop.h"
 #include "common/gguf/gguf.h"
@@ -82,7 +83,7 @@ class Cluster {
   int64_t draft_reconnects() const;
 
  private:
-  void Monitor();
+  void Monitor(void (Cluster::*probe)());
   void ProbeTarget();
   void ProbeDraft();
   void AttachIfNeeded();
@@ -95,7 +96,8 @@ class Cluster {
   mutable std::mutex mu_;
   std::condition_variable target_cv_;  // target came up
   std::condition_variable wake_cv_;    // monitor: probe now
-  bool wake_ = false, stop_ = false;
+  uint64_t wake_ = 0;  // bumped to make the probers run now
+  bool stop_ = false;
   std::shared_ptr<const TargetView> target_;  // null while down
   std::optional<v1::InfoResponse> draft_info_;  // null while down
   int64_t last_draft_pid_ = 0;        // the draft process and buffer last seen,
@@ -108,7 +110,8 @@ class Cluster {
   int64_t swaps_ = 0, reconnects_ = 0;
   std::shared_ptr<const TargetView> tok_cache_;  // the last tokenizer loaded (monitor thread only)
   std::mutex swap_mu_;
-  std::thread monitor_;
+  std::mutex attach_mu_;
+  std::vector<std::thread> monitors_;
 };
 
 }  // namespace specd

@@ -70,7 +70,6 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const std::string& addre
   auto impl = std::make_unique<Impl>();
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
   impl->channel = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
   if (!impl->channel) return absl::InvalidArgumentError(absl::StrCat("bad coordinator address '", address, "'"));
@@ -167,10 +166,11 @@ absl::StatusOr<std::vector<int32_t>> Client::Tokenize(const std::string& text, b
   return rpc::ToVector(resp.token_ids());
 }
 
-absl::StatusOr<Health> Client::GetHealth(std::chrono::milliseconds timeout) {
+absl::StatusOr<Health> Client::GetHealth(std::chrono::milliseconds timeout, bool wait_for_ready) {
   v1::HealthResponse resp;
   grpc::ClientContext ctx;
   SetTimeout(&ctx, timeout);
+  ctx.set_wait_for_ready(wait_for_ready);
   const grpc::Status st = impl_->api->Health(&ctx, v1::HealthRequest(), &resp);
   if (!st.ok()) return rpc::FromGrpc(st);
   Health h;
@@ -188,7 +188,9 @@ absl::Status Client::WaitServing(std::chrono::milliseconds timeout, bool need_dr
   const auto end = std::chrono::steady_clock::now() + timeout;
   absl::Status last = absl::DeadlineExceededError("not serving yet");
   while (std::chrono::steady_clock::now() < end) {
-    auto h = GetHealth(std::chrono::seconds(2));
+    // Waiting for the channel (not failing fast) makes it reconnect as soon
+    // as the coordinator listens.
+    auto h = GetHealth(std::chrono::milliseconds(500), /*wait_for_ready=*/true);
     if (h.ok() && h->serving && (!need_draft || h->draft_ready)) return absl::OkStatus();
     if (!h.ok()) last = h.status();
     else last = absl::UnavailableError(need_draft && h->serving ? "the draft is not ready" : "the target is not ready");

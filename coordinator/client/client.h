@@ -117,7 +117,10 @@ class Client {
                                            const std::function<bool(const StreamChunk&)>& on_chunk = {});
   absl::StatusOr<std::vector<int32_t>> Tokenize(const std::string& text, bool add_special = true,
                                                 bool parse_special = false);
-  absl::StatusOr<Health> GetHealth(std::chrono::milliseconds timeout = std::chrono::seconds(5));
+  // wait_for_ready: wait (up to `timeout`) for the coordinator to be reachable
+  // instead of failing at once when it is not.
+  absl::StatusOr<Health> GetHealth(std::chrono::milliseconds timeout = std::chrono::seconds(5),
+                                   bool wait_for_ready = false);
   // Polls Health until serving (and, if `need_draft`, the draft is ready).
   absl::Status WaitServing(std::chrono::milliseconds timeout, bool need_draft = false);
   absl::StatusOr<Stats> GetStats(std::chrono::milliseconds timeout = std::chrono::seconds(10));
