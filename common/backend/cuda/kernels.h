@@ -111,6 +111,11 @@ cudaError_t LaunchRandomFill(GgmlType type, void* dst, int64_t ne0, int64_t ne1,
 cudaError_t PrepareMatvecKernels();
 cudaError_t PrepareAttentionKernels();
 
+// ---- speculative acceptance (k_accept.cu) ----
+// out_dev[0..2] = {n_accepted, next_token, bonus}.
+cudaError_t LaunchAccept(const float* p, const float* q, const int32_t* proposals, int k, int vocab, uint64_t seed,
+                         int64_t pos0, int32_t* out_dev, cudaStream_t s);
+
 // ---- device properties cached once ----
 struct DeviceInfo {
   int sm_count = 0;

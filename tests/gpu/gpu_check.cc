@@ -1,0 +1,1138 @@
+// GPU checks of the CUDA backend against the CPU reference, and kernel
+// benchmarks. Run on a machine with a GPU (the device tool); elsewhere it
+// prints "SKIP: no CUDA device" and exits 0.
+//
+//   gpu_check                correctness: ops and whole generated models
+//   gpu_check --bench        microbenchmarks (matvec GB/s, attention, copy
+//                            bandwidth) and 32B/3B-class decode/verify steps
+//   gpu_check --quick        correctness on a subset (one arch)
+//
+// Correctness (every check prints PASS/FAIL with its numbers; exit 1 on any FAIL):
+//  * MatMul per weight type and column count vs the CPU backend (relative
+//    error bounds below), the reference (dequantize + FP32) path, the cuBLAS
+//    path, and bit-identical columns whatever the column count.
+//  * Generated llama / qwen2 / qwen3 models in every weight type and KV f16 /
+//    q8_0 / f32: logits vs CPU after an 80-token prefill and 8 decode steps;
+//    a k+1 verify batch bit-identical to sequential decode; a 24-token
+//    prefill bit-identical to 24 single-token steps; an 80-token (cuBLAS)
+//    prefill close to 80 single steps; KV truncate/rollback then re-extend
+//    bit-identical; two sequences batched bit-identical to each alone;
+//    greedy speculative decoding equal to greedy target-only decoding.
+//  * CUDA IPC export/open across processes; the device acceptance rule equal
+//    to VerifyProposals.
+#include <cuda_runtime.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cinttypes>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/backend/backend.h"
+#include "common/backend/cpu/cpu_backend.h"
+#include "common/backend/cuda/cuda_backend.h"
+#include "common/backend/cuda/cuda_ipc.h"
+#include "common/gguf/gguf.h"
+#include "common/model/model.h"
+#include "common/quant/quant.h"
+#include "common/sampler/sampler.h"
+#include "common/spec/acceptance.h"
+
+namespace specd {
+namespace {
+
+int g_failures = 0;
+int g_checks = 0;
+
+void Check(bool ok, const std::string& what) {
+  ++g_checks;
+  std::printf("%s  %s\n", ok ? "PASS" : "FAIL", what.c_str());
+  std::fflush(stdout);
+  if (!ok) ++g_failures;
+}
+
+#define CHECK_OK(expr)                                                                       \
+  do {                                                                                       \
+    const absl::Status st_ = (expr);                                                         \
+    if (!st_.ok()) {                                                                         \
+      Check(false, absl::StrCat(#expr, " -> ", st_.ToString()));                             \
+      return;                                                                                \
+    }                                                                                        \
+  } while (0)
+
+#define CUDA_OK(expr)                                                                        \
+  do {                                                                                       \
+    const cudaError_t e_ = (expr);                                                           \
+    if (e_ != cudaSuccess) {                                                                 \
+      std::fprintf(stderr, "CUDA error %s at %s:%d\n", cudaGetErrorString(e_), __FILE__, __LINE__); \
+      std::exit(2);                                                                          \
+    }                                                                                        \
+  } while (0)
+
+struct Rng {
+  uint64_t s;
+  explicit Rng(uint64_t seed) : s(seed * 0x9e3779b97f4a7c15ull + 1) {}
+  uint64_t Next() {
+    uint64_t z = (s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  }
+  double U() { return static_cast<double>(Next() >> 11) * (1.0 / 9007199254740992.0); }
+  float Gauss() {
+    const double u1 = std::max(U(), 1e-300), u2 = U();
+    return static_cast<float>(std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2));
+  }
+  int Int(int n) { return static_cast<int>(Next() % static_cast<uint64_t>(n)); }
+};
+
+double RelErr(const float* a, const float* ref, size_t n) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (!std::isfinite(a[i])) return INFINITY;
+    const double d = static_cast<double>(a[i]) - ref[i];
+    num += d * d;
+    den += static_cast<double>(ref[i]) * ref[i];
+  }
+  return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
+}
+
+bool BitEqual(const float* a, const float* b, size_t n) { return std::memcmp(a, b, n * sizeof(float)) == 0; }
+
+std::string Fmt(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2e", v);
+  return buf;
+}
+
+// ------------------------------------------------------------------ model files
+
+struct Shape {
+  const char* arch;
+  int layers, d, heads, kv_heads, head_dim, ffn, vocab;
+  bool tied;
+  float rope_base;
+};
+
+const Shape kLlama = {"llama", 2, 256, 8, 4, 32, 512, 1000, false, 10000.0f};
+const Shape kQwen2 = {"qwen2", 2, 256, 4, 2, 64, 768, 1000, false, 1000000.0f};
+const Shape kQwen3 = {"qwen3", 2, 256, 8, 2, 64, 512, 1000, true, 1000000.0f};
+
+uint64_t HashStr(const std::string& s) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+// The type a tensor gets in a model of `wtype` ("Q4_K_M": llama.cpp-like mix).
+GgmlType TypeFor(const std::string& wtype, const std::string& name, int layer, int n_layers) {
+  if (wtype == "Q4_K_M" || wtype == "Q4_K_S") {
+    const bool more = layer >= 0 && (layer < n_layers / 8 || layer >= 7 * n_layers / 8 || (layer - n_layers / 8) % 3 == 2);
+    if (name == "output.weight") return GgmlType::Q6_K;
+    const bool v = name.find("attn_v.weight") != std::string::npos;
+    const bool down = name.find("ffn_down.weight") != std::string::npos;
+    if (wtype == "Q4_K_M" && (v || down) && more) return GgmlType::Q6_K;
+    if (wtype == "Q4_K_S" && down && layer >= 0 && layer < n_layers / 8) return GgmlType::Q5_K;
+    return GgmlType::Q4_K;
+  }
+  return *TypeFromName(wtype);
+}
+
+absl::StatusOr<std::vector<uint8_t>> MakeModel(const Shape& s, const std::string& wtype, uint64_t seed) {
+  GgufWriter w;
+  const std::string a = std::string(s.arch) + ".";
+  w.Set("general.architecture", GgufValue::Str(s.arch));
+  w.Set("general.name", GgufValue::Str(absl::StrCat("gpu-check-", s.arch, "-", wtype)));
+  w.Set(a + "block_count", GgufValue::U32(s.layers));
+  w.Set(a + "context_length", GgufValue::U32(4096));
+  w.Set(a + "embedding_length", GgufValue::U32(s.d));
+  w.Set(a + "feed_forward_length", GgufValue::U32(s.ffn));
+  w.Set(a + "attention.head_count", GgufValue::U32(s.heads));
+  w.Set(a + "attention.head_count_kv", GgufValue::U32(s.kv_heads));
+  w.Set(a + "attention.key_length", GgufValue::U32(s.head_dim));
+  w.Set(a + "attention.value_length", GgufValue::U32(s.head_dim));
+  w.Set(a + "attention.layer_norm_rms_epsilon", GgufValue::F32(1e-6f));
+  w.Set(a + "rope.freq_base", GgufValue::F32(s.rope_base));
+  const int64_t d = s.d, q = int64_t{s.heads} * s.head_dim, kv = int64_t{s.kv_heads} * s.head_dim, ff = s.ffn,
+                V = s.vocab;
+  auto matrix = [&](const std::string& name, int64_t ne0, int64_t ne1, float stddev, int layer) -> absl::Status {
+    GgmlType t = TypeFor(wtype, name, layer, s.layers);
+    if (ne0 % TypeTraits(t).block_size != 0) t = GgmlType::F16;
+    Rng r(seed ^ HashStr(name));
+    std::vector<float> row(static_cast<size_t>(ne0));
+    const size_t rb = RowBytes(t, ne0);
+    std::vector<uint8_t> bytes(rb * static_cast<size_t>(ne1));
+    for (int64_t i = 0; i < ne1; ++i) {
+      for (auto& v : row) v = r.Gauss() * stddev;
+      SPECD_RETURN_IF_ERROR(QuantizeRow(t, row.data(), bytes.data() + rb * i, ne0));
+    }
+    return w.AddTensor(name, t, {ne0, ne1}, bytes.data(), bytes.size());
+  };
+  auto vec = [&](const std::string& name, int64_t n, float mean, float stddev) -> absl::Status {
+    Rng r(seed ^ HashStr(name));
+    std::vector<float> v(static_cast<size_t>(n));
+    for (auto& x : v) x = mean + r.Gauss() * stddev;
+    return w.AddTensorF32(name, {n}, v.data());
+  };
+  const float upd = 0.5f / std::sqrt(2.0f * s.layers);
+  SPECD_RETURN_IF_ERROR(matrix("token_embd.weight", d, V, 1.0f, -1));
+  for (int l = 0; l < s.layers; ++l) {
+    const std::string b = "blk." + std::to_string(l) + ".";
+    SPECD_RETURN_IF_ERROR(vec(b + "attn_norm.weight", d, 1.0f, 0.1f));
+    SPECD_RETURN_IF_ERROR(matrix(b + "attn_q.weight", d, q, 2.0f / std::sqrt(float(d)), l));
+    SPECD_RETURN_IF_ERROR(matrix(b + "attn_k.weight", d, kv, 2.0f / std::sqrt(float(d)), l));
+    SPECD_RETURN_IF_ERROR(matrix(b + "attn_v.weight", d, kv, 1.0f / std::sqrt(float(d)), l));
+    SPECD_RETURN_IF_ERROR(matrix(b + "attn_output.weight", q, d, upd / std::sqrt(float(q)), l));
+    if (std::string(s.arch) == "qwen2") {
+      SPECD_RETURN_IF_ERROR(vec(b + "attn_q.bias", q, 0.0f, 0.1f));
+      SPECD_RETURN_IF_ERROR(vec(b + "attn_k.bias", kv, 0.0f, 0.1f));
+      SPECD_RETURN_IF_ERROR(vec(b + "attn_v.bias", kv, 0.0f, 0.1f));
+    }
+    if (std::string(s.arch) == "qwen3") {
+      SPECD_RETURN_IF_ERROR(vec(b + "attn_q_norm.weight", s.head_dim, 1.0f, 0.1f));
+      SPECD_RETURN_IF_ERROR(vec(b + "attn_k_norm.weight", s.head_dim, 1.0f, 0.1f));
+    }
+    SPECD_RETURN_IF_ERROR(vec(b + "ffn_norm.weight", d, 1.0f, 0.1f));
+    SPECD_RETURN_IF_ERROR(matrix(b + "ffn_gate.weight", d, ff, 1.0f / std::sqrt(float(d)), l));
+    SPECD_RETURN_IF_ERROR(matrix(b + "ffn_up.weight", d, ff, 1.0f / std::sqrt(float(d)), l));
+    SPECD_RETURN_IF_ERROR(matrix(b + "ffn_down.weight", ff, d, 1.6f * upd / std::sqrt(float(ff)), l));
+  }
+  SPECD_RETURN_IF_ERROR(vec("output_norm.weight", d, 1.0f, 0.1f));
+  if (!s.tied) SPECD_RETURN_IF_ERROR(matrix("output.weight", d, V, 3.0f / std::sqrt(float(d)), -1));
+  return w.Serialize();
+}
+
+// ------------------------------------------------------------------ running models
+
+constexpr int kBlockSize = 16;
+constexpr int kBlocksPerSlot = 8;  // 128 positions per test sequence
+constexpr int kSlots = 8;
+
+struct Runner {
+  std::unique_ptr<Backend> be;
+  std::unique_ptr<Model> model;
+  int vocab = 0;
+
+  absl::Status Init(const std::string& backend, const GgufFile& f, GgmlType kv_type, bool graphs = true) {
+    BackendOptions o;
+    o.name = backend;
+    o.threads = 0;
+    o.cuda_graphs = graphs;
+    if (backend == "cpu") {
+      be = std::make_unique<CpuBackend>(0);
+    } else {
+      SPECD_ASSIGN_OR_RETURN(be, CreateCudaBackend(o));
+    }
+    SPECD_ASSIGN_OR_RETURN(model, Model::Load(f, be.get(), 128, 128));
+    const ModelConfig& c = model->config();
+    vocab = c.vocab_size;
+    KvLayout kv;
+    kv.n_layers = c.n_layers;
+    kv.n_kv_heads = c.n_kv_heads;
+    kv.head_dim = c.head_dim;
+    kv.block_size = kBlockSize;
+    kv.n_blocks = kBlocksPerSlot * kSlots;
+    kv.type = kv_type;
+    return be->InitKv(kv);
+  }
+
+  // Feeds tokens of one or more sequences; returns logits of the requested rows.
+  struct Feed {
+    int slot;
+    std::vector<int32_t> tokens;
+    int pos0;
+    bool all_logits;
+  };
+  absl::StatusOr<std::vector<float>> Run(const std::vector<Feed>& feeds) {
+    Batch b;
+    for (const Feed& f : feeds) {
+      const int si = static_cast<int>(b.seqs.size());
+      BatchSeq s;
+      s.slot = f.slot;
+      s.kv_len = f.pos0 + static_cast<int>(f.tokens.size());
+      for (int i = 0; i < (s.kv_len + kBlockSize - 1) / kBlockSize; ++i) s.blocks.push_back(f.slot * kBlocksPerSlot + i);
+      b.seqs.push_back(s);
+      for (size_t i = 0; i < f.tokens.size(); ++i) {
+        b.tokens.push_back(f.tokens[i]);
+        b.pos.push_back(f.pos0 + static_cast<int>(i));
+        b.seq_index.push_back(si);
+        if (f.all_logits || i + 1 == f.tokens.size()) b.out_rows.push_back(b.n_tokens() - 1);
+      }
+    }
+    SPECD_ASSIGN_OR_RETURN(const float* out, model->Forward(b));
+    std::vector<float> host(static_cast<size_t>(b.n_out()) * vocab);
+    SPECD_RETURN_IF_ERROR(be->ReadToHost(out, host.data(), host.size()));
+    return host;
+  }
+  absl::StatusOr<std::vector<float>> Run(int slot, const std::vector<int32_t>& tokens, int pos0, bool all) {
+    return Run(std::vector<Feed>{{slot, tokens, pos0, all}});
+  }
+};
+
+int32_t ArgmaxRow(const std::vector<float>& l, int row, int vocab) {
+  return Argmax(l.data() + static_cast<size_t>(row) * vocab, vocab);
+}
+
+// Bounds on ||gpu - cpu|| / ||cpu|| of the logits. The GPU prefill (80 tokens)
+// runs cuBLAS on F16 tiles and F16 activations (F32 weights: FP32 SGEMM);
+// decode runs the int8x2 tensor-core matvec (~16-bit activations) or FP32
+// FMA for float weights. KV q8_0 can flip roundings of the cached keys.
+double LogitBound(const std::string& wtype, GgmlType kv) {
+  double b = wtype == "F32" ? 2e-4 : 3e-3;
+  if (kv == GgmlType::Q8_0) b *= 3;
+  return b;
+}
+
+void CheckModel(const Shape& shape, const std::string& wtype, GgmlType kv_type, bool full) {
+  const std::string tag = absl::StrCat(shape.arch, "/", wtype, "/kv=", std::string(TypeName(kv_type)));
+  auto bytes = MakeModel(shape, wtype, 7);
+  CHECK_OK(bytes.status());
+  auto file = GgufFile::FromBuffer(bytes->data(), bytes->size(), tag);
+  CHECK_OK(file.status());
+  Runner cpu, gpu;
+  CHECK_OK(cpu.Init("cpu", **file, kv_type));
+  CHECK_OK(gpu.Init("cuda", **file, kv_type));
+  const int V = gpu.vocab;
+  Rng r(HashStr(tag));
+  std::vector<int32_t> prompt(80), cont(8);
+  for (auto& t : prompt) t = r.Int(V);
+  for (auto& t : cont) t = r.Int(V);
+
+  // 1. Prefill (cuBLAS on the GPU) + 8 decode steps, GPU vs CPU.
+  double worst = 0;
+  int agree = 0;
+  std::vector<std::vector<float>> gpu_dec;
+  {
+    auto lc = cpu.Run(0, prompt, 0, false);
+    auto lg = gpu.Run(0, prompt, 0, false);
+    CHECK_OK(lc.status());
+    CHECK_OK(lg.status());
+    worst = std::max(worst, RelErr(lg->data(), lc->data(), V));
+    agree += ArgmaxRow(*lg, 0, V) == ArgmaxRow(*lc, 0, V);
+    for (int i = 0; i < 8; ++i) {
+      auto dc = cpu.Run(0, {cont[i]}, 80 + i, false);
+      auto dg = gpu.Run(0, {cont[i]}, 80 + i, false);
+      CHECK_OK(dc.status());
+      CHECK_OK(dg.status());
+      worst = std::max(worst, RelErr(dg->data(), dc->data(), V));
+      agree += ArgmaxRow(*dg, 0, V) == ArgmaxRow(*dc, 0, V);
+      gpu_dec.push_back(*dg);
+    }
+    const double bound = LogitBound(wtype, kv_type);
+    Check(worst <= bound, absl::StrCat(tag, ": logits vs CPU, max rel err ", Fmt(worst), " (bound ", Fmt(bound),
+                                       "), argmax agrees ", agree, "/9"));
+  }
+  // 2. k+1 verify batch == sequential decode, bit for bit.
+  {
+    CHECK_OK(gpu.Run(1, prompt, 0, false).status());
+    auto lv = gpu.Run(1, cont, 80, true);
+    CHECK_OK(lv.status());
+    bool same = true;
+    for (int i = 0; i < 8; ++i) same = same && BitEqual(lv->data() + static_cast<size_t>(i) * V, gpu_dec[i].data(), V);
+    Check(same, tag + ": 8-token verify batch bit-identical to 8 decode steps");
+  }
+  if (!full) return;
+  // 3. 24-token prefill (batch-invariant kernels) == 24 single steps, bitwise;
+  //    80-token prefill (cuBLAS) close to 80 single steps.
+  {
+    std::vector<int32_t> p24(prompt.begin(), prompt.begin() + 24);
+    auto lp = gpu.Run(2, p24, 0, true);
+    CHECK_OK(lp.status());
+    bool same = true;
+    std::vector<float> last;
+    for (int i = 0; i < 80; ++i) {
+      auto ls = gpu.Run(3, {prompt[i]}, i, false);
+      CHECK_OK(ls.status());
+      if (i < 24) same = same && BitEqual(ls->data(), lp->data() + static_cast<size_t>(i) * V, V);
+      last = *ls;
+    }
+    Check(same, tag + ": 24-token prefill bit-identical to 24 single-token steps");
+    auto lpre = gpu.Run(4, prompt, 0, false);
+    CHECK_OK(lpre.status());
+    const double e = RelErr(lpre->data(), last.data(), V);
+    const double bound = LogitBound(wtype, kv_type);
+    Check(e <= bound, absl::StrCat(tag, ": 80-token prefill vs 80 single steps, rel err ", Fmt(e), " (bound ",
+                                   Fmt(bound), ")"));
+  }
+  // 4. Truncate to 83 positions, write two other tokens, roll back, re-extend.
+  {
+    CHECK_OK(gpu.Run(0, {static_cast<int32_t>((cont[3] + 1) % V), static_cast<int32_t>((cont[4] + 7) % V)}, 83, true)
+                 .status());
+    bool same = true;
+    for (int i = 3; i < 8; ++i) {
+      auto l = gpu.Run(0, {cont[i]}, 80 + i, false);
+      CHECK_OK(l.status());
+      same = same && BitEqual(l->data(), gpu_dec[i].data(), V);
+    }
+    Check(same, tag + ": KV rollback to 83 then re-extend bit-identical");
+  }
+  // 5. Two sequences in one batch == each alone.
+  {
+    auto both = gpu.Run(std::vector<Runner::Feed>{{0, {cont[7]}, 87, false}, {1, {cont[7]}, 87, false}});
+    CHECK_OK(both.status());
+    Check(BitEqual(both->data(), gpu_dec[7].data(), V) && BitEqual(both->data() + V, gpu_dec[7].data(), V),
+          tag + ": two sequences batched bit-identical to decoding alone");
+  }
+}
+
+// Greedy speculative decoding (draft proposes k, target verifies k+1 in one
+// batch, both roll back) must produce exactly greedy target-only output.
+void CheckSpeculative(const Shape& shape, const std::string& wtype, const std::string& draft_type) {
+  const std::string tag = absl::StrCat(shape.arch, "/", wtype, " + draft ", draft_type);
+  auto tb = MakeModel(shape, wtype, 7);
+  Shape ds = shape;
+  ds.layers = 1;
+  auto db = MakeModel(ds, draft_type, 7);  // same seed: the draft shares layer 0 and the embeddings
+  CHECK_OK(tb.status());
+  CHECK_OK(db.status());
+  auto tf = GgufFile::FromBuffer(tb->data(), tb->size(), "target");
+  auto df = GgufFile::FromBuffer(db->data(), db->size(), "draft");
+  CHECK_OK(tf.status());
+  CHECK_OK(df.status());
+  Runner target, draft;
+  CHECK_OK(target.Init("cuda", **tf, GgmlType::F16));
+  CHECK_OK(draft.Init("cuda", **df, GgmlType::F16));
+  const int V = target.vocab;
+  Rng r(HashStr(tag));
+  std::vector<int32_t> prompt(20);
+  for (auto& t : prompt) t = r.Int(V);
+  const int kGen = 40, k = 4;
+  // Target only.
+  std::vector<int32_t> ref;
+  {
+    auto l = target.Run(0, prompt, 0, false);
+    CHECK_OK(l.status());
+    int32_t tok = ArgmaxRow(*l, 0, V);
+    int pos = 20;
+    while (static_cast<int>(ref.size()) < kGen) {
+      ref.push_back(tok);
+      auto s = target.Run(0, {tok}, pos++, false);
+      CHECK_OK(s.status());
+      tok = ArgmaxRow(*s, 0, V);
+    }
+  }
+  // Speculative.
+  std::vector<int32_t> out;
+  int proposed = 0, accepted = 0;
+  {
+    auto lt = target.Run(1, prompt, 0, false);
+    auto ld = draft.Run(1, prompt, 0, false);
+    CHECK_OK(lt.status());
+    CHECK_OK(ld.status());
+    int32_t pending = ArgmaxRow(*lt, 0, V);  // decided, not yet in either KV
+    int len = 20;                            // positions in both KVs
+    while (static_cast<int>(out.size()) < kGen) {
+      out.push_back(pending);
+      std::vector<int32_t> props;
+      int32_t cur = pending;
+      for (int i = 0; i < k; ++i) {
+        auto l = draft.Run(1, {cur}, len + i, false);
+        CHECK_OK(l.status());
+        cur = ArgmaxRow(*l, 0, V);
+        props.push_back(cur);
+      }
+      std::vector<int32_t> vt = {pending};
+      vt.insert(vt.end(), props.begin(), props.end());
+      auto lv = target.Run(1, vt, len, true);
+      CHECK_OK(lv.status());
+      int n_acc = 0;
+      while (n_acc < k && ArgmaxRow(*lv, n_acc, V) == props[n_acc]) ++n_acc;
+      proposed += k;
+      accepted += n_acc;
+      for (int i = 0; i < n_acc && static_cast<int>(out.size()) < kGen; ++i) out.push_back(props[i]);
+      pending = ArgmaxRow(*lv, n_acc, V);
+      if (n_acc == k) CHECK_OK(draft.Run(1, {props[k - 1]}, len + k, false).status());  // the draft never saw d_k
+      len += 1 + n_acc;  // both KVs keep pending + accepted; the rest is overwritten later
+    }
+    out.resize(kGen);
+  }
+  Check(out == ref, absl::StrCat(tag, ": greedy speculative output == greedy target-only (", kGen,
+                                 " tokens, acceptance ", accepted, "/", proposed, ")"));
+}
+
+// ------------------------------------------------------------------ op-level matmul
+
+struct OpEnv {
+  std::unique_ptr<Backend> gpu;
+  CudaBackendControl* ctl = nullptr;
+  CpuBackend cpu{0};
+  absl::Status Init() {
+    BackendOptions o;
+    o.name = "cuda";
+    o.cuda_graphs = false;
+    SPECD_ASSIGN_OR_RETURN(gpu, CreateCudaBackend(o));
+    ctl = AsCudaControl(gpu.get());
+    KvLayout kv;
+    kv.n_layers = 1;
+    kv.n_kv_heads = 1;
+    kv.head_dim = 32;
+    kv.block_size = 16;
+    kv.n_blocks = 4;
+    SPECD_RETURN_IF_ERROR(gpu->InitKv(kv));
+    Batch b;  // ops need a current batch
+    b.tokens = {0};
+    b.pos = {0};
+    b.seq_index = {0};
+    b.seqs = {BatchSeq{0, 1, {0}}};
+    return gpu->SetBatch(b);
+  }
+};
+
+void CheckMatMul(OpEnv& env, GgmlType type, int64_t rows, int64_t k) {
+  const std::string tag = absl::StrCat("matmul ", std::string(TypeName(type)), " ", rows, "x", k);
+  Rng r(HashStr(tag));
+  const size_t rb = RowBytes(type, k);
+  std::vector<uint8_t> w(rb * rows);
+  std::vector<float> row(k);
+  for (int64_t i = 0; i < rows; ++i) {
+    for (auto& v : row) v = r.Gauss() * 0.05f;
+    CHECK_OK(QuantizeRow(type, row.data(), w.data() + rb * i, k));
+  }
+  std::vector<float> bias(rows);
+  for (auto& v : bias) v = r.Gauss();
+  WeightSource src{"w", type, k, rows, w.data(), w.size()};
+  WeightSource bsrc{"b", GgmlType::F32, rows, 1, bias.data(), bias.size() * 4};
+  auto wc = env.cpu.LoadWeight(src);
+  auto wg = env.gpu->LoadWeight(src);
+  auto bc = env.cpu.LoadWeight(bsrc);
+  auto bg = env.gpu->LoadWeight(bsrc);
+  CHECK_OK(wg.status());
+  CHECK_OK(bg.status());
+  const int kMaxN = 100;
+  std::vector<float> x(static_cast<size_t>(kMaxN) * k);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = r.Gauss() * (i % 97 == 0 ? 8.0f : 1.0f);  // a few outliers
+  auto xd = env.gpu->AllocActivations(x.size());
+  auto yd = env.gpu->AllocActivations(static_cast<size_t>(kMaxN) * rows);
+  CHECK_OK(xd.status());
+  CHECK_OK(yd.status());
+  CUDA_OK(cudaMemcpy(*xd, x.data(), x.size() * 4, cudaMemcpyHostToDevice));
+  std::vector<float> yc(static_cast<size_t>(kMaxN) * rows), yg(yc.size());
+  env.cpu.MatMul(*wc, &*bc, x.data(), kMaxN, yc.data());
+  auto gpu_mm = [&](int n, const float* xp, std::vector<float>* out) -> absl::Status {
+    CUDA_OK(cudaMemsetAsync(*yd, 0xff, static_cast<size_t>(n) * rows * 4,
+                            static_cast<cudaStream_t>(env.ctl->Stream())));  // poison: NaN
+    env.gpu->MatMul(*wg, &*bg, xp, n, *yd);
+    out->resize(static_cast<size_t>(n) * rows);
+    return env.gpu->ReadToHost(*yd, out->data(), out->size());
+  };
+  const bool is_float = type == GgmlType::F32 || type == GgmlType::F16 || type == GgmlType::BF16;
+  const double bound = is_float ? 1e-5 : 1e-4;
+  double worst = 0;
+  std::vector<float> y1;
+  CHECK_OK(gpu_mm(1, *xd, &y1));
+  bool inv = true;
+  for (int n : {1, 2, 3, 7, 8, 9, 16, 17, 40}) {
+    CHECK_OK(gpu_mm(n, *xd, &yg));
+    for (int c = 0; c < n; ++c) worst = std::max(worst, RelErr(yg.data() + c * rows, yc.data() + c * rows, rows));
+    inv = inv && BitEqual(yg.data(), y1.data(), rows);
+    // The last column computed alone.
+    std::vector<float> ylast;
+    CHECK_OK(gpu_mm(1, *xd + static_cast<size_t>(n - 1) * k, &ylast));
+    inv = inv && BitEqual(yg.data() + static_cast<size_t>(n - 1) * rows, ylast.data(), rows);
+  }
+  Check(worst <= bound, absl::StrCat(tag, ": n=1..40 vs CPU, max rel err ", Fmt(worst), " (bound ", Fmt(bound), ")"));
+  Check(inv, tag + ": each column bit-identical whatever the column count (1..40)");
+  // Reference path and cuBLAS path.
+  env.ctl->SetMatMulPath(CudaBackendControl::MatMulPath::kDequant);
+  CHECK_OK(gpu_mm(5, *xd, &yg));
+  double e_ref = 0;
+  for (int c = 0; c < 5; ++c) e_ref = std::max(e_ref, RelErr(yg.data() + c * rows, yc.data() + c * rows, rows));
+  env.ctl->SetMatMulPath(CudaBackendControl::MatMulPath::kAuto);
+  Check(e_ref <= 1e-5, absl::StrCat(tag, ": reference (dequantize + FP32) path vs CPU, rel err ", Fmt(e_ref)));
+  CHECK_OK(gpu_mm(kMaxN, *xd, &yg));  // n > 64: cuBLAS
+  double e_gemm = 0;
+  for (int c = 0; c < kMaxN; ++c)
+    e_gemm = std::max(e_gemm, RelErr(yg.data() + c * rows, yc.data() + c * rows, rows));
+  const double gb = type == GgmlType::F32 ? 1e-5 : 3e-3;
+  Check(e_gemm <= gb, absl::StrCat(tag, ": cuBLAS path (n=100) vs CPU, rel err ", Fmt(e_gemm), " (bound ", Fmt(gb), ")"));
+}
+
+// ------------------------------------------------------------------ IPC and acceptance
+
+int IpcChild(const char* hex) {
+  std::string h;
+  for (size_t i = 0; hex[i] && hex[i + 1]; i += 2) h.push_back(static_cast<char>(std::stoi(std::string(hex + i, 2), nullptr, 16)));
+  auto p = cuda_ipc::Open(h, 0);
+  if (!p.ok()) {
+    std::fprintf(stderr, "child: %s\n", p.status().ToString().c_str());
+    return 3;
+  }
+  std::vector<float> v(1024);
+  if (cudaMemcpy(v.data(), *p, 4096, cudaMemcpyDeviceToHost) != cudaSuccess) return 4;
+  for (int i = 0; i < 1024; ++i)
+    if (v[i] != static_cast<float>(i) * 0.5f) return 5;
+  for (auto& x : v) x = -x;
+  if (cudaMemcpy(*p, v.data(), 4096, cudaMemcpyHostToDevice) != cudaSuccess) return 6;
+  return cuda_ipc::Close(*p).ok() ? 0 : 7;
+}
+
+void CheckIpc(const char* self) {
+  auto buf = cuda_ipc::Create(4096, 0);
+  CHECK_OK(buf.status());
+  std::vector<float> v(1024);
+  for (int i = 0; i < 1024; ++i) v[i] = static_cast<float>(i) * 0.5f;
+  CUDA_OK(cudaMemcpy(buf->ptr, v.data(), 4096, cudaMemcpyHostToDevice));
+  std::string hex;
+  for (unsigned char c : buf->handle) {
+    char b[3];
+    std::snprintf(b, sizeof b, "%02x", c);
+    hex += b;
+  }
+  const pid_t pid = fork();
+  if (pid == 0) {
+    execl(self, self, "--ipc-child", hex.c_str(), static_cast<char*>(nullptr));
+    _exit(9);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  const int rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  CUDA_OK(cudaMemcpy(v.data(), buf->ptr, 4096, cudaMemcpyDeviceToHost));
+  bool neg = true;
+  for (int i = 0; i < 1024; ++i) neg = neg && v[i] == -static_cast<float>(i) * 0.5f;
+  Check(rc == 0 && neg, absl::StrCat("CUDA IPC: another process opened the exported buffer, read and wrote it (child rc ",
+                                     rc, ")"));
+  CHECK_OK(cuda_ipc::Destroy(&*buf));
+}
+
+void CheckAcceptance() {
+  const int V = 3000, k = 5;
+  int same = 0, trials = 0;
+  Rng r(99);
+  float *pd = nullptr, *qd = nullptr;
+  int32_t* xd = nullptr;
+  CUDA_OK(cudaMalloc(&pd, sizeof(float) * (k + 1) * V));
+  CUDA_OK(cudaMalloc(&qd, sizeof(float) * k * V));
+  CUDA_OK(cudaMalloc(&xd, sizeof(int32_t) * k));
+  for (int trial = 0; trial < 300; ++trial) {
+    // Sparse-ish distributions; q close to p so that acceptance varies.
+    std::vector<float> p((k + 1) * V, 0.0f), q(k * V, 0.0f);
+    for (int i = 0; i <= k; ++i) {
+      double s = 0;
+      for (int j = 0; j < V; ++j) {
+        if (r.U() < 0.05) p[i * V + j] = static_cast<float>(r.U() * r.U());
+        s += p[i * V + j];
+      }
+      for (int j = 0; j < V; ++j) p[i * V + j] = static_cast<float>(p[i * V + j] / s);
+      if (i < k) {
+        double t = 0;
+        for (int j = 0; j < V; ++j) {
+          q[i * V + j] = p[i * V + j] * static_cast<float>(0.5 + r.U()) + (r.U() < 0.01 ? 0.01f : 0.0f);
+          t += q[i * V + j];
+        }
+        for (int j = 0; j < V; ++j) q[i * V + j] = static_cast<float>(q[i * V + j] / t);
+      }
+    }
+    std::vector<int32_t> props(k);
+    for (int i = 0; i < k; ++i) {
+      // Mostly tokens in p's support.
+      int32_t x = r.Int(V);
+      for (int tries = 0; tries < 50 && p[i * V + x] == 0.0f; ++tries) x = r.Int(V);
+      props[i] = x;
+    }
+    std::vector<TokenDist> dists(k + 1);
+    for (int i = 0; i <= k; ++i)
+      for (int j = 0; j < V; ++j)
+        if (p[i * V + j] > 0) {
+          dists[i].ids.push_back(j);
+          dists[i].probs.push_back(p[i * V + j]);
+        }
+    const uint64_t seed = r.Next();
+    const int64_t pos0 = r.Int(1000);
+    const AcceptResult want = VerifyProposals(dists, q.data(), props.data(), k, V, seed, pos0);
+    CUDA_OK(cudaMemcpy(pd, p.data(), p.size() * 4, cudaMemcpyHostToDevice));
+    CUDA_OK(cudaMemcpy(qd, q.data(), q.size() * 4, cudaMemcpyHostToDevice));
+    CUDA_OK(cudaMemcpy(xd, props.data(), props.size() * 4, cudaMemcpyHostToDevice));
+    auto got = cuda_ipc::VerifyOnDevice(pd, qd, xd, k, V, seed, pos0);
+    CHECK_OK(got.status());
+    ++trials;
+    same += got->n_accepted == want.n_accepted && got->next_token == want.next_token && got->bonus == want.bonus;
+  }
+  cudaFree(pd);
+  cudaFree(qd);
+  cudaFree(xd);
+  Check(same == trials, absl::StrCat("device acceptance rule == VerifyProposals in ", same, "/", trials, " trials"));
+}
+
+// ------------------------------------------------------------------ benchmarks
+
+struct Timer {
+  cudaEvent_t a, b;
+  cudaStream_t s;
+  explicit Timer(void* stream) : s(static_cast<cudaStream_t>(stream)) {
+    CUDA_OK(cudaEventCreate(&a));
+    CUDA_OK(cudaEventCreate(&b));
+  }
+  ~Timer() {
+    cudaEventDestroy(a);
+    cudaEventDestroy(b);
+  }
+  // Median of `reps` timings (ms) of fn, after `warm` warm-up runs.
+  double Median(int warm, int reps, const std::function<void()>& fn) {
+    for (int i = 0; i < warm; ++i) fn();
+    std::vector<double> ts;
+    for (int i = 0; i < reps; ++i) {
+      CUDA_OK(cudaEventRecord(a, s));
+      fn();
+      CUDA_OK(cudaEventRecord(b, s));
+      CUDA_OK(cudaEventSynchronize(b));
+      float ms = 0;
+      CUDA_OK(cudaEventElapsedTime(&ms, a, b));
+      ts.push_back(ms);
+    }
+    std::sort(ts.begin(), ts.end());
+    return ts[ts.size() / 2];
+  }
+};
+
+double BenchCopy() {
+  const size_t bytes = size_t{2} << 30;
+  void *a = nullptr, *b = nullptr;
+  CUDA_OK(cudaMalloc(&a, bytes));
+  CUDA_OK(cudaMalloc(&b, bytes));
+  CUDA_OK(cudaMemset(a, 1, bytes));
+  cudaStream_t s;
+  CUDA_OK(cudaStreamCreate(&s));
+  Timer t(s);
+  const double ms = t.Median(3, 20, [&] { CUDA_OK(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice, s)); });
+  cudaFree(a);
+  cudaFree(b);
+  cudaStreamDestroy(s);
+  const double gbs = 2.0 * bytes / (ms * 1e-3) / 1e9;
+  std::printf("BENCH copy: %.0f MiB device-to-device in %.3f ms = %.0f GB/s (read + write)\n", bytes / 1048576.0, ms,
+              gbs);
+  return gbs;
+}
+
+void BenchMatvec(double copy_gbs) {
+  OpEnv env;
+  CHECK_OK(env.Init());
+  void* stream = env.ctl->Stream();
+  Timer timer(stream);
+  std::printf("BENCH matvec: weight GB/s (%% of copy bandwidth) per type, matrix rows x K, columns n\n");
+  struct M {
+    int64_t rows, k;
+  };
+  for (M m : {M{25600, 5120}, M{5120, 25600}}) {
+    for (GgmlType type : {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q8_0, GgmlType::Q4_0,
+                          GgmlType::Q4_1, GgmlType::F16, GgmlType::BF16}) {
+      // Three copies, rotated, so no matrix is served from L2.
+      std::vector<Weight> ws;
+      for (int i = 0; i < 3; ++i) {
+        auto w = env.gpu->LoadWeight({absl::StrCat("bench.", i), type, m.k, m.rows, nullptr, 0});
+        CHECK_OK(w.status());
+        ws.push_back(*w);
+      }
+      auto xd = env.gpu->AllocActivations(16 * m.k);
+      auto yd = env.gpu->AllocActivations(16 * m.rows);
+      CHECK_OK(xd.status());
+      CHECK_OK(yd.status());
+      std::vector<float> x(16 * m.k);
+      Rng r(5);
+      for (auto& v : x) v = r.Gauss();
+      CUDA_OK(cudaMemcpy(*xd, x.data(), x.size() * 4, cudaMemcpyHostToDevice));
+      std::string line = absl::StrCat("  ", std::string(TypeName(type)), " ", m.rows, "x", m.k, ":");
+      for (int n : {1, 2, 4, 8, 16}) {
+        // 12 matmuls per timed run: the activation quantization (fused into
+        // producers in the model) happens once per run and is amortized.
+        const double ms = timer.Median(3, 15, [&] {
+          for (int i = 0; i < 12; ++i) env.gpu->MatMul(ws[i % 3], nullptr, *xd, n, *yd);
+          (void)env.ctl->Flush();
+        }) / 12.0;
+        const double gbs = ws[0].nbytes / (ms * 1e-3) / 1e9;
+        absl::StrAppend(&line, absl::StrFormat("  n=%d %.0f (%.0f%%) %.1fus", n, gbs, 100.0 * gbs / copy_gbs, ms * 1e3));
+      }
+      std::printf("%s\n", line.c_str());
+      std::fflush(stdout);
+    }
+  }
+  CHECK_OK(env.gpu->Synchronize());
+}
+
+void BenchAttention() {
+  // 32B-class attention: 64 query heads, 8 KV heads, head_dim 128.
+  const int H = 64, KVH = 8, HD = 128, ctx = 4096;
+  for (GgmlType kvt : {GgmlType::F16, GgmlType::Q8_0}) {
+    BackendOptions o;
+    o.name = "cuda";
+    o.cuda_graphs = false;
+    auto be = CreateCudaBackend(o);
+    CHECK_OK(be.status());
+    CudaBackendControl* ctl = AsCudaControl(be->get());
+    KvLayout kv;
+    kv.n_layers = 1;
+    kv.n_kv_heads = KVH;
+    kv.head_dim = HD;
+    kv.block_size = 16;
+    kv.n_blocks = ctx / 16;
+    kv.type = kvt;
+    CHECK_OK((*be)->InitKv(kv));
+    auto q = (*be)->AllocActivations(static_cast<size_t>(ctx) * H * HD);
+    auto kk = (*be)->AllocActivations(static_cast<size_t>(ctx) * KVH * HD);
+    auto vv = (*be)->AllocActivations(static_cast<size_t>(ctx) * KVH * HD);
+    auto out = (*be)->AllocActivations(static_cast<size_t>(ctx) * H * HD);
+    CHECK_OK(out.status());
+    {
+      std::vector<float> h(static_cast<size_t>(ctx) * H * HD);
+      Rng r(3);
+      for (auto& v : h) v = r.Gauss();
+      CUDA_OK(cudaMemcpy(*q, h.data(), h.size() * 4, cudaMemcpyHostToDevice));
+      CUDA_OK(cudaMemcpy(*kk, h.data(), static_cast<size_t>(ctx) * KVH * HD * 4, cudaMemcpyHostToDevice));
+      CUDA_OK(cudaMemcpy(*vv, h.data() + 7, static_cast<size_t>(ctx) * KVH * HD * 4, cudaMemcpyHostToDevice));
+    }
+    auto batch = [&](int n) {
+      Batch b;
+      BatchSeq s;
+      s.slot = 0;
+      s.kv_len = ctx;
+      for (int i = 0; i < ctx / 16; ++i) s.blocks.push_back(i);
+      b.seqs = {s};
+      for (int i = 0; i < n; ++i) {
+        b.tokens.push_back(0);
+        b.pos.push_back(ctx - n + i);
+        b.seq_index.push_back(0);
+      }
+      return b;
+    };
+    AttentionParams ap{0, H, KVH, HD, 1.0f / std::sqrt(128.0f)};
+    Timer timer(ctl->Stream());
+    // Fill the whole KV with a 4096-token prefill (timed once).
+    Batch pre = batch(ctx);
+    CHECK_OK((*be)->SetBatch(pre));
+    const double pre_ms = timer.Median(0, 1, [&] {
+      (*be)->Attention(*q, *kk, *vv, ap, *out);
+      (void)ctl->Flush();
+    });
+    std::string line = absl::StrFormat("BENCH attention kv=%s ctx=%d (64/8 heads x 128): prefill-4096 %.2f ms",
+                                       std::string(TypeName(kvt)), ctx, pre_ms);
+    for (int n : {1, 7}) {
+      Batch b = batch(n);
+      CHECK_OK((*be)->SetBatch(b));
+      const double ms = timer.Median(5, 50, [&] {
+        (*be)->Attention(*q, *kk, *vv, ap, *out);
+        (void)ctl->Flush();
+      });
+      const double kv_bytes = 2.0 * ctx * KVH * RowBytes(kvt, HD);
+      absl::StrAppend(&line, absl::StrFormat("  %d query: %.1f us (%.0f GB/s of KV)", n, ms * 1e3,
+                                             kv_bytes / (ms * 1e-3) / 1e9));
+    }
+    std::printf("%s\n", line.c_str());
+    CHECK_OK((*be)->Synchronize());
+  }
+}
+
+// A GGUF whose tensor data is never touched: header written into an
+// anonymous mapping as large as the file would be; with a backend that
+// ignores host data (CUDA LoadWeight with host_data == nullptr) the weights
+// are generated on the device.
+class DeviceWeights final : public Backend {
+ public:
+  explicit DeviceWeights(Backend* b) : b_(b) {}
+  std::string Name() const override { return b_->Name(); }
+  size_t AvailableMemory() const override { return b_->AvailableMemory(); }
+  absl::StatusOr<Weight> LoadWeight(const WeightSource& src) override {
+    WeightSource s = src;
+    s.host_data = nullptr;
+    return b_->LoadWeight(s);
+  }
+  absl::Status InitKv(const KvLayout& l) override { return b_->InitKv(l); }
+  absl::StatusOr<float*> AllocActivations(size_t n) override { return b_->AllocActivations(n); }
+  BackendMemory Memory() const override { return b_->Memory(); }
+  absl::Status SetBatch(const Batch& b) override { return b_->SetBatch(b); }
+  void Embed(const Weight& e, float* o) override { b_->Embed(e, o); }
+  void RmsNorm(const float* x, const Weight& w, float eps, int rows, float* o) override { b_->RmsNorm(x, w, eps, rows, o); }
+  void AddRmsNorm(float* x, const float* r, const Weight& w, float eps, int rows, float* o) override {
+    b_->AddRmsNorm(x, r, w, eps, rows, o);
+  }
+  void MatMul(const Weight& w, const Weight* bias, const float* x, int n, float* y) override { b_->MatMul(w, bias, x, n, y); }
+  void Rope(float* x, int nh, int hd, const RopeParams& p) override { b_->Rope(x, nh, hd, p); }
+  void Attention(const float* q, const float* k, const float* v, const AttentionParams& p, float* o) override {
+    b_->Attention(q, k, v, p, o);
+  }
+  void SwiGLU(const float* g, const float* u, int n, int dim, float* o) override { b_->SwiGLU(g, u, n, dim, o); }
+  void Add(float* x, const float* y, int64_t n) override { b_->Add(x, y, n); }
+  void GatherOutRows(const float* x, int dim, float* o) override { b_->GatherOutRows(x, dim, o); }
+  absl::Status ReadToHost(const float* s, float* h, size_t n) override { return b_->ReadToHost(s, h, n); }
+  absl::Status Synchronize() override { return b_->Synchronize(); }
+
+ private:
+  Backend* b_;
+};
+
+struct HeaderWriter {
+  std::vector<uint8_t> buf;
+  template <class T>
+  void Put(T v) {
+    const auto* p = reinterpret_cast<const uint8_t*>(&v);
+    buf.insert(buf.end(), p, p + sizeof(T));
+  }
+  void Str(const std::string& s) {
+    Put<uint64_t>(s.size());
+    buf.insert(buf.end(), s.begin(), s.end());
+  }
+  void KvStr(const std::string& k, const std::string& v) {
+    Str(k);
+    Put<uint32_t>(8);
+    Str(v);
+  }
+  void KvU32(const std::string& k, uint32_t v) {
+    Str(k);
+    Put<uint32_t>(4);
+    Put<uint32_t>(v);
+  }
+  void KvF32(const std::string& k, float v) {
+    Str(k);
+    Put<uint32_t>(6);
+    Put<float>(v);
+  }
+};
+
+struct BigModel {
+  void* map = nullptr;
+  size_t size = 0;
+  std::unique_ptr<GgufFile> file;
+  size_t weight_bytes = 0;
+  ~BigModel() {
+    file.reset();
+    if (map) munmap(map, size);
+  }
+};
+
+absl::Status MakeBigModel(const Shape& s, const std::string& mix, BigModel* out) {
+  struct T {
+    std::string name;
+    GgmlType type;
+    std::vector<int64_t> ne;
+    uint64_t bytes;
+  };
+  std::vector<T> ts;
+  const int64_t d = s.d, q = int64_t{s.heads} * s.head_dim, kv = int64_t{s.kv_heads} * s.head_dim, ff = s.ffn;
+  auto mat = [&](const std::string& n, int64_t ne0, int64_t ne1, int layer) {
+    const GgmlType t = TypeFor(mix, n, layer, s.layers);
+    ts.push_back({n, t, {ne0, ne1}, RowBytes(t, ne0) * static_cast<uint64_t>(ne1)});
+  };
+  auto vec = [&](const std::string& n, int64_t ne0) { ts.push_back({n, GgmlType::F32, {ne0}, uint64_t(ne0) * 4}); };
+  mat("token_embd.weight", d, s.vocab, -1);
+  for (int l = 0; l < s.layers; ++l) {
+    const std::string b = "blk." + std::to_string(l) + ".";
+    vec(b + "attn_norm.weight", d);
+    mat(b + "attn_q.weight", d, q, l);
+    mat(b + "attn_k.weight", d, kv, l);
+    mat(b + "attn_v.weight", d, kv, l);
+    mat(b + "attn_output.weight", q, d, l);
+    if (std::string(s.arch) == "qwen2") {
+      vec(b + "attn_q.bias", q);
+      vec(b + "attn_k.bias", kv);
+      vec(b + "attn_v.bias", kv);
+    }
+    if (std::string(s.arch) == "qwen3") {
+      vec(b + "attn_q_norm.weight", s.head_dim);
+      vec(b + "attn_k_norm.weight", s.head_dim);
+    }
+    vec(b + "ffn_norm.weight", d);
+    mat(b + "ffn_gate.weight", d, ff, l);
+    mat(b + "ffn_up.weight", d, ff, l);
+    mat(b + "ffn_down.weight", ff, d, l);
+  }
+  vec("output_norm.weight", d);
+  if (!s.tied) mat("output.weight", d, s.vocab, -1);
+  HeaderWriter h;
+  h.Put<uint32_t>(kGgufMagic);
+  h.Put<uint32_t>(3);
+  h.Put<uint64_t>(ts.size());
+  h.Put<uint64_t>(11);
+  const std::string a = std::string(s.arch) + ".";
+  h.KvStr("general.architecture", s.arch);
+  h.KvU32(a + "block_count", s.layers);
+  h.KvU32(a + "context_length", 40960);
+  h.KvU32(a + "embedding_length", s.d);
+  h.KvU32(a + "feed_forward_length", s.ffn);
+  h.KvU32(a + "attention.head_count", s.heads);
+  h.KvU32(a + "attention.head_count_kv", s.kv_heads);
+  h.KvU32(a + "attention.key_length", s.head_dim);
+  h.KvU32(a + "attention.value_length", s.head_dim);
+  h.KvF32(a + "attention.layer_norm_rms_epsilon", 1e-6f);
+  h.KvF32(a + "rope.freq_base", s.rope_base);
+  uint64_t off = 0;
+  for (const T& t : ts) {
+    h.Str(t.name);
+    h.Put<uint32_t>(static_cast<uint32_t>(t.ne.size()));
+    for (int64_t v : t.ne) h.Put<uint64_t>(static_cast<uint64_t>(v));
+    h.Put<uint32_t>(static_cast<uint32_t>(t.type));
+    h.Put<uint64_t>(off);
+    off = (off + t.bytes + 31) / 32 * 32;
+    out->weight_bytes += t.bytes;
+  }
+  while (h.buf.size() % 32) h.buf.push_back(0);
+  out->size = h.buf.size() + off;
+  out->map = mmap(nullptr, out->size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (out->map == MAP_FAILED) {
+    out->map = nullptr;
+    return absl::ResourceExhaustedError("mmap failed");
+  }
+  std::memcpy(out->map, h.buf.data(), h.buf.size());
+  SPECD_ASSIGN_OR_RETURN(out->file, GgufFile::FromBuffer(static_cast<const uint8_t*>(out->map), out->size, mix));
+  return absl::OkStatus();
+}
+
+void BenchModel(const char* label, const Shape& s, const std::string& mix, GgmlType kvt, double copy_gbs) {
+  BigModel bm;
+  CHECK_OK(MakeBigModel(s, mix, &bm));
+  BackendOptions o;
+  o.name = "cuda";
+  auto cuda = CreateCudaBackend(o);
+  CHECK_OK(cuda.status());
+  CudaBackendControl* ctl = AsCudaControl(cuda->get());
+  DeviceWeights be(cuda->get());
+  const int ctx = 4096, max_batch = 256;
+  const auto t0 = std::chrono::steady_clock::now();
+  auto model = Model::Load(*bm.file, &be, max_batch, 16);
+  CHECK_OK(model.status());
+  const ModelConfig& c = (*model)->config();
+  KvLayout kv;
+  kv.n_layers = c.n_layers;
+  kv.n_kv_heads = c.n_kv_heads;
+  kv.head_dim = c.head_dim;
+  kv.block_size = 16;
+  kv.n_blocks = ctx / 16 + 8;
+  kv.type = kvt;
+  CHECK_OK(be.InitKv(kv));
+  const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const BackendMemory mem = be.Memory();
+  std::vector<int32_t> blocks;
+  for (int i = 0; i < kv.n_blocks; ++i) blocks.push_back(i);
+  auto batch = [&](int pos0, int n, int n_out) {
+    Batch b;
+    BatchSeq sq{0, pos0 + n, {}};
+    sq.blocks.assign(blocks.begin(), blocks.begin() + (pos0 + n + 15) / 16);
+    b.seqs = {sq};
+    for (int i = 0; i < n; ++i) {
+      b.tokens.push_back((pos0 + i) * 7919 % c.vocab_size);
+      b.pos.push_back(pos0 + i);
+      b.seq_index.push_back(0);
+    }
+    for (int i = n - n_out; i < n; ++i) b.out_rows.push_back(i);
+    return b;
+  };
+  std::vector<float> logits(static_cast<size_t>(16) * c.vocab_size);
+  // Prefill to ctx - 16 in chunks of 256 (cuBLAS), timed as a whole.
+  const auto p0 = std::chrono::steady_clock::now();
+  int pos = 0;
+  while (pos < ctx - 16) {
+    const int n = std::min(max_batch, ctx - 16 - pos);
+    Batch b = batch(pos, n, 1);
+    auto out = (*model)->Forward(b);
+    CHECK_OK(out.status());
+    CHECK_OK(be.ReadToHost(*out, logits.data(), c.vocab_size));
+    pos += n;
+  }
+  const double pre_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - p0).count();
+  bool finite = true;
+  for (int i = 0; i < c.vocab_size; ++i) finite = finite && std::isfinite(logits[i]);
+  Timer timer(ctl->Stream());
+  auto step = [&](int n) {
+    return timer.Median(3, 20, [&] {
+      Batch b = batch(ctx - 16, n, n);
+      auto out = (*model)->Forward(b);
+      if (!out.ok() || !be.ReadToHost(*out, logits.data(), static_cast<size_t>(n) * c.vocab_size).ok()) std::exit(3);
+    });
+  };
+  const double dec = step(1);
+  const double roof_ms = bm.weight_bytes / (copy_gbs * 1e9) * 1e3;
+  std::string line = absl::StrFormat(
+      "BENCH model %s (%s, %s, kv %s): weights %.2f GB, load %.1f s, prefill %d tok %.2f s (%.0f tok/s), finite=%d\n"
+      "  ledger: weights %.2f GB kv %.2f GB act %.2f GB other %.3f GB\n"
+      "  decode ctx %d: %.2f ms/token (%.1f tok/s); roofline %.2f ms -> %.0f%% of copy bandwidth\n  verify:",
+      label, s.arch, mix, std::string(TypeName(kvt)), bm.weight_bytes / 1e9, load_s, pos, pre_s, pos / pre_s, finite,
+      mem.weights / 1e9, mem.kv_pool / 1e9, mem.activations / 1e9, mem.other / 1e9, ctx - 15, dec, 1e3 / dec, roof_ms,
+      100.0 * roof_ms / dec);
+  for (int k : {1, 2, 4, 6, 8}) {
+    const double v = step(k + 1);
+    absl::StrAppend(&line, absl::StrFormat(" k=%d %.2f ms (%.2fx)", k, v, v / dec));
+  }
+  const auto st = ctl->GetStats();
+  absl::StrAppend(&line, absl::StrFormat("\n  graphs: %lld captures, %lld launches", static_cast<long long>(st.graph_captures),
+                                         static_cast<long long>(st.graph_launches)));
+  ctl->SetGraphs(false);
+  const double dec_nog = step(1);
+  absl::StrAppend(&line, absl::StrFormat("; decode without graphs %.2f ms", dec_nog));
+  std::printf("%s\n", line.c_str());
+  std::fflush(stdout);
+}
+
+int RunChecks(const char* self, bool quick) {
+  {
+    OpEnv env;
+    const absl::Status st = env.Init();
+    Check(st.ok(), "create the CUDA backend: " + st.ToString());
+    if (!st.ok()) return 1;
+    cudaDeviceProp p{};
+    cudaGetDeviceProperties(&p, 0);
+    std::printf("device: %s, sm_%d%d, %d SMs, %.1f GiB\n", p.name, p.major, p.minor, p.multiProcessorCount,
+                p.totalGlobalMem / 1073741824.0);
+    for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_1,
+                       GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::F16, GgmlType::BF16,
+                       GgmlType::F32}) {
+      CheckMatMul(env, t, 200, 2048);
+      if (TypeTraits(t).block_size == 32) CheckMatMul(env, t, 70, 1056);  // partial last stage
+    }
+    CheckMatMul(env, GgmlType::Q4_K, 1000, 256);
+    CheckMatMul(env, GgmlType::Q6_K, 40, 5120);
+  }
+  CheckIpc(self);
+  CheckAcceptance();
+  const std::vector<std::string> types = {"Q4_K", "Q5_K", "Q6_K", "Q8_0", "Q4_0", "Q4_1", "Q5_0",
+                                          "Q5_1", "Q2_K", "Q3_K", "F16",  "BF16", "F32",  "Q4_K_M"};
+  for (const Shape* s : {&kLlama, &kQwen2, &kQwen3}) {
+    for (const std::string& t : types) {
+      if (quick && t != "Q4_K" && t != "F16") continue;
+      CheckModel(*s, t, GgmlType::F16, t == "Q4_K" || t == "Q6_K" || t == "F32" || t == "Q4_K_M");
+    }
+    CheckModel(*s, "Q4_K", GgmlType::Q8_0, true);
+    CheckModel(*s, "Q8_0", GgmlType::F32, true);
+    CheckSpeculative(*s, "Q4_K_M", "Q4_0");
+    if (quick) break;
+  }
+  std::printf("SUMMARY: %d checks, %d failed\n", g_checks, g_failures);
+  return g_failures == 0 ? 0 : 1;
+}
+
+int RunBench() {
+  const double copy = BenchCopy();
+  BenchMatvec(copy);
+  BenchAttention();
+  const Shape q32 = {"qwen3", 64, 5120, 64, 8, 128, 25600, 151936, false, 1e6f};
+  const Shape q3b = {"qwen2", 36, 2048, 16, 2, 128, 11008, 151936, true, 1e6f};
+  BenchModel("32B-class target", q32, "Q4_K_M", GgmlType::F16, copy);
+  BenchModel("3B-class draft", q3b, "Q4_K_M", GgmlType::Q8_0, copy);
+  std::printf("SUMMARY: bench done, %d failed checks\n", g_failures);
+  return g_failures == 0 ? 0 : 1;
+}
+
+}  // namespace
+}  // namespace specd
+
+int main(int argc, char** argv) {
+  if (argc >= 3 && std::strcmp(argv[1], "--ipc-child") == 0) return specd::IpcChild(argv[2]);
+  if (argc >= 2 && std::strcmp(argv[1], "--probe") == 0) return 0;  // the binary loads: its libraries are there
+  int count = 0;
+  const cudaError_t e = cudaGetDeviceCount(&count);
+  if (e != cudaSuccess || count == 0) {
+    std::printf("SKIP: no CUDA device (%s)\n", e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
+    return 0;
+  }
+  bool bench = false, quick = false;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--bench") == 0) bench = true;
+    if (std::strcmp(argv[i], "--quick") == 0) quick = true;
+  }
+  return bench ? specd::RunBench() : specd::RunChecks(argv[0], quick);
+}
