@@ -13,8 +13,8 @@ int Main(int argc, char** argv) {
   rpc::BlockTerminationSignals();
   Config cfg("specd-coordinator");
   rpc::AddServiceFlags(&cfg, "127.0.0.1:7810");
-  cfg.AddString("target", "127.0.0.1:7812", "target worker address (HOST:PORT or unix:/PATH)");
-  cfg.AddString("draft", "127.0.0.1:7811", "draft worker address; empty: target-only service");
+  cfg.AddString("target", "127.0.0.1:7811", "target worker address (HOST:PORT or unix:/PATH)");
+  cfg.AddString("draft", "127.0.0.1:7812", "draft worker address; empty: target-only service");
   cfg.AddString("tokenizer-model", "", "GGUF to read the target's vocabulary from (empty: the target's model path)");
   cfg.AddInt("k", 4, "draft tokens proposed per step", 1, 64);
   cfg.AddBool("speculation", true, "use the draft (false: target-only decoding)");

@@ -14,7 +14,7 @@ int Main(int argc, char** argv) {
   rpc::BlockTerminationSignals();
   Config cfg("specd-draft-worker");
   EngineOptions::AddFlags(&cfg);
-  rpc::AddServiceFlags(&cfg, "127.0.0.1:7811");
+  rpc::AddServiceFlags(&cfg, "127.0.0.1:7812");
   cfg.AddInt("k-max", 8, "longest proposal (exchange-buffer rows per slot)", 1, ExchangeBuffer::kMaxK);
   cfg.AddString("shm-kind", "posix", "exchange-buffer implementation: posix");
   cfg.AddInt("max-batch", 64, "sequences per batched Propose", 1, 4096);

@@ -13,7 +13,7 @@ int Main(int argc, char** argv) {
   rpc::BlockTerminationSignals();
   Config cfg("specd-target-worker");
   EngineOptions::AddFlags(&cfg);
-  rpc::AddServiceFlags(&cfg, "127.0.0.1:7812");
+  rpc::AddServiceFlags(&cfg, "127.0.0.1:7811");
   cfg.AddInt("max-batch", 64, "sequences per batched Verify", 1, 4096);
   auto run = rpc::ParseServiceFlags(&cfg, argc, argv, "target-worker");
   if (!run.ok()) {
