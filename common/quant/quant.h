@@ -17,8 +17,8 @@ namespace specd {
 void DequantizeRow(GgmlType type, const void* src, float* dst, int64_t n);
 
 // Quantizes n floats (multiple of block size) into `dst` (RowBytes(type, n) bytes).
-// Supported targets: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K.
-// Error for other types.
+// Supported targets: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K,
+// Q5_K, Q6_K (ggml's reference quantizers; deterministic). Error for other types.
 absl::Status QuantizeRow(GgmlType type, const float* src, void* dst, int64_t n);
 bool CanQuantize(GgmlType type);
 
@@ -33,5 +33,10 @@ float DotRow(GgmlType type, const void* row, const float* x, int64_t n);
 void DotRowsBatched(GgmlType type, const void* w, size_t row_bytes, int64_t n,
                     int64_t row_begin, int64_t row_end, const float* x, int64_t ldx, int64_t nx,
                     float* y, int64_t ldy);
+
+// The kernel build DotRow/DotRowsBatched use on this CPU, chosen once per
+// process: "avx512", "avx2", "sse2" or "portable". AVX-512 and AVX2 give
+// bit-identical dots; the FMA-less ones differ from them in the last bits.
+const char* DotKernelName();
 
 }  // namespace specd
