@@ -1,5 +1,6 @@
 #include "coordinator/cluster.h"
 
+#include "common/util/config.h"
 #include "common/util/log.h"
 #include "proto/rpc/status.h"
 
@@ -115,7 +116,10 @@ void Cluster::ProbeTarget() {
   std::lock_guard<std::mutex> l(mu_);
   if (!cur || cur->info.pid() != info.pid()) {
     SPECD_LOG(INFO) << "target worker connected" << Kv("address", opts_.target_address) << Kv("pid", info.pid())
-                    << Kv("model", info.model_name()) << Kv("vocab", info.vocab_size());
+                    << Kv("model", info.model_name()) << Kv("vocab", info.vocab_size())
+                    << Kv("memory", Config::FormatBytes(static_cast<int64_t>(info.ledger().total())))
+                    << Kv("budget", info.ledger().budget() < 0 ? std::string("unbounded")
+                                                               : Config::FormatBytes(info.ledger().budget()));
   }
   target_ = std::move(view);
   target_cv_.notify_all();
@@ -149,7 +153,8 @@ void Cluster::ProbeDraft() {
     last_exchange_ = info.exchange().name();
     vocab_warned_ = false;
     SPECD_LOG(INFO) << "draft worker connected" << Kv("address", opts_.draft_address) << Kv("pid", info.pid())
-                    << Kv("model", info.model_name()) << Kv("exchange", info.exchange().name());
+                    << Kv("model", info.model_name()) << Kv("exchange", info.exchange().name())
+                    << Kv("memory", Config::FormatBytes(static_cast<int64_t>(info.ledger().total())));
   } else if (!draft_info_) {
     SPECD_LOG(INFO) << "draft worker reachable again" << Kv("pid", info.pid());
   }

@@ -119,6 +119,16 @@ grpc::Status Frontend::Serve(grpc::ServerContext* ctx, const v1::GenerateRequest
                                     view->info.max_seq_len(), " positions"));
     }
 
+    if (!Admit(view->info.max_seqs(), deadline, cancelled)) {
+      if (cancelled()) return grpc::Status(grpc::StatusCode::CANCELLED, "cancelled by the client");
+      return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
+                          "all sequence slots of the target stayed busy until the deadline");
+    }
+    struct Admitted {
+      Frontend* f;
+      ~Admitted() { f->Leave(); }
+    } admitted{this};
+
     SpecRequest sr;
     sr.seq = next_seq_.fetch_add(1);
     if (sr.seq <= 0 || sr.seq > 0x7ffffff0) {
@@ -198,6 +208,25 @@ grpc::Status Frontend::Serve(grpc::ServerContext* ctx, const v1::GenerateRequest
   s->set_stop(r.stop);
   writer->Write(last);
   return grpc::Status::OK;
+}
+
+bool Frontend::Admit(int limit, Deadline deadline, const std::function<bool()>& cancelled) {
+  std::unique_lock<std::mutex> l(admit_mu_);
+  while (running_ >= std::max(limit, 1)) {
+    if (cancelled() || std::chrono::system_clock::now() >= deadline) return false;
+    // Wake up now and then to poll `cancelled`.
+    admit_cv_.wait_until(l, std::min(deadline, std::chrono::system_clock::now() + std::chrono::milliseconds(100)));
+  }
+  ++running_;
+  return true;
+}
+
+void Frontend::Leave() {
+  {
+    std::lock_guard<std::mutex> l(admit_mu_);
+    --running_;
+  }
+  admit_cv_.notify_one();
 }
 
 void Frontend::Record(const SpecResult& r, bool failed) {

@@ -6,6 +6,8 @@
 #pragma once
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <functional>
 #include <mutex>
 
 #include "coordinator/cluster.h"
@@ -41,6 +43,10 @@ class Frontend {
  private:
   // The k a request without an override uses now (0 when speculation is off).
   int LiveK() const { return enabled_.load() ? k_.load() : 0; }
+  // Admission: at most `limit` requests (the target's sequence slots) run at
+  // once; the others queue until a slot frees, their deadline, or a cancel.
+  bool Admit(int limit, Deadline deadline, const std::function<bool()>& cancelled);
+  void Leave();
   void Record(const SpecResult& r, bool failed);
 
   Cluster* cluster_;
@@ -49,6 +55,9 @@ class Frontend {
   std::atomic<bool> enabled_;
   std::atomic<int32_t> next_seq_;
   std::atomic<int64_t> active_{0};
+  std::mutex admit_mu_;
+  std::condition_variable admit_cv_;
+  int running_ = 0;
   const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
 
   std::mutex mu_;  // the totals below

@@ -281,16 +281,19 @@ TEST_F(ServiceTest, DeadlineEndsTheRequestAndFreesKv) {
 }
 
 TEST_F(ServiceTest, ConcurrentRequestsAreBatchedAndStayLossless) {
+  // Twice as many requests as the prompts, more than the workers' 8 sequence
+  // slots: the extra ones queue in the coordinator instead of failing.
   const int n = 120;
+  const size_t np = std::size(kPrompts), nreq = 2 * np;
   std::vector<std::vector<int32_t>> refs;
   for (const char* text : kPrompts) refs.push_back(ReferenceGreedy(g_models->target, Tokens(text), n));
-  std::vector<std::vector<int32_t>> got(std::size(kPrompts));
-  std::vector<absl::Status> status(std::size(kPrompts));
+  std::vector<std::vector<int32_t>> got(nreq);
+  std::vector<absl::Status> status(nreq);
   std::vector<std::thread> threads;
-  for (size_t i = 0; i < std::size(kPrompts); ++i) {
+  for (size_t i = 0; i < nreq; ++i) {
     threads.emplace_back([&, i] {
       client::GenerateParams p;
-      p.prompt = kPrompts[i];
+      p.prompt = kPrompts[i % np];
       p.max_tokens = n;
       p.ignore_eos = true;
       auto s = c().Generate(p);
@@ -299,14 +302,16 @@ TEST_F(ServiceTest, ConcurrentRequestsAreBatchedAndStayLossless) {
     });
   }
   for (auto& t : threads) t.join();
-  for (size_t i = 0; i < std::size(kPrompts); ++i) {
+  for (size_t i = 0; i < nreq; ++i) {
     ASSERT_TRUE(status[i].ok()) << status[i];
-    EXPECT_EQ(got[i], refs[i]) << kPrompts[i];
+    EXPECT_EQ(got[i], refs[i % np]) << kPrompts[i % np];
   }
   const client::Stats s = g_service->Stats();
   EXPECT_GE(s.target.max_batch, 2) << "concurrent Verify calls should share a forward";
   EXPECT_GE(s.draft.max_batch, 2) << "concurrent Propose calls should share a forward";
+  EXPECT_LE(s.target.max_batch, 8);
   EXPECT_LT(s.target.batches, s.target.batched_requests);
+  EXPECT_TRUE(g_service->WaitNoSequences());
 }
 
 TEST_F(ServiceTest, ChatUsesTheChatTemplate) {
