@@ -100,15 +100,18 @@ void Cluster::ProbeTarget() {
     auto file = GgufFile::Open(path);
     absl::StatusOr<std::unique_ptr<Tokenizer>> tok =
         file.ok() ? Tokenizer::FromGguf(**file) : absl::StatusOr<std::unique_ptr<Tokenizer>>(file.status());
+    std::string err;
     if (!tok.ok()) {
-      SPECD_LOG(ERROR) << "cannot load the target's tokenizer; not serving" << Kv("path", path)
-                       << Kv("error", tok.status().ToString());
+      err = absl::StrCat("cannot load the target's tokenizer from ", path, ": ", tok.status().ToString());
+    } else if ((*tok)->VocabDigest() != info.vocab_digest()) {
+      err = absl::StrCat(path, " does not have the target's vocabulary (set --tokenizer-model)");
+    }
+    if (!err.empty()) {
+      if (err != tok_error_) SPECD_LOG(ERROR) << "not serving: " << err;  // once, not every probe
+      tok_error_ = err;
       return;
     }
-    if ((*tok)->VocabDigest() != info.vocab_digest()) {
-      SPECD_LOG(ERROR) << "tokenizer model does not match the target's vocabulary; not serving" << Kv("path", path);
-      return;
-    }
+    tok_error_.clear();
     view->file = std::shared_ptr<const GgufFile>(std::move(*file));
     view->tokenizer = std::shared_ptr<const Tokenizer>(std::move(*tok));
     tok_cache_ = view;

@@ -108,7 +108,8 @@ class Cluster {
   int64_t attached_target_pid_ = 0;   // ... in this target process
   uint64_t epoch_ = 1;
   int64_t swaps_ = 0, reconnects_ = 0;
-  std::shared_ptr<const TargetView> tok_cache_;  // the last tokenizer loaded (monitor thread only)
+  std::shared_ptr<const TargetView> tok_cache_;  // the last tokenizer loaded (target prober only)
+  std::string tok_error_;                        // why it could not be loaded (target prober only)
   std::mutex swap_mu_;
   std::mutex attach_mu_;
   std::vector<std::thread> monitors_;

@@ -77,9 +77,10 @@ void GrpcTargetClient::Release(int32_t seq) {
 
 // ---------------------------------------------------------------- draft
 
-absl::Status GrpcDraftClient::Failed(const grpc::Status& gs, const char* call) {
+absl::Status GrpcDraftClient::Failed(const grpc::Status& gs, const char* call, Deadline deadline) {
   absl::Status st = rpc::FromGrpc(gs);
-  cluster_->ReportDraftFailure(st);
+  // Running out of the request's own time says nothing about the draft.
+  if (std::chrono::system_clock::now() < deadline) cluster_->ReportDraftFailure(st);
   return absl::Status(st.code(), absl::StrCat("draft ", call, ": ", st.message()));
 }
 
@@ -97,7 +98,7 @@ absl::Status GrpcDraftClient::Open(int32_t seq, const std::vector<int32_t>& toke
   grpc::ClientContext ctx;
   SetDeadline(&ctx, deadline, t_.draft_open);
   const grpc::Status gs = cluster_->draft_stub()->Open(&ctx, req, &resp);
-  if (!gs.ok()) return Failed(gs, "Open");
+  if (!gs.ok()) return Failed(gs, "Open", deadline);
   epoch_ = d->epoch;
   return absl::OkStatus();
 }
@@ -118,7 +119,7 @@ absl::StatusOr<DraftProposal> GrpcDraftClient::Propose(int32_t seq, int64_t base
   grpc::ClientContext ctx;
   SetDeadline(&ctx, deadline, t_.draft);
   const grpc::Status gs = cluster_->draft_stub()->Propose(&ctx, req, &resp);
-  if (!gs.ok()) return Failed(gs, "Propose");
+  if (!gs.ok()) return Failed(gs, "Propose", deadline);
   DraftProposal p;
   p.tokens = rpc::ToVector(resp.tokens());
   p.confidence.assign(resp.confidences().begin(), resp.confidences().end());

@@ -44,7 +44,7 @@ class GrpcDraftClient : public DraftClient {
   void Release(int32_t seq) override;
 
  private:
-  absl::Status Failed(const grpc::Status& gs, const char* call);
+  absl::Status Failed(const grpc::Status& gs, const char* call, Deadline deadline);
   Cluster* cluster_;
   CallTimeouts t_;
   uint64_t epoch_ = 0;         // the draft epoch the sequence is open in (0: none)

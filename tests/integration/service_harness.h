@@ -76,7 +76,7 @@ class Process {
     if (pid_ <= 0) return;
     kill(pid_, sig);
     for (int i = 0; i < 500; ++i) {
-      if (waitpid(pid_, nullptr, WNOHANG) == pid_) {
+      if (waitpid(pid_, nullptr, WNOHANG) != 0) {  // reaped (or not ours any more)
         pid_ = -1;
         return;
       }
@@ -86,7 +86,10 @@ class Process {
     waitpid(pid_, nullptr, 0);
     pid_ = -1;
   }
-  bool Alive() const { return pid_ > 0 && waitpid(pid_, nullptr, WNOHANG) == 0; }
+  bool Alive() {
+    if (pid_ > 0 && waitpid(pid_, nullptr, WNOHANG) == pid_) pid_ = -1;  // exited: reaped
+    return pid_ > 0;
+  }
   pid_t pid() const { return pid_; }
   std::string LogTail(size_t bytes = 3000) const {
     std::ifstream in(log_);
@@ -112,14 +115,7 @@ struct ServiceOptions {
 
 class Service {
  public:
-  Service(const std::string& dir, ServiceOptions o) : dir_(dir), o_(std::move(o)) {
-    auto addr = [&](const char* name) {
-      return o_.unix_sockets ? "unix:" + dir_ + "/" + name + ".sock" : "127.0.0.1:" + std::to_string(FreePort());
-    };
-    target_address = addr("target");
-    draft_address = o_.draft_model.empty() ? "" : addr("draft");
-    coordinator_address = addr("coordinator");
-  }
+  Service(const std::string& dir, ServiceOptions o) : dir_(dir), o_(std::move(o)) { PickAddresses(); }
   ~Service() {
     coordinator.Kill();
     draft.Kill();
@@ -149,18 +145,32 @@ class Service {
     return coordinator.Start(a, dir_ + "/coordinator.log");
   }
 
-  // Starts all three and waits until requests are served (with the draft when there is one).
+  // Starts all three and waits until requests are served (with the draft
+  // when there is one). A port taken between FreePort and the bind (tests
+  // run in parallel) makes a process exit: then it tries other ports.
   absl::Status Start() {
     for (const char* b : {"target_worker/specd-target-worker", "draft_worker/specd-draft-worker",
                           "coordinator/specd-coordinator"}) {
       if (access(Bin(b).c_str(), X_OK) != 0) return absl::NotFoundError("not built: " + Bin(b));
     }
-    if (!StartTarget() || (!o_.draft_model.empty() && !StartDraft()) || !StartCoordinator())
-      return absl::InternalError("fork failed");
-    auto c = client::Client::Connect(coordinator_address);
-    if (!c.ok()) return c.status();
-    client = std::move(*c);
-    return client->WaitServing(std::chrono::seconds(60), !o_.draft_model.empty());
+    absl::Status st;
+    for (int attempt = 0; attempt < 3; ++attempt) {
+      if (attempt > 0) {
+        coordinator.Kill();
+        draft.Kill();
+        target.Kill();
+        PickAddresses();
+      }
+      if (!StartTarget() || (!o_.draft_model.empty() && !StartDraft()) || !StartCoordinator())
+        return absl::InternalError("fork failed");
+      auto c = client::Client::Connect(coordinator_address);
+      if (!c.ok()) return c.status();
+      client = std::move(*c);
+      st = client->WaitServing(std::chrono::seconds(60), !o_.draft_model.empty());
+      if (st.ok()) return st;
+      if (target.Alive() && coordinator.Alive() && (o_.draft_model.empty() || draft.Alive())) return st;
+    }
+    return st;
   }
 
   std::string Logs() const {
@@ -194,6 +204,15 @@ class Service {
   std::unique_ptr<client::Client> client;
 
  private:
+  void PickAddresses() {
+    auto addr = [&](const char* name) {
+      return o_.unix_sockets ? "unix:" + dir_ + "/" + name + ".sock" : "127.0.0.1:" + std::to_string(FreePort());
+    };
+    target_address = addr("target");
+    draft_address = o_.draft_model.empty() ? "" : addr("draft");
+    coordinator_address = addr("coordinator");
+  }
+
   std::string dir_;
   ServiceOptions o_;
 };
