@@ -155,11 +155,18 @@ enum MmPath : int64_t { kPathMmq = 0, kPathFmv, kPathDequant, kPathGemm };
 // All members 8 bytes wide: no padding, so records compare and hash as bytes.
 struct OpRec {
   int64_t kind = 0;
-  const void* p[6] = {};
-  int64_t i[12] = {};
+  const void* p[12] = {};
+  int64_t i[16] = {};
   double f[2] = {};
 };
-static_assert(sizeof(OpRec) == 8 * 21);
+static_assert(sizeof(OpRec) == 8 * 31);
+
+// MatMul records: p[0] w, p[1] bias, p[2] x, p[3] y, p[4] xq; i[0] type, i[1] K,
+// i[2] rows, i[3] n, i[4] path, i[5] K-split, i[6] row bytes, i[7] matrices
+// (mmq groups: matrix j > 0 in p[5+3(j-1)..] = {w, bias, y}, i[9+2(j-1)..] =
+// {rows, row bytes}), i[8] partial rows.
+constexpr int kMmW[3] = {0, 5, 8}, kMmBias[3] = {1, 6, 9}, kMmY[3] = {3, 7, 10};
+constexpr int kMmRows[3] = {2, 9, 11}, kMmRowBytes[3] = {6, 10, 12};
 
 struct Range {
   const void* p;
@@ -321,6 +328,10 @@ class CudaBackend final : public Backend, public CudaBackendControl {
   size_t xhalf_cap_ = 0;
   void* attn_part_ = nullptr;
   size_t attn_part_cap_ = 0;
+  void* mmq_part_ = nullptr;  // K-split partials
+  size_t mmq_part_cap_ = 0;
+  void* mmq_cnt_ = nullptr;   // per row block arrival counters (kept zero)
+  size_t mmq_cnt_cap_ = 0;
   std::vector<void*> retired_;
   std::map<std::tuple<int, float, float>, double*> rope_tables_;
 
@@ -393,6 +404,8 @@ CudaBackend::~CudaBackend() {
   cudaFree(slab_);
   cudaFree(xhalf_);
   cudaFree(attn_part_);
+  cudaFree(mmq_part_);
+  cudaFree(mmq_cnt_);
   for (auto& [k, t] : rope_tables_) cudaFree(t);
   cudaFree(meta_dev_);
   if (meta_host_) cudaFreeHost(meta_host_);
@@ -686,6 +699,11 @@ void* CudaBackend::GetXq(const float* x, int n, int64_t k) {
       last.p[3] = slot->buf;
       return slot->buf;
     }
+    if (last.kind == kAttention && last.p[3] == x && n == b_.n_tokens && last.i[1] * last.i[3] == k &&
+        last.i[3] % 32 == 0 && last.p[5] == nullptr) {
+      last.p[5] = slot->buf;  // the combine kernel quantizes its output
+      return slot->buf;
+    }
   }
   OpRec op;
   op.kind = kQuantX;
@@ -841,10 +859,46 @@ void CudaBackend::MatMul(const Weight& w, const Weight* bias, const float* x, in
   else if (cuda::MmqSupported(w.type, rows, k, row_bytes)) path = kPathMmq;
   else path = kPathDequant;
   op.i[4] = path;
+  op.i[7] = 1;
   if (path == kPathMmq) {
-    op.i[5] = cuda::MmqSplit(w.type, rows, k);
     op.p[4] = GetXq(x, n, k);
     if (!op.p[4]) return;
+    // q/k/v and gate/up: consecutive matmuls of one type on the same
+    // activations run as one launch (the same grouping for any n).
+    OpRec* grp = &op;
+    if (!ops_.empty()) {
+      OpRec& last = ops_.back();
+      if (last.kind == kMatMul && last.i[4] == kPathMmq && last.i[0] == op.i[0] && last.i[1] == k && last.p[2] == x &&
+          last.i[3] == n && last.i[7] < cuda::kMmqMaxMats) {
+        const int j = static_cast<int>(last.i[7]);
+        last.p[kMmW[j]] = w.data;
+        last.p[kMmBias[j]] = op.p[1];
+        last.p[kMmY[j]] = y;
+        last.i[kMmRows[j]] = rows;
+        last.i[kMmRowBytes[j]] = static_cast<int64_t>(row_bytes);
+        last.i[7] = j + 1;
+        grp = &last;
+      }
+    }
+    int blocks = 0;
+    int64_t part_rows = 0;
+    for (int j = 0; j < grp->i[7]; ++j) {
+      blocks += cuda::MmqRowBlocks(w.type, grp->i[kMmRows[j]]);
+      part_rows += cuda::MmqPartRows(w.type, grp->i[kMmRows[j]]);
+    }
+    grp->i[5] = cuda::MmqKSplit(w.type, blocks, k);
+    grp->i[8] = part_rows;
+    if (grp->i[5] > 1) {
+      if (const absl::Status st = Grow(&mmq_part_, &mmq_part_cap_,
+                                       sizeof(float) * static_cast<size_t>(grp->i[5]) * 16 * part_rows, "matvec partials");
+          !st.ok())
+        return Fail(st);
+      const size_t old_cap = mmq_cnt_cap_;
+      if (const absl::Status st = Grow(&mmq_cnt_, &mmq_cnt_cap_, sizeof(int) * blocks, "matvec counters"); !st.ok())
+        return Fail(st);
+      if (mmq_cnt_cap_ != old_cap) Fail(cudaMemsetAsync(mmq_cnt_, 0, mmq_cnt_cap_, stream_), "clearing counters");
+    }
+    if (grp != &op) return NoteWrite(y, sizeof(float) * n * rows);
   }
   if (path == kPathDequant || (path == kPathGemm && w.type != GgmlType::F32 && w.type != GgmlType::F16)) {
     const size_t row_f = static_cast<size_t>(k) * (path == kPathGemm ? 2 : 4);
@@ -859,12 +913,16 @@ void CudaBackend::MatMul(const Weight& w, const Weight* bias, const float* x, in
   Record(op, {{y, sizeof(float) * n * rows}});
 }
 
+// Rope records: p[0] x, p[1] table, p[2] norm weights (or null), second
+// segment p[3] x, p[4] norm; i[0] heads, i[1] head_dim, i[2] rotated dims,
+// i[3] neox, i[4] heads of segment 2, i[5] segments; f[0] eps.
 void CudaBackend::Rope(float* x, int n_heads, int head_dim, const RopeParams& p) {
   if (!Recording()) return;
   if (p.n_dims < 2 || p.n_dims > head_dim || p.n_dims % 2 != 0)
     return Fail(absl::InvalidArgumentError(absl::StrCat("bad RoPE dimension count ", p.n_dims)));
   const double* table = RopeTable(p);
   if (!table) return;
+  const size_t bytes = sizeof(float) * b_.n_tokens * n_heads * head_dim;
   OpRec op;
   op.kind = kRope;
   op.p[0] = x;
@@ -873,7 +931,40 @@ void CudaBackend::Rope(float* x, int n_heads, int head_dim, const RopeParams& p)
   op.i[1] = head_dim;
   op.i[2] = p.n_dims;
   op.i[3] = p.style == RopeStyle::kNeox ? 1 : 0;
-  Record(op, {{x, sizeof(float) * b_.n_tokens * n_heads * head_dim}});
+  op.i[5] = 1;
+  // Absorb the per-head RMSNorm of x (qwen3 q/k norms) recorded just before,
+  // past ops that do not touch x.
+  for (int i = static_cast<int>(ops_.size()) - 1; i >= 0 && i >= static_cast<int>(ops_.size()) - 4; --i) {
+    const OpRec& o = ops_[i];
+    if (o.kind == kRmsNorm && o.p[0] == x && o.p[3] == x && !o.p[1] && !o.p[4] &&
+        o.i[0] == static_cast<int64_t>(b_.n_tokens) * n_heads && o.i[1] == head_dim) {
+      op.p[2] = o.p[2];
+      op.f[0] = o.f[0];
+      ops_.erase(ops_.begin() + i);
+      break;
+    }
+    const bool other = (o.kind == kRmsNorm || o.kind == kRope) &&
+                        !Overlaps(Range{o.p[0], sizeof(float) * static_cast<size_t>(o.kind == kRmsNorm ? o.i[0] * o.i[1]
+                                                                                    : b_.n_tokens * o.i[0] * o.i[1])},
+                                  x, bytes) &&
+                        (o.kind != kRope || o.i[5] == 1);
+    if (!other) break;
+  }
+  // q and k in one launch.
+  if (!ops_.empty()) {
+    OpRec& last = ops_.back();
+    if (last.kind == kRope && last.i[5] == 1 && last.p[1] == table && last.i[1] == head_dim && last.i[2] == p.n_dims &&
+        last.i[3] == op.i[3] && (!last.p[2] || !op.p[2] || last.f[0] == op.f[0]) &&
+        !Overlaps(Range{last.p[0], sizeof(float) * b_.n_tokens * last.i[0] * head_dim}, x, bytes)) {
+      last.p[3] = x;
+      last.p[4] = op.p[2];
+      last.i[4] = n_heads;
+      last.i[5] = 2;
+      if (op.p[2]) last.f[0] = op.f[0];
+      return NoteWrite(x, bytes);
+    }
+  }
+  Record(op, {{x, bytes}});
 }
 
 void CudaBackend::Attention(const float* q, const float* k, const float* v, const AttentionParams& p, float* out) {
@@ -881,6 +972,9 @@ void CudaBackend::Attention(const float* q, const float* k, const float* v, cons
   if (p.layer < 0 || p.layer >= kv_.n_layers || p.n_kv_heads != kv_.n_kv_heads || p.head_dim != kv_.head_dim ||
       p.n_heads % p.n_kv_heads != 0)
     return Fail(absl::InvalidArgumentError("attention parameters do not match the KV layout"));
+  if (p.head_dim % 8 != 0 || p.head_dim > 256)
+    return Fail(absl::UnimplementedError(
+        absl::StrCat("the CUDA attention needs a head dimension that is a multiple of 8 and at most 256, not ", p.head_dim)));
   AttnBatchPlan* bp = GetAttnPlan(p.n_heads, p.n_kv_heads, p.head_dim);
   if (!bp) return;
   if (const absl::Status st = Grow(&attn_part_, &attn_part_cap_, bp->partial_floats * sizeof(float),
@@ -963,11 +1057,17 @@ void CudaBackend::Exec(const OpRec& op) {
                   "activation quantization");
     case kMatMul:
       return ExecMatMul(op);
-    case kRope:
-      return Fail(cuda::LaunchRope(static_cast<float*>(const_cast<void*>(op.p[0])), static_cast<int>(op.i[0]),
-                                   static_cast<int>(op.i[1]), static_cast<int>(op.i[2]), op.i[3] != 0,
-                                   static_cast<const double*>(op.p[1]), bd, stream_),
+    case kRope: {
+      cuda::RopeSeg segs[2];
+      segs[0] = {static_cast<float*>(const_cast<void*>(op.p[0])), static_cast<int>(op.i[0]),
+                 static_cast<const float*>(op.p[2])};
+      segs[1] = {static_cast<float*>(const_cast<void*>(op.p[3])), static_cast<int>(op.i[4]),
+                 static_cast<const float*>(op.p[4])};
+      return Fail(cuda::LaunchRope(segs, static_cast<int>(op.i[5]), static_cast<int>(op.i[1]), static_cast<int>(op.i[2]),
+                                   op.i[3] != 0, static_cast<float>(op.f[0]), static_cast<const double*>(op.p[1]), bd,
+                                   stream_),
                   "rope");
+    }
     case kAttention: {
       const int layer = static_cast<int>(op.i[0]), n_heads = static_cast<int>(op.i[1]),
                 n_kv = static_cast<int>(op.i[2]), hd = static_cast<int>(op.i[3]);
@@ -989,7 +1089,7 @@ void CudaBackend::Exec(const OpRec& op) {
         Fail(cuda::LaunchAttention(static_cast<const float*>(op.p[0]), kv, n_heads, n_kv, hd,
                                    static_cast<float>(op.f[0]), bd, tiles, w.tile0, w.tile1, w.tok0, w.tok1, bp->plan,
                                    static_cast<float*>(attn_part_), static_cast<float*>(const_cast<void*>(op.p[3])),
-                                   stream_),
+                                   const_cast<void*>(op.p[5]), stream_),
              "attention");
       }
       return;
@@ -1024,10 +1124,18 @@ void CudaBackend::ExecMatMul(const OpRec& op) {
   switch (op.i[4]) {
     case kPathMmq: {
       const size_t group_bytes = cuda::XQuantBytes(16, k);
+      const int nm = static_cast<int>(op.i[7]);
       for (int c0 = 0; c0 < n; c0 += 16) {
+        cuda::MmqMatrix mats[cuda::kMmqMaxMats];
+        for (int j = 0; j < nm; ++j) {
+          const int64_t r = op.i[kMmRows[j]];
+          mats[j] = {op.p[kMmW[j]], static_cast<size_t>(op.i[kMmRowBytes[j]]), r,
+                     static_cast<const float*>(op.p[kMmBias[j]]),
+                     static_cast<float*>(const_cast<void*>(op.p[kMmY[j]])) + c0 * r};
+        }
         const auto* xq = static_cast<const uint8_t*>(op.p[4]) + (c0 / 16) * group_bytes;
-        Fail(cuda::LaunchMmq(type, op.p[0], row_bytes, rows, k, xq, std::min(16, n - c0), bias, y + c0 * rows, rows,
-                             static_cast<int>(op.i[5]), stream_),
+        Fail(cuda::LaunchMmq(type, mats, nm, k, xq, std::min(16, n - c0), static_cast<int>(op.i[5]),
+                             static_cast<float*>(mmq_part_), op.i[8], static_cast<int*>(mmq_cnt_), stream_),
              "matvec");
       }
       return;

@@ -50,13 +50,7 @@ using mmq::Mq;
 
 namespace {
 
-constexpr int kStages = 3;        // cp.async stages in flight per warp
-constexpr int kUnitsPerStage = 8; // 8 x 32 = 256 elements
-
-template <GgmlType T>
-constexpr int WarpSmem() {
-  return kStages * 32 * Mq<T>::kStride;
-}
+constexpr int kUnitsPerStage = 8;  // 8 x 32 = 256 elements
 
 // ---- activation quantization ----
 // One warp per (column, unit). Columns >= n of the last group get zeros.
@@ -131,59 +125,103 @@ __device__ __forceinline__ void ScaleMinK4(int j, uint32_t s0, uint32_t s1, uint
   }
 }
 
-struct XqView {
-  const uint8_t* base;  // this column group's block
-  // fragment (16 B) of column c for lane t, unit u
-  __device__ __forceinline__ uint4 Frag(int64_t u, int c, int t) const {
-    return *reinterpret_cast<const uint4*>(base + u * kXqUnit + (c * 4 + t) * 16);
+// Activation fragments of one stage in shared memory: per unit kXU bytes =
+// fragments of columns 0..8NT-1 (512 B per 8 columns), {scale, sum32} of
+// those columns, and (Q6_K) {sum16 lo, sum16 hi}.
+template <GgmlType T, int NT>
+struct XqGeo {
+  static constexpr int kFrag = NT * 512, kSc = NT * 64, kS16 = T == GgmlType::Q6_K ? NT * 64 : 0;
+  static constexpr int kXU = kFrag + kSc + kS16;
+};
+
+template <GgmlType T, int NT>
+struct XqSmem {
+  const uint8_t* base;  // unit 0 of the stage
+  __device__ __forceinline__ uint4 Frag(int u, int c, int t) const {
+    return *reinterpret_cast<const uint4*>(base + u * XqGeo<T, NT>::kXU + (c * 4 + t) * 16);
   }
-  __device__ __forceinline__ float4 Sc(int64_t u, int c2) const {  // columns c2, c2+1 (c2 even)
-    return *reinterpret_cast<const float4*>(base + u * kXqUnit + kXqFrag + c2 * 8);
+  __device__ __forceinline__ float4 Sc(int u, int c2) const {  // columns c2, c2+1 (c2 even)
+    return *reinterpret_cast<const float4*>(base + u * XqGeo<T, NT>::kXU + XqGeo<T, NT>::kFrag + c2 * 8);
   }
-  __device__ __forceinline__ float4 S16(int64_t u, int c2) const {
-    return *reinterpret_cast<const float4*>(base + u * kXqUnit + kXqFrag + kXqSc + c2 * 8);
+  __device__ __forceinline__ float4 S16(int u, int c2) const {
+    return *reinterpret_cast<const float4*>(base + u * XqGeo<T, NT>::kXU + XqGeo<T, NT>::kFrag + XqGeo<T, NT>::kSc +
+                                            c2 * 8);
   }
-  __device__ __forceinline__ uint32_t Word(int64_t u, int c, int byte) const {  // byte: 0..31 of xh, +32: xl
-    const int lo = byte >= 32;
-    const int b = byte & 31;
-    return *reinterpret_cast<const uint32_t*>(base + u * kXqUnit + (c * 4 + b / 8) * 16 + lo * 8 + (b & 7));
+  __device__ __forceinline__ uint32_t Word(int u, int c, int byte) const {  // byte 0..31: hi, +32: lo
+    const int lo = byte >= 32, b = byte & 31;
+    return *reinterpret_cast<const uint32_t*>(base + u * XqGeo<T, NT>::kXU + (c * 4 + b / 8) * 16 + lo * 8 + (b & 7));
   }
 };
 
+// ---- per-row scale tables (one lane per row, once per stage) ----
+// K-quants and legacy: float2 {coef, mcoef} per unit; Q6_K: coef per 16 elements.
+constexpr int kTableBytes = 32 * 16 * 4;
+
+template <GgmlType T>
+__device__ __forceinline__ void BuildTable(const uint8_t* row, int units, float* tab) {
+  if constexpr (T == GgmlType::Q4_K || T == GgmlType::Q5_K) {
+    const uint4 h = *reinterpret_cast<const uint4*>(row);
+    const float d = H2F(static_cast<uint16_t>(h.x & 0xFFFF)), dm = H2F(static_cast<uint16_t>(h.x >> 16));
+#pragma unroll
+    for (int u = 0; u < 8; ++u) {
+      int sc, m;
+      ScaleMinK4(u, h.y, h.z, h.w, &sc, &m);
+      reinterpret_cast<float2*>(tab)[u] = make_float2(__fmul_rn(d, static_cast<float>(sc)),
+                                                      -__fmul_rn(dm, static_cast<float>(m)));
+    }
+  } else if constexpr (T == GgmlType::Q6_K) {
+    const float d = H2F(Lds16u(row + 208));
+#pragma unroll
+    for (int i = 0; i < 16; i += 2) {
+      const uint32_t w = Lds16u(row + 192 + i);
+      tab[i] = __fmul_rn(d, static_cast<float>(static_cast<int8_t>(w & 0xFF)));
+      tab[i + 1] = __fmul_rn(d, static_cast<float>(static_cast<int8_t>(w >> 8)));
+    }
+  } else {
+    constexpr int kU = Mq<T>::kUnit;
+    for (int u = 0; u < units; ++u) {
+      const uint8_t* b = row + u * kU;
+      const float d = H2F(Lds16u(b));
+      float mc = 0.0f;
+      if constexpr (T == GgmlType::Q4_0) mc = __fmul_rn(-8.0f, d);
+      else if constexpr (T == GgmlType::Q5_0) mc = __fmul_rn(-16.0f, d);
+      else if constexpr (T == GgmlType::Q4_1 || T == GgmlType::Q5_1) mc = H2F(Lds16u(b + 2));
+      reinterpret_cast<float2*>(tab)[u] = make_float2(d, mc);
+    }
+  }
+}
+
 // ---- per-type stage compute ----
-// rp[mt][0/1]: shared-memory address of row 16mt+g / 16mt+g+8 of this stage
-// (window offset applied). u0: global index of the stage's first unit.
+// rp[mt][h]: shared-memory address of the stage of row 16mt+8h+g (window
+// offset applied); tab: this warp's table ([32 rows][16 floats]).
 template <GgmlType T, int NT>
-__device__ __forceinline__ void StageLegacy(const uint8_t* (&rp)[2][2], int units, int64_t u0, const XqView& xq, int g,
-                                            int t, float (&acc)[2][NT][4]) {
+__device__ __forceinline__ void StageLegacy(const uint8_t* (&rp)[2][2], int units, const XqSmem<T, NT>& xq,
+                                            const float* tab, int g, int t, float (&acc)[2][NT][4]) {
   constexpr int kU = Mq<T>::kUnit;
   for (int u = 0; u < units; ++u) {
     uint4 bx[NT];
     float4 sc[NT];
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt) {
-      bx[nt] = xq.Frag(u0 + u, nt * 8 + g, t);
-      sc[nt] = xq.Sc(u0 + u, nt * 8 + 2 * t);
+      bx[nt] = xq.Frag(u, nt * 8 + g, t);
+      sc[nt] = xq.Sc(u, nt * 8 + 2 * t);
     }
 #pragma unroll
     for (int mt = 0; mt < 2; ++mt) {
       uint32_t w[2][2];
-      float coef[2], mc[2];
+      float2 cf[2];
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const uint8_t* b = rp[mt][h] + u * kU;
-        const float d = H2F(Lds16u(b));
-        coef[h] = d;
+        cf[h] = reinterpret_cast<const float2*>(tab + (16 * mt + 8 * h + g) * 16)[u];
         if constexpr (T == GgmlType::Q8_0) {
           w[h][0] = Lds32u(b + 2 + 8 * t);
           w[h][1] = Lds32u(b + 6 + 8 * t);
-          mc[h] = 0.0f;
         } else if constexpr (T == GgmlType::Q4_0 || T == GgmlType::Q4_1) {
           constexpr int qs = T == GgmlType::Q4_0 ? 2 : 4;
           const int sh = 4 * (t >> 1);
           w[h][0] = (Lds32u(b + qs + 8 * (t & 1)) >> sh) & 0x0F0F0F0Fu;
           w[h][1] = (Lds32u(b + qs + 4 + 8 * (t & 1)) >> sh) & 0x0F0F0F0Fu;
-          mc[h] = T == GgmlType::Q4_0 ? __fmul_rn(-8.0f, d) : H2F(Lds16u(b + 2));
         } else {  // Q5_0 / Q5_1
           constexpr int qho = T == GgmlType::Q5_0 ? 2 : 4;
           constexpr int qs = qho + 4;
@@ -191,35 +229,30 @@ __device__ __forceinline__ void StageLegacy(const uint8_t* (&rp)[2][2], int unit
           const uint32_t qh = (Lds32u(b + qho) >> (8 * t)) & 0xFFu;
           w[h][0] = ((Lds32u(b + qs + 8 * (t & 1)) >> sh) & 0x0F0F0F0Fu) | (Spread4(qh) << 4);
           w[h][1] = ((Lds32u(b + qs + 4 + 8 * (t & 1)) >> sh) & 0x0F0F0F0Fu) | (Spread4(qh >> 4) << 4);
-          mc[h] = T == GgmlType::Q5_0 ? __fmul_rn(-16.0f, d) : H2F(Lds16u(b + 2));
         }
       }
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt)
-        EpiK32<T != GgmlType::Q8_0>(acc[mt][nt], w[0][0], w[1][0], w[0][1], w[1][1], bx[nt], sc[nt], coef[0],
-                                    coef[1], mc[0], mc[1]);
+        EpiK32<T != GgmlType::Q8_0>(acc[mt][nt], w[0][0], w[1][0], w[0][1], w[1][1], bx[nt], sc[nt], cf[0].x,
+                                    cf[1].x, cf[0].y, cf[1].y);
     }
   }
 }
 
 template <GgmlType T, int NT>
-__device__ __forceinline__ void StageK4(const uint8_t* (&rp)[2][2], int64_t u0, const XqView& xq, int g, int t,
-                                        float (&acc)[2][NT][4]) {
-  // Header of each of the 4 rows: d, dmin, 12 scale bytes (aligned: rows are whole 16-byte windows).
-  uint32_t hd[2][2][4];
-#pragma unroll
-  for (int mt = 0; mt < 2; ++mt)
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const uint4 v = *reinterpret_cast<const uint4*>(rp[mt][h]);
-      hd[mt][h][0] = v.x;
-      hd[mt][h][1] = v.y;
-      hd[mt][h][2] = v.z;
-      hd[mt][h][3] = v.w;
-    }
+__device__ __forceinline__ void StageK4(const uint8_t* (&rp)[2][2], const XqSmem<T, NT>& xq, const float* tab, int g,
+                                        int t, float (&acc)[2][NT][4]) {
   constexpr int kQs = T == GgmlType::Q4_K ? 16 : 48;
-#pragma unroll 1
+#pragma unroll 2
   for (int j = 0; j < 4; ++j) {  // sub-block pair 2j, 2j+1 shares the quant bytes
+    uint2 q[2][2], qh[2][2];
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        q[mt][h] = *reinterpret_cast<const uint2*>(rp[mt][h] + kQs + 32 * j + 8 * t);
+        if constexpr (T == GgmlType::Q5_K) qh[mt][h] = *reinterpret_cast<const uint2*>(rp[mt][h] + 16 + 8 * t);
+      }
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       const int sb = 2 * j + half;
@@ -227,47 +260,35 @@ __device__ __forceinline__ void StageK4(const uint8_t* (&rp)[2][2], int64_t u0, 
       float4 sc[NT];
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt) {
-        bx[nt] = xq.Frag(u0 + sb, nt * 8 + g, t);
-        sc[nt] = xq.Sc(u0 + sb, nt * 8 + 2 * t);
+        bx[nt] = xq.Frag(sb, nt * 8 + g, t);
+        sc[nt] = xq.Sc(sb, nt * 8 + 2 * t);
       }
 #pragma unroll
       for (int mt = 0; mt < 2; ++mt) {
         uint32_t w[2][2];
-        float coef[2], mc[2];
+        float2 cf[2];
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-          const uint8_t* b = rp[mt][h];
-          const uint2 q = *reinterpret_cast<const uint2*>(b + kQs + 32 * j + 8 * t);
-          w[h][0] = (q.x >> (4 * half)) & 0x0F0F0F0Fu;
-          w[h][1] = (q.y >> (4 * half)) & 0x0F0F0F0Fu;
+          w[h][0] = (q[mt][h].x >> (4 * half)) & 0x0F0F0F0Fu;
+          w[h][1] = (q[mt][h].y >> (4 * half)) & 0x0F0F0F0Fu;
           if constexpr (T == GgmlType::Q5_K) {
-            const uint2 qh = *reinterpret_cast<const uint2*>(b + 16 + 8 * t);
-            w[h][0] |= ((qh.x >> sb) & 0x01010101u) << 4;
-            w[h][1] |= ((qh.y >> sb) & 0x01010101u) << 4;
+            w[h][0] |= ((qh[mt][h].x >> sb) & 0x01010101u) << 4;
+            w[h][1] |= ((qh[mt][h].y >> sb) & 0x01010101u) << 4;
           }
-          int s, m;
-          ScaleMinK4(sb, hd[mt][h][1], hd[mt][h][2], hd[mt][h][3], &s, &m);
-          const uint32_t dd = hd[mt][h][0];
-          coef[h] = __fmul_rn(H2F(static_cast<uint16_t>(dd & 0xFFFF)), static_cast<float>(s));
-          mc[h] = -__fmul_rn(H2F(static_cast<uint16_t>(dd >> 16)), static_cast<float>(m));
+          cf[h] = reinterpret_cast<const float2*>(tab + (16 * mt + 8 * h + g) * 16)[sb];
         }
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt)
-          EpiK32<true>(acc[mt][nt], w[0][0], w[1][0], w[0][1], w[1][1], bx[nt], sc[nt], coef[0], coef[1], mc[0],
-                       mc[1]);
+          EpiK32<true>(acc[mt][nt], w[0][0], w[1][0], w[0][1], w[1][1], bx[nt], sc[nt], cf[0].x, cf[1].x, cf[0].y,
+                       cf[1].y);
       }
     }
   }
 }
 
 template <int NT>
-__device__ __forceinline__ void StageQ6K(const uint8_t* (&rp)[2][2], int64_t u0, const XqView& xq, int g, int t,
-                                         float (&acc)[2][NT][4]) {
-  float dd[2][2];
-#pragma unroll
-  for (int mt = 0; mt < 2; ++mt)
-#pragma unroll
-    for (int h = 0; h < 2; ++h) dd[mt][h] = H2F(Lds16u(rp[mt][h] + 208));
+__device__ __forceinline__ void StageQ6K(const uint8_t* (&rp)[2][2], const XqSmem<GgmlType::Q6_K, NT>& xq,
+                                         const float* tab, int g, int t, float (&acc)[2][NT][4]) {
 #pragma unroll 1
   for (int hh = 0; hh < 2; ++hh) {      // 128-element half of the super-block
 #pragma unroll 1
@@ -285,7 +306,7 @@ __device__ __forceinline__ void StageQ6K(const uint8_t* (&rp)[2][2], int64_t u0,
         }
 #pragma unroll
       for (int q = 0; q < 4; ++q) {  // quarter: unit 4*hh + q
-        const int64_t u = u0 + 4 * hh + q;
+        const int u = 4 * hh + q;
         uint32_t bh[NT], bl[NT];
         float4 sc[NT], sm[NT];
 #pragma unroll
@@ -298,22 +319,20 @@ __device__ __forceinline__ void StageQ6K(const uint8_t* (&rp)[2][2], int64_t u0,
 #pragma unroll
         for (int mt = 0; mt < 2; ++mt) {
           uint32_t w[2];
-          float coef[2], mc[2];
+          float coef[2];
 #pragma unroll
           for (int h = 0; h < 2; ++h) {
             const uint32_t ql = (q & 1) ? qb[mt][h] : qa[mt][h];
             const uint32_t lo4 = (ql >> (4 * (q >> 1))) & 0x0F0F0F0Fu;
             const uint32_t hi2 = ((qc[mt][h] >> (2 * q)) & 0x03030303u) << 4;
             w[h] = lo4 | hi2;
-            const int8_t s = static_cast<int8_t>(rp[mt][h][192 + 8 * hh + 2 * q + hf]);
-            coef[h] = __fmul_rn(dd[mt][h], static_cast<float>(s));
-            mc[h] = __fmul_rn(-32.0f, coef[h]);
+            coef[h] = tab[(16 * mt + 8 * h + g) * 16 + 8 * hh + 2 * q + hf];
           }
 #pragma unroll
           for (int nt = 0; nt < NT; ++nt) {
             const float sum0 = hf ? sm[nt].y : sm[nt].x, sum1 = hf ? sm[nt].w : sm[nt].z;
-            EpiK16(acc[mt][nt], w[0], w[1], bh[nt], bl[nt], sc[nt].x, sc[nt].z, sum0, sum1, coef[0], coef[1], mc[0],
-                   mc[1]);
+            EpiK16(acc[mt][nt], w[0], w[1], bh[nt], bl[nt], sc[nt].x, sc[nt].z, sum0, sum1, coef[0], coef[1],
+                   __fmul_rn(-32.0f, coef[0]), __fmul_rn(-32.0f, coef[1]));
           }
         }
       }
@@ -321,44 +340,94 @@ __device__ __forceinline__ void StageQ6K(const uint8_t* (&rp)[2][2], int64_t u0,
   }
 }
 
-struct MmqArgs {
+// ---- the kernel ----
+// Block: W warps, warp w owns rows [32w, 32w+32) of the block's row range; all
+// warps walk the same stages (the activation fragments of a stage are copied
+// once per block). grid.x: row blocks of up to 3 matrices (same type and K,
+// same activations: q/k/v, gate/up); grid.y: K-split. With a K-split, blocks
+// write partials and the last block of a row range sums them in split order.
+struct MmqMatArgs {
   const uint8_t* w;
   size_t row_bytes;
-  int64_t rows, k;
-  const uint8_t* xq;
-  int n;
+  int64_t rows;
   const float* bias;
   float* y;
-  int64_t ldy;
+  int rb0;        // first row block of this matrix
+  int64_t row0g;  // its first row in the partials' row space
+};
+struct MmqArgs {
+  MmqMatArgs m[kMmqMaxMats];
+  int n_mats;
+  int64_t k;
+  const uint8_t* xq;
+  int n;
+  int ksplit;
+  int64_t part_rows;  // rows of the partials' row space
+  float* part;
+  int* counters;
 };
 
 template <GgmlType T, int NT>
-__global__ void __launch_bounds__(256) MmqKernel(MmqArgs a) {
+constexpr int StagesFor() {
+  return NT == 1 ? 3 : 2;
+}
+template <GgmlType T, int NT>
+constexpr int StageBytes(int warps) {
+  return warps * 32 * Mq<T>::kStride + kUnitsPerStage * XqGeo<T, NT>::kXU;
+}
+template <GgmlType T, int NT>
+constexpr int SmemBytes(int warps) {
+  return StagesFor<T, NT>() * StageBytes<T, NT>(warps) + warps * kTableBytes + 64;
+}
+
+template <GgmlType T, int NT>
+__global__ void __launch_bounds__(128) MmqKernel(MmqArgs a) {
   extern __shared__ __align__(16) uint8_t smem[];
   constexpr int kStride = Mq<T>::kStride, kWin = Mq<T>::kWin, kStage = Mq<T>::kStage;
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  constexpr int kXU = XqGeo<T, NT>::kXU, kStages = StagesFor<T, NT>();
+  const int W = blockDim.x >> 5;
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int g = lane >> 2, t = lane & 3;
-  const int split = blockDim.x >> 5;
-  const int64_t row0 = static_cast<int64_t>(blockIdx.x) * 32;
-  uint8_t* wbuf = smem + warp * WarpSmem<T>();
+  const int bx = blockIdx.x, ks = blockIdx.y;
+  int mi = 0;
+#pragma unroll
+  for (int i = 1; i < kMmqMaxMats; ++i)
+    if (i < a.n_mats && bx >= a.m[i].rb0) mi = i;
+  const MmqMatArgs& m = a.m[mi];
+  const int64_t rblock0 = static_cast<int64_t>(bx - m.rb0) * (W * 32);
   const int64_t n_units = a.k / 32;
   const int n_stages = static_cast<int>((n_units + kUnitsPerStage - 1) / kUnitsPerStage);
-  const int n_my = warp < n_stages ? (n_stages - warp + split - 1) / split : 0;
-  const XqView xq{a.xq};
+  const int s0 = static_cast<int>(static_cast<int64_t>(ks) * n_stages / a.ksplit);
+  const int s1 = static_cast<int>(static_cast<int64_t>(ks + 1) * n_stages / a.ksplit);
+  const int ns = s1 - s0;
+  const int stage_bytes = StageBytes<T, NT>(W);
+  float* tab = reinterpret_cast<float*>(smem + kStages * stage_bytes) + warp * (kTableBytes / 4);
 
   auto issue = [&](int i) {
-    const int s = warp + i * split;
-    uint8_t* buf = wbuf + (i % kStages) * 32 * kStride;
+    const int s = s0 + i;
+    uint8_t* buf = smem + (i % kStages) * stage_bytes;
     const int64_t sb = static_cast<int64_t>(s) * kStage;
-    const int64_t nbytes = min(static_cast<int64_t>(kStage), static_cast<int64_t>(a.row_bytes) - sb);
-    for (int c = lane; c < 32 * kWin; c += 32) {
+    const int64_t nbytes = min(static_cast<int64_t>(kStage), static_cast<int64_t>(m.row_bytes) - sb);
+    for (int c = tid; c < W * 32 * kWin; c += blockDim.x) {
       const int r = c / kWin, ch = c - r * kWin;
-      const int64_t row = row0 + r;
-      if (row >= a.rows) continue;
-      const uintptr_t g0 = reinterpret_cast<uintptr_t>(a.w + row * a.row_bytes + sb);
+      const int64_t row = rblock0 + r;
+      if (row >= m.rows) continue;
+      const uintptr_t g0 = reinterpret_cast<uintptr_t>(m.w + row * m.row_bytes + sb);
       const uintptr_t al = g0 & ~uintptr_t{15};
       const int nch = static_cast<int>((((g0 + nbytes + 15) & ~uintptr_t{15}) - al) / 16);
       if (ch < nch) CpAsync16(buf + r * kStride + ch * 16, reinterpret_cast<const void*>(al + ch * 16));
+    }
+    // Activation fragments of the stage's units: fragments, {scale, sum32}, {sum16}.
+    uint8_t* xb = buf + W * 32 * kStride;
+    const int units = static_cast<int>(min(static_cast<int64_t>(kUnitsPerStage), n_units - static_cast<int64_t>(s) * 8));
+    constexpr int kPieces = kXU / 16;
+    for (int c = tid; c < units * kPieces; c += blockDim.x) {
+      const int u = c / kPieces, pc = c - u * kPieces;
+      int src;
+      if (pc < XqGeo<T, NT>::kFrag / 16) src = pc * 16;
+      else if (pc < (XqGeo<T, NT>::kFrag + XqGeo<T, NT>::kSc) / 16) src = kXqFrag + (pc - XqGeo<T, NT>::kFrag / 16) * 16;
+      else src = kXqFrag + kXqSc + (pc - (XqGeo<T, NT>::kFrag + XqGeo<T, NT>::kSc) / 16) * 16;
+      CpAsync16(xb + u * kXU + pc * 16, a.xq + (static_cast<int64_t>(s) * 8 + u) * kXqUnit + src);
     }
   };
 
@@ -372,78 +441,101 @@ __global__ void __launch_bounds__(256) MmqKernel(MmqArgs a) {
 
 #pragma unroll
   for (int i = 0; i < kStages - 1; ++i) {
-    if (i < n_my) issue(i);
+    if (i < ns) issue(i);
     CpAsyncCommit();
   }
-  for (int i = 0; i < n_my; ++i) {
-    if (i + kStages - 1 < n_my) issue(i + kStages - 1);
+  for (int i = 0; i < ns; ++i) {
+    if (i + kStages - 1 < ns) issue(i + kStages - 1);
     CpAsyncCommit();
     CpAsyncWait<kStages - 1>();
-    __syncwarp();
-    const int s = warp + i * split;
-    const uint8_t* buf = wbuf + (i % kStages) * 32 * kStride;
+    __syncthreads();
+    const int s = s0 + i;
+    const uint8_t* buf = smem + (i % kStages) * stage_bytes;
     const int64_t sb = static_cast<int64_t>(s) * kStage;
+    const int units = static_cast<int>(min(static_cast<int64_t>(kUnitsPerStage), n_units - static_cast<int64_t>(s) * 8));
+    const uintptr_t wbase = reinterpret_cast<uintptr_t>(m.w) + static_cast<uintptr_t>(sb);
+    {  // this warp's scale table: lane = row of its tile
+      const int r = warp * 32 + lane;
+      const int64_t row = min(rblock0 + r, m.rows - 1);
+      const uint8_t* rowp = buf + r * kStride + ((wbase + row * m.row_bytes) & 15);
+      BuildTable<T>(rowp, units, tab + lane * 16);
+    }
+    __syncwarp();
     const uint8_t* rp[2][2];
 #pragma unroll
     for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        const int r = 16 * mt + 8 * h + g;
-        const int64_t row = min(row0 + r, a.rows - 1);
-        const uintptr_t g0 = reinterpret_cast<uintptr_t>(a.w + row * a.row_bytes + sb);
-        rp[mt][h] = buf + r * kStride + (g0 & 15);
+        const int r = warp * 32 + 16 * mt + 8 * h + g;
+        const int64_t row = min(rblock0 + r, m.rows - 1);
+        rp[mt][h] = buf + r * kStride + ((wbase + row * m.row_bytes) & 15);
       }
-    const int64_t u0 = static_cast<int64_t>(s) * kUnitsPerStage;
+    const XqSmem<T, NT> xq{buf + W * 32 * kStride};
     if constexpr (T == GgmlType::Q4_K || T == GgmlType::Q5_K) {
-      StageK4<T, NT>(rp, u0, xq, g, t, acc);
+      StageK4<T, NT>(rp, xq, tab, g, t, acc);
     } else if constexpr (T == GgmlType::Q6_K) {
-      StageQ6K<NT>(rp, u0, xq, g, t, acc);
+      StageQ6K<NT>(rp, xq, tab, g, t, acc);
     } else {
-      const int units = static_cast<int>(min(static_cast<int64_t>(kUnitsPerStage), n_units - u0));
-      StageLegacy<T, NT>(rp, units, u0, xq, g, t, acc);
+      StageLegacy<T, NT>(rp, units, xq, tab, g, t, acc);
     }
-    __syncwarp();
+    __syncthreads();  // every warp is done with this buffer and its table
   }
   CpAsyncWait<0>();
 
-  // Reduce the K-split in a fixed order (warp 0, then 1, ...).
-  if (split > 1) {
-    __syncthreads();
-    float* red = reinterpret_cast<float*>(smem);
-    constexpr int kPer = 2 * NT * 4;
-#pragma unroll
-    for (int mt = 0; mt < 2; ++mt)
-#pragma unroll
-      for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-        for (int i = 0; i < 4; ++i) red[(warp * 32 + lane) * kPer + (mt * NT + nt) * 4 + i] = acc[mt][nt][i];
-    __syncthreads();
-    if (warp != 0) return;
+  const int64_t row_w = rblock0 + warp * 32;  // this warp's first row
+  if (a.ksplit == 1) {
 #pragma unroll
     for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
-          float v = red[lane * kPer + (mt * NT + nt) * 4 + i];
-          for (int w = 1; w < split; ++w) v = __fadd_rn(v, red[(w * 32 + lane) * kPer + (mt * NT + nt) * 4 + i]);
-          acc[mt][nt][i] = v;
+          const int64_t row = row_w + 16 * mt + g + 8 * (i >> 1);
+          const int col = nt * 8 + 2 * t + (i & 1);
+          if (row < m.rows && col < a.n) {
+            float v = acc[mt][nt][i];
+            if (m.bias) v = __fadd_rn(v, m.bias[row]);
+            m.y[col * m.rows + row] = v;
+          }
         }
+    return;
   }
+  // K-split: partials, then the last block of this row range sums them in order.
 #pragma unroll
   for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
-        const int64_t row = row0 + 16 * mt + g + 8 * (i >> 1);
+        const int64_t row = row_w + 16 * mt + g + 8 * (i >> 1);
         const int col = nt * 8 + 2 * t + (i & 1);
-        if (row < a.rows && col < a.n) {
-          float v = acc[mt][nt][i];
-          if (a.bias) v = __fadd_rn(v, a.bias[row]);
-          a.y[col * a.ldy + row] = v;
+        if (row < m.rows && col < a.n)
+          a.part[(static_cast<int64_t>(ks) * 16 + col) * a.part_rows + m.row0g + row] = acc[mt][nt][i];
+      }
+  __threadfence();
+  __syncthreads();
+  __shared__ int last;
+  if (tid == 0) last = atomicAdd(&a.counters[bx], 1) == a.ksplit - 1;
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+#pragma unroll
+  for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int64_t row = row_w + 16 * mt + g + 8 * (i >> 1);
+        const int col = nt * 8 + 2 * t + (i & 1);
+        if (row < m.rows && col < a.n) {
+          const float* p = a.part + static_cast<int64_t>(col) * a.part_rows + m.row0g + row;
+          float v = __ldcg(p);
+          for (int k2 = 1; k2 < a.ksplit; ++k2) v = __fadd_rn(v, __ldcg(p + static_cast<int64_t>(k2) * 16 * a.part_rows));
+          if (m.bias) v = __fadd_rn(v, m.bias[row]);
+          m.y[col * m.rows + row] = v;
         }
       }
+  if (tid == 0) a.counters[bx] = 0;  // ready for the next launch (graphs replay it)
 }
 
 template <class F>
@@ -456,12 +548,6 @@ bool DispatchMmq(GgmlType t, F&& f) {
 #undef SPECD_CASE
     default: return false;
   }
-}
-
-int WarpSmemFor(GgmlType type) {
-  int b = 0;
-  DispatchMmq(type, [&]<GgmlType T>() { b = WarpSmem<T>(); });
-  return b;
 }
 
 // ---- float weights: FP32 FMA ----
@@ -578,39 +664,72 @@ cudaError_t LaunchQuantizeX(const float* x, int n, int64_t k, void* xq, cudaStre
   return LaunchResult();
 }
 
+// Warps per block (row tiles sharing a stage): the most that fit the device
+// with two column tiles, so the row blocking (and hence the K-split and the
+// summation order) is the same for every column count.
+int MmqWarps(GgmlType type) {
+  const int limit = GetDeviceInfo().smem_optin;
+  int w = 0;
+  DispatchMmq(type, [&]<GgmlType T>() {
+    for (int c : {4, 2, 1})
+      if (w == 0 && SmemBytes<T, 2>(c) <= limit && SmemBytes<T, 1>(c) <= limit) w = c;
+  });
+  return w;
+}
+
 bool MmqSupported(GgmlType type, int64_t rows, int64_t k, size_t row_bytes) {
-  const int ws = WarpSmemFor(type);
-  if (ws == 0 || rows < 1 || k < 32 || k % 32 != 0) return false;
+  if (MmqWarps(type) == 0 || rows < 1 || k < 32 || k % 32 != 0) return false;
   const bool kquant = type == GgmlType::Q4_K || type == GgmlType::Q5_K || type == GgmlType::Q6_K;
   if (kquant && k % 256 != 0) return false;
   if (row_bytes != RowBytes(type, k)) return false;
   // Q4_K/Q5_K read their headers and quants with aligned vector loads.
   if ((type == GgmlType::Q4_K || type == GgmlType::Q5_K) && row_bytes % 16 != 0) return false;
-  return ws + 64 <= GetDeviceInfo().smem_optin;
+  return true;
 }
 
-int MmqSplit(GgmlType type, int64_t rows, int64_t k) {
+int MmqRowBlocks(GgmlType type, int64_t rows) {
+  const int64_t per = 32LL * MmqWarps(type);
+  return static_cast<int>((rows + per - 1) / per);
+}
+
+int64_t MmqPartRows(GgmlType type, int64_t rows) { return static_cast<int64_t>(MmqRowBlocks(type, rows)) * 32 * MmqWarps(type); }
+
+int MmqKSplit(GgmlType type, int row_blocks, int64_t k) {
   const DeviceInfo& d = GetDeviceInfo();
-  const int64_t tiles = (rows + 31) / 32;
   const int64_t stages = (k / 32 + kUnitsPerStage - 1) / kUnitsPerStage;
-  const int ws = WarpSmemFor(type);
-  const int64_t target = 12LL * (d.sm_count > 0 ? d.sm_count : 100);
-  int split = 1;
-  while (split < 8 && tiles * split * 2 <= target && split * 2 <= stages &&
-         static_cast<int64_t>(split) * 2 * ws + 64 <= d.smem_optin)
-    split *= 2;
-  return split;
+  // About 8 blocks per multiprocessor in total, at least 2 stages per block.
+  const int64_t target = 8LL * (d.sm_count > 0 ? d.sm_count : 100);
+  int64_t split = (target + row_blocks - 1) / row_blocks;
+  split = std::min<int64_t>(split, std::max<int64_t>(1, stages / 2));
+  return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(split, 64)));
 }
 
-cudaError_t LaunchMmq(GgmlType type, const void* w, size_t row_bytes, int64_t rows, int64_t k, const void* xq, int n,
-                      const float* bias, float* y, int64_t ldy, int split, cudaStream_t s) {
-  if (n < 1 || n > 16) return cudaErrorInvalidValue;
-  MmqArgs a{static_cast<const uint8_t*>(w), row_bytes, rows, k, static_cast<const uint8_t*>(xq), n, bias, y, ldy};
+cudaError_t LaunchMmq(GgmlType type, const MmqMatrix* mats, int n_mats, int64_t k, const void* xq, int n, int ksplit,
+                      float* part, int64_t part_rows, int* counters, cudaStream_t s) {
+  if (n < 1 || n > 16 || n_mats < 1 || n_mats > kMmqMaxMats) return cudaErrorInvalidValue;
+  MmqArgs a{};
+  a.n_mats = n_mats;
+  a.k = k;
+  a.xq = static_cast<const uint8_t*>(xq);
+  a.n = n;
+  a.ksplit = ksplit;
+  a.part_rows = part_rows;
+  a.part = part;
+  a.counters = counters;
+  const int warps = MmqWarps(type);
+  int rb = 0;
+  int64_t r0 = 0;
+  for (int i = 0; i < n_mats; ++i) {
+    a.m[i] = MmqMatArgs{static_cast<const uint8_t*>(mats[i].w), mats[i].row_bytes, mats[i].rows, mats[i].bias,
+                        mats[i].y, rb, r0};
+    rb += MmqRowBlocks(type, mats[i].rows);
+    r0 += static_cast<int64_t>(MmqRowBlocks(type, mats[i].rows)) * 32 * warps;
+  }
+  if (ksplit > 1 && (!part || !counters || part_rows < r0)) return cudaErrorInvalidValue;
   const bool ok = DispatchMmq(type, [&]<GgmlType T>() {
-    const int smem = split * WarpSmem<T>() + 64;
-    const int grid = CeilDiv(rows, 32);
-    if (n <= 8) MmqKernel<T, 1><<<grid, split * 32, smem, s>>>(a);
-    else MmqKernel<T, 2><<<grid, split * 32, smem, s>>>(a);
+    dim3 grid(rb, ksplit);
+    if (n <= 8) MmqKernel<T, 1><<<grid, warps * 32, SmemBytes<T, 1>(warps), s>>>(a);
+    else MmqKernel<T, 2><<<grid, warps * 32, SmemBytes<T, 2>(warps), s>>>(a);
   });
   if (!ok) return cudaErrorInvalidValue;
   return LaunchResult();

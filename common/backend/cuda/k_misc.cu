@@ -146,9 +146,11 @@ __global__ void RmsNormBlockKernel(float* x, const float* add, const float* w, f
   }
 }
 
-// ---- RoPE ----
-__global__ void RopeKernel(float* x, int n_heads, int head_dim, int n_dims, bool neox, const double* inv_freq,
-                           const int32_t* pos) {
+// ---- RoPE (with optional per-head RMSNorm) ----
+// Block per token; one warp per head row: normalise (sums of squares in
+// double, as RmsNorm), then rotate the pairs.
+__global__ void RopeKernel(RopeSeg s0, RopeSeg s1, int head_dim, int n_dims, bool neox, float eps,
+                           const double* inv_freq, const int32_t* pos) {
   extern __shared__ float cs_sn[];
   const int t = blockIdx.x;
   const int half = n_dims / 2;
@@ -157,20 +159,32 @@ __global__ void RopeKernel(float* x, int n_heads, int head_dim, int n_dims, bool
   const double p = pos[t];
   for (int i = threadIdx.x; i < half; i += blockDim.x) {
     const double a = p * inv_freq[i];
-    double s, c;
-    sincos(a, &s, &c);
-    cs[i] = static_cast<float>(c);
-    sn[i] = static_cast<float>(s);
+    double sv, cv;
+    sincos(a, &sv, &cv);
+    cs[i] = static_cast<float>(cv);
+    sn[i] = static_cast<float>(sv);
   }
   __syncthreads();
-  for (int idx = threadIdx.x; idx < n_heads * half; idx += blockDim.x) {
-    const int h = idx / half, i = idx % half;
-    float* v = x + (static_cast<int64_t>(t) * n_heads + h) * head_dim;
-    const int i0 = neox ? i : 2 * i;
-    const int i1 = neox ? i + half : 2 * i + 1;
-    const float a = v[i0], c = v[i1];
-    v[i0] = __fsub_rn(__fmul_rn(a, cs[i]), __fmul_rn(c, sn[i]));
-    v[i1] = __fadd_rn(__fmul_rn(a, sn[i]), __fmul_rn(c, cs[i]));
+  const int lane = threadIdx.x & 31, nw = blockDim.x / 32;
+  for (int hh = threadIdx.x / 32; hh < s0.n_heads + s1.n_heads; hh += nw) {
+    const RopeSeg& sg = hh < s0.n_heads ? s0 : s1;
+    const int h = hh < s0.n_heads ? hh : hh - s0.n_heads;
+    float* v = sg.x + (static_cast<int64_t>(t) * sg.n_heads + h) * head_dim;
+    if (sg.norm) {
+      double ss = 0;
+      for (int i = lane; i < head_dim; i += 32) ss = __fma_rn(static_cast<double>(v[i]), static_cast<double>(v[i]), ss);
+      ss = WarpSumD(ss);
+      const float sc = static_cast<float>(1.0 / sqrt(ss / head_dim + static_cast<double>(eps)));
+      for (int i = lane; i < head_dim; i += 32) v[i] = __fmul_rn(__fmul_rn(v[i], sc), sg.norm[i]);
+      __syncwarp();
+    }
+    for (int i = lane; i < half; i += 32) {
+      const int i0 = neox ? i : 2 * i;
+      const int i1 = neox ? i + half : 2 * i + 1;
+      const float a = v[i0], c = v[i1];
+      v[i0] = __fsub_rn(__fmul_rn(a, cs[i]), __fmul_rn(c, sn[i]));
+      v[i1] = __fadd_rn(__fmul_rn(a, sn[i]), __fmul_rn(c, cs[i]));
+    }
   }
 }
 
@@ -375,10 +389,12 @@ cudaError_t LaunchRmsNorm(float* x, const float* add, const float* w, float eps,
   return LaunchResult();
 }
 
-cudaError_t LaunchRope(float* x, int n_heads, int head_dim, int n_dims, bool neox, const double* inv_freq,
-                       const BatchDev& b, cudaStream_t s) {
-  if (b.n_tokens <= 0) return cudaSuccess;
-  RopeKernel<<<b.n_tokens, 128, sizeof(float) * n_dims, s>>>(x, n_heads, head_dim, n_dims, neox, inv_freq, b.pos);
+cudaError_t LaunchRope(const RopeSeg* segs, int n_segs, int head_dim, int n_dims, bool neox, float eps,
+                       const double* inv_freq, const BatchDev& b, cudaStream_t s) {
+  if (b.n_tokens <= 0 || n_segs < 1 || n_segs > 2) return n_segs >= 1 && n_segs <= 2 ? cudaSuccess : cudaErrorInvalidValue;
+  const RopeSeg none{};
+  RopeKernel<<<b.n_tokens, 128, sizeof(float) * n_dims, s>>>(segs[0], n_segs > 1 ? segs[1] : none, head_dim, n_dims,
+                                                             neox, eps, inv_freq, b.pos);
   return LaunchResult();
 }
 

@@ -30,8 +30,15 @@ cudaError_t LaunchEmbed(GgmlType type, const void* emb, int64_t ne0, const Batch
 // LaunchQuantizeX(out, rows, dim, xq) would; requires dim % 32 == 0).
 cudaError_t LaunchRmsNorm(float* x, const float* add, const float* w, float eps, int rows, int dim, float* out,
                           void* xq, cudaStream_t s);
-cudaError_t LaunchRope(float* x, int n_heads, int head_dim, int n_dims, bool neox, const double* inv_freq,
-                       const BatchDev& b, cudaStream_t s);
+// RoPE of up to two tensors (q and k) in one launch, each optionally
+// RMS-normalised per head first (qwen3's q/k norms).
+struct RopeSeg {
+  float* x = nullptr;
+  int n_heads = 0;
+  const float* norm = nullptr;  // head_dim weights, or null
+};
+cudaError_t LaunchRope(const RopeSeg* segs, int n_segs, int head_dim, int n_dims, bool neox, float eps,
+                       const double* inv_freq, const BatchDev& b, cudaStream_t s);
 // n rows of dim; xq as for LaunchRmsNorm.
 cudaError_t LaunchSwiGLU(const float* gate, const float* up, int n, int dim, float* out, void* xq, cudaStream_t s);
 cudaError_t LaunchAdd(float* x, const float* y, int64_t n, cudaStream_t s);
@@ -46,14 +53,29 @@ cudaError_t LaunchAddBias(float* y, const float* bias, int n, int rows, int64_t 
 size_t XQuantBytes(int n, int64_t k);
 cudaError_t LaunchQuantizeX(const float* x, int n, int64_t k, void* xq, cudaStream_t s);
 
-// Fixed K-split (warps per row tile) for a matrix; depends on the shape and
-// the device only, never on the number of columns (batch invariance).
-int MmqSplit(GgmlType type, int64_t rows, int64_t k);
+// Up to kMmqMaxMats matrices of one type and K that read the same
+// activations (q/k/v, gate/up) go in one launch. The row blocking and the
+// K-split depend on the shapes and the device only, never on the number of
+// columns (batch invariance); with a K-split > 1, blocks write partials
+// (part: ksplit x 16 x part_rows floats) and the last block of each row block
+// sums them in split order (counters: one int per row block, zero before the
+// first launch; the kernel leaves them zero).
+constexpr int kMmqMaxMats = 3;
+struct MmqMatrix {
+  const void* w;
+  size_t row_bytes;
+  int64_t rows;
+  const float* bias;
+  float* y;  // n x rows
+};
 bool MmqSupported(GgmlType type, int64_t rows, int64_t k, size_t row_bytes);
-// y[c * ldy + r] = W_r . x_c (+ bias[r]) for c < n <= 16; xq from LaunchQuantizeX
-// (the column group holding these n columns).
-cudaError_t LaunchMmq(GgmlType type, const void* w, size_t row_bytes, int64_t rows, int64_t k, const void* xq,
-                      int n, const float* bias, float* y, int64_t ldy, int split, cudaStream_t s);
+int MmqRowBlocks(GgmlType type, int64_t rows);
+int64_t MmqPartRows(GgmlType type, int64_t rows);  // rows of the partials' row space taken by a matrix
+int MmqKSplit(GgmlType type, int row_blocks, int64_t k);
+// y_i[c * rows_i + r] = W_i[r] . x_c (+ bias_i[r]) for c < n <= 16; xq: the
+// column group holding these n columns (LaunchQuantizeX layout).
+cudaError_t LaunchMmq(GgmlType type, const MmqMatrix* mats, int n_mats, int64_t k, const void* xq, int n, int ksplit,
+                      float* part, int64_t part_rows, int* counters, cudaStream_t s);
 
 // Float weights (F16, BF16, F32): FP32 FMA kernel, n <= 16 columns.
 bool FmvSupported(GgmlType type);
@@ -93,10 +115,11 @@ struct AttnPlan {
 };
 int AttnRowsMax(int head_dim);  // from the device's shared memory
 size_t AttnSmemBytes(int rows, int head_dim);
-// One wave: tiles [tile0, tile1) whose tokens are [tok0, tok1).
+// One wave: tiles [tile0, tile1) whose tokens are [tok0, tok1). xq: also
+// quantize the output rows for the next matvec (head_dim % 32 == 0).
 cudaError_t LaunchAttention(const float* q, const KvDev& kv, int n_heads, int n_kv_heads, int head_dim, float scale,
                             const BatchDev& b, const AttnTile* tiles_dev, int tile0, int tile1, int tok0, int tok1,
-                            const AttnPlan& plan, float* partials, float* out, cudaStream_t s);
+                            const AttnPlan& plan, float* partials, float* out, void* xq, cudaStream_t s);
 size_t AttnPartialFloats(int n_tok, int n_heads, int head_dim, int max_splits);
 
 // ---- random weights ----
