@@ -25,13 +25,45 @@ inline float RowRms(const float* x, int dim, float eps) {
   return static_cast<float>(1.0 / std::sqrt(ss / dim + static_cast<double>(eps)));
 }
 
-// Dequantizes one KV row (F32, F16 or Q8_0) into floats.
-inline void LoadKvRow(GgmlType type, const uint8_t* src, float* dst, int n) {
-  if (type == GgmlType::F32) {
-    std::memcpy(dst, src, sizeof(float) * n);
-  } else {
-    DequantizeRow(type, src, dst, n);
+// Exact half -> float by table: KV rows are converted for every query, so
+// this is on the attention hot path.
+const float* HalfTable() {
+  static const float* table = [] {
+    float* t = new float[65536];
+    for (uint32_t h = 0; h < 65536; ++h) t[h] = HalfToFloat(static_cast<uint16_t>(h));
+    return t;
+  }();
+  return table;
+}
+
+// A KV row as floats: F32 rows are used in place, F16 and Q8_0 rows decoded
+// into `buf`.
+inline const float* KvRowFloats(GgmlType type, const uint8_t* src, float* buf, int n) {
+  if (type == GgmlType::F32) return reinterpret_cast<const float*>(src);
+  if (type == GgmlType::F16) {
+    const float* t = HalfTable();
+    const auto* h = reinterpret_cast<const uint16_t*>(src);
+    for (int i = 0; i < n; ++i) buf[i] = t[h[i]];
+    return buf;
   }
+  DequantizeRow(type, src, buf, n);
+  return buf;
+}
+
+// Dot product with 16 fixed partial sums combined pairwise: the compiler
+// vectorizes it, and the order (hence the result) is the same on any ISA
+// (no FMA contraction in ISO C++ mode).
+inline float DotF32(const float* a, const float* b, int n) {
+  float acc[16] = {};
+  int i = 0;
+  for (; i + 16 <= n; i += 16) {
+    for (int j = 0; j < 16; ++j) acc[j] += a[i + j] * b[i + j];
+  }
+  for (; i < n; ++i) acc[i & 15] += a[i] * b[i];
+  for (int w = 8; w > 0; w >>= 1) {
+    for (int j = 0; j < w; ++j) acc[j] += acc[j + w];
+  }
+  return acc[0];
 }
 
 }  // namespace
@@ -278,12 +310,10 @@ void CpuBackend::Attention(const float* q, const float* k, const float* v, const
       const int len = b.pos[t] + 1;
       scores.assign(static_cast<size_t>(group) * len, 0.0f);
       for (int j = 0; j < len; ++j) {
-        LoadKvRow(kv_.type, KvRow(p.layer, false, s, j, kvh), krow.data(), hd);
+        const float* kr = KvRowFloats(kv_.type, KvRow(p.layer, false, s, j, kvh), krow.data(), hd);
         for (int g = 0; g < group; ++g) {
           const float* qh = q + (static_cast<int64_t>(t) * p.n_heads + kvh * group + g) * hd;
-          float dot = 0;
-          for (int i = 0; i < hd; ++i) dot += qh[i] * krow[i];
-          scores[static_cast<size_t>(g) * len + j] = dot * p.scale;
+          scores[static_cast<size_t>(g) * len + j] = DotF32(qh, kr, hd) * p.scale;
         }
       }
       for (int g = 0; g < group; ++g) {
@@ -300,11 +330,11 @@ void CpuBackend::Attention(const float* q, const float* k, const float* v, const
       }
       std::fill(acc.begin(), acc.end(), 0.0f);
       for (int j = 0; j < len; ++j) {
-        LoadKvRow(kv_.type, KvRow(p.layer, true, s, j, kvh), vrow.data(), hd);
+        const float* vr = KvRowFloats(kv_.type, KvRow(p.layer, true, s, j, kvh), vrow.data(), hd);
         for (int g = 0; g < group; ++g) {
           const float wj = scores[static_cast<size_t>(g) * len + j];
           float* a = acc.data() + static_cast<size_t>(g) * hd;
-          for (int i = 0; i < hd; ++i) a[i] += wj * vrow[i];
+          for (int i = 0; i < hd; ++i) a[i] += wj * vr[i];
         }
       }
       for (int g = 0; g < group; ++g) {
