@@ -1,7 +1,5 @@
 // specd-coordinator: the public gRPC API. Runs the speculative loop per
 // request against a draft worker and a target worker.
-#include <cstdio>
-
 #include "common/util/log.h"
 #include "coordinator/frontend.h"
 #include "proto/rpc/server.h"
@@ -9,9 +7,11 @@
 namespace specd {
 namespace {
 
+constexpr char kProgram[] = "specd-coordinator";
+
 int Main(int argc, char** argv) {
   rpc::BlockTerminationSignals();
-  Config cfg("specd-coordinator");
+  Config cfg(kProgram);
   rpc::AddServiceFlags(&cfg, "127.0.0.1:7810");
   cfg.AddString("target", "127.0.0.1:7811", "target worker address (HOST:PORT or unix:/PATH)");
   cfg.AddString("draft", "127.0.0.1:7812", "draft worker address; empty: target-only service");
@@ -30,10 +30,7 @@ int Main(int argc, char** argv) {
   cfg.AddInt("probe-timeout-ms", 3000, "per probe (Info) call", 1, 600000);
   cfg.AddInt("swap-timeout-ms", 300000, "longest draft model load during a swap", 1, 3600000);
   auto run = rpc::ParseServiceFlags(&cfg, argc, argv, "coordinator");
-  if (!run.ok()) {
-    std::fprintf(stderr, "specd-coordinator: %s\n", std::string(run.status().message()).c_str());
-    return 2;
-  }
+  if (!run.ok()) return rpc::ExitWith(kProgram, run.status(), 2);
   if (!*run) return 0;
   cfg.LogEffective();
   using ms = std::chrono::milliseconds;
@@ -46,15 +43,9 @@ int Main(int argc, char** argv) {
   co.swap_timeout = ms(cfg.GetInt("swap-timeout-ms"));
   for (const std::string& a : {co.target_address, co.draft_address}) {
     if (a.empty()) continue;
-    if (absl::Status st = rpc::CheckListenAddress(a); !st.ok()) {
-      std::fprintf(stderr, "specd-coordinator: worker address: %s\n", std::string(st.message()).c_str());
-      return 2;
-    }
+    if (absl::Status st = rpc::CheckListenAddress(a); !st.ok()) return rpc::ExitWith(kProgram, st, 2);
   }
-  if (co.target_address.empty()) {
-    std::fprintf(stderr, "specd-coordinator: --target is required\n");
-    return 2;
-  }
+  if (co.target_address.empty()) return rpc::ExitWith(kProgram, absl::InvalidArgumentError("--target is required"), 2);
   FrontendOptions fo;
   fo.k = static_cast<int>(cfg.GetInt("k"));
   fo.speculation = cfg.GetBool("speculation");
@@ -66,10 +57,8 @@ int Main(int argc, char** argv) {
   fo.timeouts.draft = ms(cfg.GetInt("draft-timeout-ms"));
   fo.timeouts.draft_open = ms(cfg.GetInt("draft-open-timeout-ms"));
   fo.timeouts.target = ms(cfg.GetInt("target-timeout-ms"));
-  if (fo.default_max_tokens > fo.max_tokens_limit) {
-    std::fprintf(stderr, "specd-coordinator: --default-max-tokens exceeds --max-tokens-limit\n");
-    return 2;
-  }
+  if (fo.default_max_tokens > fo.max_tokens_limit)
+    return rpc::ExitWith(kProgram, absl::InvalidArgumentError("--default-max-tokens exceeds --max-tokens-limit"), 2);
 
   Cluster cluster(co);
   cluster.Start();
@@ -78,16 +67,10 @@ int Main(int argc, char** argv) {
   AdminService admin(&frontend);
   int port = 0;
   auto server = rpc::StartServer(cfg.GetString("listen"), {&public_api, &admin}, &port);
-  if (!server.ok()) {
-    SPECD_LOG(ERROR) << "cannot start" << Kv("error", server.status().ToString());
-    std::fprintf(stderr, "specd-coordinator: %s\n", std::string(server.status().message()).c_str());
-    return 1;
-  }
+  if (!server.ok()) return rpc::ExitWith(kProgram, server.status(), 1);
   SPECD_LOG(INFO) << "serving" << Kv("listen", cfg.GetString("listen")) << Kv("port", port)
                   << Kv("target", co.target_address) << Kv("draft", co.draft_address);
-  const int sig = rpc::WaitForTermination();
-  SPECD_LOG(INFO) << "shutting down" << Kv("signal", sig);
-  (*server)->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  rpc::ServeUntilTerminated(server->get());
   return 0;
 }
 

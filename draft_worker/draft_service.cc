@@ -9,12 +9,6 @@ namespace specd {
 using rpc::ToGrpc;
 using rpc::ToVector;
 
-DraftService::DraftService(const DraftWorkerOptions& opts) : opts_(opts) {}
-
-DraftService::~DraftService() {
-  thread_.reset();  // finish queued work before the engine goes
-}
-
 absl::StatusOr<std::unique_ptr<DraftService>> DraftService::Create(const DraftWorkerOptions& opts) {
   std::unique_ptr<DraftService> s(new DraftService(opts));
   SPECD_ASSIGN_OR_RETURN(s->cur_, s->Load(opts.engine.model_path, ""));
@@ -48,7 +42,7 @@ absl::StatusOr<DraftService::Loaded> DraftService::Load(const std::string& path,
   return l;
 }
 
-std::vector<absl::StatusOr<DraftService::Proposed>> DraftService::RunBatch(
+std::vector<absl::StatusOr<Proposed>> DraftService::RunBatch(
     const std::vector<LocalDraft::ProposeJob>& jobs) {
   std::vector<absl::StatusOr<DraftProposal>> res = cur_.draft->ProposeBatch(jobs);
   std::vector<absl::StatusOr<Proposed>> out;
@@ -69,11 +63,7 @@ void DraftService::FillInfo(v1::InfoResponse* out) const {
   rpc::ExchangeToProto(cur_.draft->exchange(), out->mutable_exchange());
   out->set_k_max(opts_.k_max);
   out->set_model_loads(loads_.load());
-  if (thread_) {
-    out->set_batches(thread_->batches());
-    out->set_batched_requests(thread_->batched_jobs());
-    out->set_max_batch(thread_->max_batch_seen());
-  }
+  if (thread_) SchedulerInfo(out);
 }
 
 v1::InfoResponse DraftService::CurrentInfo() {
@@ -89,17 +79,6 @@ grpc::Status DraftService::Info(grpc::ServerContext*, const v1::InfoRequest*, v1
   return grpc::Status::OK;
 }
 
-grpc::Status DraftService::Open(grpc::ServerContext*, const v1::OpenRequest* req, v1::OpenResponse* resp) {
-  auto sampling = rpc::SamplingFromProto(req->sampling());
-  if (!sampling.ok()) return ToGrpc(sampling.status());
-  const std::vector<int32_t> tokens = ToVector(req->tokens());
-  return ToGrpc(thread_->Run([&]() -> absl::Status {
-    SPECD_RETURN_IF_ERROR(cur_.draft->OpenSeq(req->seq(), tokens, *sampling));
-    resp->set_length(cur_.draft->core().CommittedLength(req->seq()));
-    return absl::OkStatus();
-  }));
-}
-
 grpc::Status DraftService::Propose(grpc::ServerContext*, const v1::ProposeRequest* req, v1::ProposeResponse* resp) {
   LocalDraft::ProposeJob job{req->seq(), req->base_len(), ToVector(req->new_tokens()), req->k(), req->min_confidence()};
   auto r = thread_->Submit(std::move(job));
@@ -110,28 +89,6 @@ grpc::Status DraftService::Propose(grpc::ServerContext*, const v1::ProposeReques
   resp->set_generation(r->proposal.ref.generation);
   resp->set_length(r->length);
   return grpc::Status::OK;
-}
-
-grpc::Status DraftService::Verify(grpc::ServerContext*, const v1::VerifyRequest*, v1::VerifyResponse*) {
-  return grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "this is a draft worker: Verify is served by the target worker");
-}
-
-grpc::Status DraftService::Sync(grpc::ServerContext*, const v1::SyncRequest* req, v1::SyncResponse* resp) {
-  const std::vector<int32_t> tokens = ToVector(req->tokens());
-  return ToGrpc(thread_->Run([&]() -> absl::Status {
-    SPECD_RETURN_IF_ERROR(cur_.draft->SyncSeq(req->seq(), req->base_len(), tokens));
-    resp->set_length(cur_.draft->core().CommittedLength(req->seq()));
-    return absl::OkStatus();
-  }));
-}
-
-grpc::Status DraftService::Release(grpc::ServerContext*, const v1::ReleaseRequest* req, v1::ReleaseResponse* resp) {
-  resp->set_released(thread_->Run([&] { return cur_.draft->ReleaseSeq(req->seq()); }));
-  return grpc::Status::OK;
-}
-
-grpc::Status DraftService::AttachDraft(grpc::ServerContext*, const v1::AttachDraftRequest*, v1::AttachDraftResponse*) {
-  return grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "this is a draft worker: AttachDraft is for the target worker");
 }
 
 grpc::Status DraftService::LoadModel(grpc::ServerContext*, const v1::LoadModelRequest* req, v1::LoadModelResponse* resp) {

@@ -7,8 +7,7 @@
 #include <string>
 
 #include "common/engine/spec_local.h"
-#include "proto/rpc/engine_thread.h"
-#include "proto/specd.grpc.pb.h"
+#include "proto/rpc/worker_base.h"
 
 namespace specd {
 
@@ -19,21 +18,27 @@ struct DraftWorkerOptions {
   int max_batch = 64;  // sequences per Propose batch
 };
 
-class DraftService final : public v1::Worker::Service {
+struct Proposed {
+  DraftProposal proposal;
+  int64_t length = 0;  // committed tokens after the sync
+};
+
+class DraftService final : public rpc::WorkerBase<LocalDraft, LocalDraft::ProposeJob, Proposed> {
  public:
   static absl::StatusOr<std::unique_ptr<DraftService>> Create(const DraftWorkerOptions& opts);
-  ~DraftService() override;
+  ~DraftService() override { thread_.reset(); }  // before the model it runs on goes
 
   // Safe from any thread.
   v1::InfoResponse CurrentInfo();
 
   grpc::Status Info(grpc::ServerContext*, const v1::InfoRequest*, v1::InfoResponse*) override;
-  grpc::Status Open(grpc::ServerContext*, const v1::OpenRequest*, v1::OpenResponse*) override;
   grpc::Status Propose(grpc::ServerContext*, const v1::ProposeRequest*, v1::ProposeResponse*) override;
-  grpc::Status Verify(grpc::ServerContext*, const v1::VerifyRequest*, v1::VerifyResponse*) override;
-  grpc::Status Sync(grpc::ServerContext*, const v1::SyncRequest*, v1::SyncResponse*) override;
-  grpc::Status Release(grpc::ServerContext*, const v1::ReleaseRequest*, v1::ReleaseResponse*) override;
-  grpc::Status AttachDraft(grpc::ServerContext*, const v1::AttachDraftRequest*, v1::AttachDraftResponse*) override;
+  grpc::Status Verify(grpc::ServerContext*, const v1::VerifyRequest*, v1::VerifyResponse*) override {
+    return NotHere("this is a draft worker: Verify is served by the target worker");
+  }
+  grpc::Status AttachDraft(grpc::ServerContext*, const v1::AttachDraftRequest*, v1::AttachDraftResponse*) override {
+    return NotHere("this is a draft worker: AttachDraft is for the target worker");
+  }
   grpc::Status LoadModel(grpc::ServerContext*, const v1::LoadModelRequest*, v1::LoadModelResponse*) override;
 
  private:
@@ -42,11 +47,8 @@ class DraftService final : public v1::Worker::Service {
     std::unique_ptr<LocalDraft> draft;
     std::string digest;
   };
-  struct Proposed {
-    DraftProposal proposal;
-    int64_t length = 0;
-  };
-  explicit DraftService(const DraftWorkerOptions& opts);
+  explicit DraftService(const DraftWorkerOptions& opts) : opts_(opts) {}
+  LocalDraft& host() override { return *cur_.draft; }
   // Loads `path`: checks the vocabulary digest first (when `expected` is not
   // empty), plans memory with the exchange buffer included, then creates
   // the engine and the buffer.
@@ -57,7 +59,6 @@ class DraftService final : public v1::Worker::Service {
   DraftWorkerOptions opts_;
   Loaded cur_;  // engine thread only (after Create)
   std::atomic<int64_t> loads_{0};
-  std::unique_ptr<rpc::EngineThread<LocalDraft::ProposeJob, Proposed>> thread_;
 };
 
 }  // namespace specd

@@ -9,13 +9,8 @@ namespace specd {
 using rpc::ToGrpc;
 using rpc::ToVector;
 
-TargetService::~TargetService() {
-  thread_.reset();  // finish queued work before the engine goes
-}
-
 absl::StatusOr<std::unique_ptr<TargetService>> TargetService::Create(const TargetWorkerOptions& opts) {
   std::unique_ptr<TargetService> s(new TargetService());
-  s->opts_ = opts;
   SPECD_ASSIGN_OR_RETURN(s->engine_, Engine::Create(opts.engine));
   s->target_ = std::make_unique<LocalTarget>(s->engine_.get());
   SPECD_LOG(INFO) << "target model loaded" << Kv("path", opts.engine.model_path)
@@ -28,7 +23,7 @@ absl::StatusOr<std::unique_ptr<TargetService>> TargetService::Create(const Targe
   return s;
 }
 
-std::vector<absl::StatusOr<TargetService::Verified>> TargetService::RunBatch(
+std::vector<absl::StatusOr<Verified>> TargetService::RunBatch(
     const std::vector<LocalTarget::VerifyJob>& jobs) {
   std::vector<absl::StatusOr<TargetStep>> res = target_->VerifyBatch(jobs);
   std::vector<absl::StatusOr<Verified>> out;
@@ -49,9 +44,7 @@ v1::InfoResponse TargetService::CurrentInfo() {
     rpc::EngineInfoToProto(*engine_, target_->vocab_digest(), &r);
     r.set_role("target");
     if (target_->exchange()) rpc::ExchangeToProto(*target_->exchange(), r.mutable_exchange());
-    r.set_batches(thread_->batches());
-    r.set_batched_requests(thread_->batched_jobs());
-    r.set_max_batch(thread_->max_batch_seen());
+    SchedulerInfo(&r);
     r.set_model_loads(1);
     return r;
   });
@@ -62,21 +55,6 @@ grpc::Status TargetService::Info(grpc::ServerContext*, const v1::InfoRequest*, v
   return grpc::Status::OK;
 }
 
-grpc::Status TargetService::Open(grpc::ServerContext*, const v1::OpenRequest* req, v1::OpenResponse* resp) {
-  auto sampling = rpc::SamplingFromProto(req->sampling());
-  if (!sampling.ok()) return ToGrpc(sampling.status());
-  const std::vector<int32_t> tokens = ToVector(req->tokens());
-  return ToGrpc(thread_->Run([&]() -> absl::Status {
-    SPECD_RETURN_IF_ERROR(target_->OpenSeq(req->seq(), tokens, *sampling));
-    resp->set_length(target_->core().CommittedLength(req->seq()));
-    return absl::OkStatus();
-  }));
-}
-
-grpc::Status TargetService::Propose(grpc::ServerContext*, const v1::ProposeRequest*, v1::ProposeResponse*) {
-  return grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "this is a target worker: Propose is served by the draft worker");
-}
-
 grpc::Status TargetService::Verify(grpc::ServerContext*, const v1::VerifyRequest* req, v1::VerifyResponse* resp) {
   LocalTarget::VerifyJob job{req->seq(), ToVector(req->tokens()), ExchangeRef{req->slot(), req->generation()}};
   auto r = thread_->Submit(std::move(job));
@@ -84,20 +62,6 @@ grpc::Status TargetService::Verify(grpc::ServerContext*, const v1::VerifyRequest
   resp->set_accepted(r->step.n_accepted);
   for (int32_t t : r->step.appended) resp->add_appended(t);
   resp->set_length(r->length);
-  return grpc::Status::OK;
-}
-
-grpc::Status TargetService::Sync(grpc::ServerContext*, const v1::SyncRequest* req, v1::SyncResponse* resp) {
-  const std::vector<int32_t> tokens = ToVector(req->tokens());
-  return ToGrpc(thread_->Run([&]() -> absl::Status {
-    SPECD_RETURN_IF_ERROR(target_->SyncSeq(req->seq(), req->base_len(), tokens));
-    resp->set_length(target_->core().CommittedLength(req->seq()));
-    return absl::OkStatus();
-  }));
-}
-
-grpc::Status TargetService::Release(grpc::ServerContext*, const v1::ReleaseRequest* req, v1::ReleaseResponse* resp) {
-  resp->set_released(thread_->Run([&] { return target_->ReleaseSeq(req->seq()); }));
   return grpc::Status::OK;
 }
 
@@ -111,11 +75,6 @@ grpc::Status TargetService::AttachDraft(grpc::ServerContext*, const v1::AttachDr
     SPECD_LOG(WARN) << "draft exchange buffer refused" << Kv("name", h.name()) << Kv("error", st.ToString());
   }
   return ToGrpc(st);
-}
-
-grpc::Status TargetService::LoadModel(grpc::ServerContext*, const v1::LoadModelRequest*, v1::LoadModelResponse*) {
-  return grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
-                      "the target worker's model is fixed for its lifetime; only the draft is swapped");
 }
 
 }  // namespace specd

@@ -2,6 +2,7 @@
 
 #include <signal.h>
 
+#include <cstdio>
 #include <iostream>
 
 #include "absl/strings/match.h"
@@ -47,6 +48,17 @@ absl::Status CheckListenAddress(const std::string& addr) {
   if (host != "127.0.0.1" && host != "localhost" && host != "[::1]")
     SPECD_LOG(WARN) << "listening beyond loopback: the API has no authentication" << Kv("listen", addr);
   return absl::OkStatus();
+}
+
+int ExitWith(const std::string& program, const absl::Status& st, int code) {
+  std::fprintf(stderr, "%s: %s\n", program.c_str(), std::string(st.message()).c_str());
+  return code;
+}
+
+void ServeUntilTerminated(grpc::Server* server) {
+  const int sig = WaitForTermination();
+  SPECD_LOG(INFO) << "shutting down" << Kv("signal", sig);
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
 }
 
 void BlockTerminationSignals() {

@@ -21,6 +21,9 @@ absl::StatusOr<bool> ParseServiceFlags(Config* cfg, int argc, char** argv, const
 // 0 lets the kernel choose). Non-loopback hosts are allowed but logged.
 absl::Status CheckListenAddress(const std::string& addr);
 
+// For main(): prints "program: message" on stderr, returns `code`.
+int ExitWith(const std::string& program, const absl::Status& st, int code);
+
 // Blocks SIGINT/SIGTERM in the calling thread; call before any thread starts
 // so that every thread inherits the mask and WaitForTermination receives them.
 void BlockTerminationSignals();
@@ -32,5 +35,8 @@ int WaitForTermination();
 absl::StatusOr<std::unique_ptr<grpc::Server>> StartServer(const std::string& listen,
                                                           const std::vector<grpc::Service*>& services,
                                                           int* bound_port = nullptr);
+
+// Waits for SIGINT/SIGTERM, then shuts `server` down (in-flight calls get 5 s).
+void ServeUntilTerminated(grpc::Server* server);
 
 }  // namespace specd::rpc
