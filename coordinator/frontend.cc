@@ -37,6 +37,7 @@ Deadline RequestDeadline(const grpc::ServerContext* ctx) {
 Deadline LoopDeadline(Deadline d) {
   if (d == kNoDeadline) return d;
   const auto left = d - std::chrono::system_clock::now();
+  if (left <= std::chrono::system_clock::duration::zero()) return d;
   return d - std::min<std::chrono::system_clock::duration>(std::chrono::milliseconds(200), left / 10);
 }
 
