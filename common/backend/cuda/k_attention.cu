@@ -274,7 +274,7 @@ size_t AttnSmemBytes(int rows, int head_dim) {
 }
 
 int AttnRowsMax(int head_dim) {
-  const size_t limit = static_cast<size_t>(GetDeviceInfo().smem_optin);
+  const size_t limit = static_cast<size_t>(GetDeviceInfo().smem_optin) - 1024;
   int r = 64;
   while (r > 1 && AttnSmemBytes(r, head_dim) > limit) --r;
   return r;
@@ -285,8 +285,11 @@ size_t AttnPartialFloats(int n_tok, int n_heads, int head_dim, int max_splits) {
 }
 
 cudaError_t PrepareAttentionKernels() {
+  cudaFuncAttributes fa{};
+  const cudaError_t e = cudaFuncGetAttributes(&fa, AttnSplitKernel);
+  if (e != cudaSuccess) return e;
   return cudaFuncSetAttribute(AttnSplitKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                              GetDeviceInfo().smem_optin);
+                              GetDeviceInfo().smem_optin - static_cast<int>(fa.sharedSizeBytes));
 }
 
 cudaError_t LaunchKvWrite(const float* k, const float* v, int n_kv_heads, int head_dim, const KvDev& kv,

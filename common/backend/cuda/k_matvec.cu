@@ -367,9 +367,11 @@ struct MmqArgs {
   int* counters;
 };
 
+// Three stages in flight for the compact formats with one column tile; two
+// where a stage is large (keeps two blocks per multiprocessor on an H100/H200).
 template <GgmlType T, int NT>
 constexpr int StagesFor() {
-  return NT == 1 ? 3 : 2;
+  return NT == 1 && Mq<T>::kStride <= 176 ? 3 : 2;
 }
 template <GgmlType T, int NT>
 constexpr int StageBytes(int warps) {
@@ -668,7 +670,7 @@ cudaError_t LaunchQuantizeX(const float* x, int n, int64_t k, void* xq, cudaStre
 // with two column tiles, so the row blocking (and hence the K-split and the
 // summation order) is the same for every column count.
 int MmqWarps(GgmlType type) {
-  const int limit = GetDeviceInfo().smem_optin;
+  const int limit = GetDeviceInfo().smem_optin - 1024;  // room for the kernel's static shared memory
   int w = 0;
   DispatchMmq(type, [&]<GgmlType T>() {
     for (int c : {4, 2, 1})
@@ -741,9 +743,17 @@ cudaError_t PrepareMatvecKernels() {
   for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0, GgmlType::Q4_K,
                      GgmlType::Q5_K, GgmlType::Q6_K}) {
     DispatchMmq(t, [&]<GgmlType T>() {
-      for (cudaError_t e : {cudaFuncSetAttribute(MmqKernel<T, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize, limit),
-                            cudaFuncSetAttribute(MmqKernel<T, 2>, cudaFuncAttributeMaxDynamicSharedMemorySize, limit)})
+      // Dynamic + static shared memory must fit the opt-in limit.
+      auto raise = [&](const void* fn) {
+        cudaFuncAttributes fa{};
+        cudaError_t e = cudaFuncGetAttributes(&fa, fn);
+        if (e == cudaSuccess)
+          e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                   limit - static_cast<int>(fa.sharedSizeBytes));
         if (e != cudaSuccess && err == cudaSuccess) err = e;
+      };
+      raise(reinterpret_cast<const void*>(MmqKernel<T, 1>));
+      raise(reinterpret_cast<const void*>(MmqKernel<T, 2>));
     });
   }
   return err;
