@@ -116,10 +116,11 @@ struct ServiceOptions {
 class Service {
  public:
   Service(const std::string& dir, ServiceOptions o) : dir_(dir), o_(std::move(o)) { PickAddresses(); }
+  // SIGTERM: the draft unlinks its shared-memory buffer on the way out.
   ~Service() {
-    coordinator.Kill();
-    draft.Kill();
-    target.Kill();
+    coordinator.Kill(SIGTERM);
+    draft.Kill(SIGTERM);
+    target.Kill(SIGTERM);
   }
 
   static std::string Bin(const std::string& rel) { return BinaryPath(rel); }
