@@ -41,6 +41,7 @@
 #include "common/backend/cpu/cpu_backend.h"
 #include "common/backend/cuda/cuda_backend.h"
 #include "common/backend/cuda/cuda_ipc.h"
+#include "common/backend/cuda/kernels.h"
 #include "common/gguf/gguf.h"
 #include "common/model/model.h"
 #include "common/quant/quant.h"
@@ -714,11 +715,70 @@ double BenchCopy() {
   return gbs;
 }
 
-void BenchMatvec(double copy_gbs) {
+// Matvec timing of one matrix shape: three copies of the matrix with three
+// activation buffers, rotated, so neither L2 reuse nor the q/k/v grouping
+// flatters the numbers. Returns ms per matvec.
+struct MatvecBench {
   OpEnv env;
-  CHECK_OK(env.Init());
-  void* stream = env.ctl->Stream();
-  Timer timer(stream);
+  std::vector<Weight> ws;
+  std::vector<float*> xs;
+  float* y = nullptr;
+  absl::Status Init(GgmlType type, int64_t rows, int64_t k) {
+    SPECD_RETURN_IF_ERROR(env.Init());
+    for (int i = 0; i < 3; ++i) {
+      SPECD_ASSIGN_OR_RETURN(Weight w, env.gpu->LoadWeight({absl::StrCat("bench.", i), type, k, rows, nullptr, 0}));
+      ws.push_back(w);
+      SPECD_ASSIGN_OR_RETURN(float* x, env.gpu->AllocActivations(16 * k));
+      std::vector<float> h(16 * k);
+      Rng r(5 + i);
+      for (auto& v : h) v = r.Gauss();
+      if (cudaMemcpy(x, h.data(), h.size() * 4, cudaMemcpyHostToDevice) != cudaSuccess)
+        return absl::InternalError("upload");
+      xs.push_back(x);
+    }
+    SPECD_ASSIGN_OR_RETURN(y, env.gpu->AllocActivations(16 * rows));
+    return absl::OkStatus();
+  }
+  double Ms(int n) {
+    Timer timer(env.ctl->Stream());
+    // 12 matvecs per timed run; the activation quantization happens once per
+    // buffer (in the model it is fused into the producing kernel).
+    return timer.Median(3, 15, [&] {
+      for (int i = 0; i < 12; ++i) env.gpu->MatMul(ws[i % 3], nullptr, xs[i % 3], n, y);
+      (void)env.ctl->Flush();
+    }) / 12.0;
+  }
+};
+
+// Sweeps the matvec K-split target and keeps the fastest for what follows.
+void TuneMmq() {
+  std::string line = "BENCH matvec K-split sweep (Q4_K, us at n=1/8; blocks per SM):";
+  int best = 8;
+  double best_t = 1e30;
+  for (int bps : {2, 4, 8, 16}) {
+    cuda::SetMmqBlocksPerSm(bps);
+    double tot = 0;
+    std::string part;
+    for (auto [rows, k] : {std::pair<int64_t, int64_t>{25600, 5120}, {5120, 25600}}) {
+      MatvecBench mb;
+      if (!mb.Init(GgmlType::Q4_K, rows, k).ok()) return;
+      const double t1 = mb.Ms(1), t8 = mb.Ms(8);
+      tot += t1 + t8;
+      absl::StrAppend(&part, absl::StrFormat(" %lldx%lld %.1f/%.1f", static_cast<long long>(rows),
+                                             static_cast<long long>(k), t1 * 1e3, t8 * 1e3));
+    }
+    absl::StrAppend(&line, absl::StrFormat("\n  bps=%d:%s", bps, part));
+    if (tot < best_t) {
+      best_t = tot;
+      best = bps;
+    }
+  }
+  cuda::SetMmqBlocksPerSm(best);
+  std::printf("%s\n  -> using %d blocks per SM\n", line.c_str(), best);
+  std::fflush(stdout);
+}
+
+void BenchMatvec(double copy_gbs) {
   std::printf("BENCH matvec: weight GB/s (%% of copy bandwidth) per type, matrix rows x K, columns n\n");
   struct M {
     int64_t rows, k;
@@ -726,43 +786,44 @@ void BenchMatvec(double copy_gbs) {
   for (M m : {M{25600, 5120}, M{5120, 25600}}) {
     for (GgmlType type : {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q8_0, GgmlType::Q4_0,
                           GgmlType::Q4_1, GgmlType::F16, GgmlType::BF16}) {
-      // Three copies, rotated, so no matrix is served from L2.
-      std::vector<Weight> ws;
-      for (int i = 0; i < 3; ++i) {
-        auto w = env.gpu->LoadWeight({absl::StrCat("bench.", i), type, m.k, m.rows, nullptr, 0});
-        CHECK_OK(w.status());
-        ws.push_back(*w);
-      }
-      auto xd = env.gpu->AllocActivations(16 * m.k);
-      auto yd = env.gpu->AllocActivations(16 * m.rows);
-      CHECK_OK(xd.status());
-      CHECK_OK(yd.status());
-      std::vector<float> x(16 * m.k);
-      Rng r(5);
-      for (auto& v : x) v = r.Gauss();
-      CUDA_OK(cudaMemcpy(*xd, x.data(), x.size() * 4, cudaMemcpyHostToDevice));
+      MatvecBench mb;
+      CHECK_OK(mb.Init(type, m.rows, m.k));
       std::string line = absl::StrCat("  ", std::string(TypeName(type)), " ", m.rows, "x", m.k, ":");
       for (int n : {1, 2, 4, 8, 16}) {
-        // 12 matmuls per timed run: the activation quantization (fused into
-        // producers in the model) happens once per run and is amortized.
-        const double ms = timer.Median(3, 15, [&] {
-          for (int i = 0; i < 12; ++i) env.gpu->MatMul(ws[i % 3], nullptr, *xd, n, *yd);
-          (void)env.ctl->Flush();
-        }) / 12.0;
-        const double gbs = ws[0].nbytes / (ms * 1e-3) / 1e9;
+        const double ms = mb.Ms(n);
+        const double gbs = mb.ws[0].nbytes / (ms * 1e-3) / 1e9;
         absl::StrAppend(&line, absl::StrFormat("  n=%d %.0f (%.0f%%) %.1fus", n, gbs, 100.0 * gbs / copy_gbs, ms * 1e3));
       }
       std::printf("%s\n", line.c_str());
       std::fflush(stdout);
     }
   }
-  CHECK_OK(env.gpu->Synchronize());
+}
+
+// One Q4_K matvec (n=1) and one 7-query attention at ctx 4096, for ncu.
+int RunProfile() {
+  MatvecBench mb;
+  if (!mb.Init(GgmlType::Q4_K, 25600, 5120).ok()) return 1;
+  mb.env.gpu->MatMul(mb.ws[0], nullptr, mb.xs[0], 1, mb.y);
+  if (!mb.env.gpu->Synchronize().ok()) return 1;
+  mb.env.gpu->MatMul(mb.ws[1], nullptr, mb.xs[0], 1, mb.y);
+  if (!mb.env.gpu->Synchronize().ok()) return 1;
+  return 0;
 }
 
 void BenchAttention() {
   // 32B-class attention: 64 query heads, 8 KV heads, head_dim 128.
   const int H = 64, KVH = 8, HD = 128, ctx = 4096;
-  for (GgmlType kvt : {GgmlType::F16, GgmlType::Q8_0}) {
+  int best_split = cuda::kAttnSplit;
+  double best_t = 1e30;
+  struct Cfg {
+    GgmlType kvt;
+    int split;
+  };
+  for (Cfg cfg : {Cfg{GgmlType::F16, 64}, Cfg{GgmlType::F16, 128}, Cfg{GgmlType::F16, 256}, Cfg{GgmlType::Q8_0, 0}}) {
+    const GgmlType kvt = cfg.kvt;
+    cuda::SetAttnSplit(cfg.split > 0 ? cfg.split : best_split);
+    double sum_t = 0;
     BackendOptions o;
     o.name = "cuda";
     o.cuda_graphs = false;
@@ -813,8 +874,8 @@ void BenchAttention() {
       (*be)->Attention(*q, *kk, *vv, ap, *out);
       (void)ctl->Flush();
     });
-    std::string line = absl::StrFormat("BENCH attention kv=%s ctx=%d (64/8 heads x 128): prefill-4096 %.2f ms",
-                                       std::string(TypeName(kvt)), ctx, pre_ms);
+    std::string line = absl::StrFormat("BENCH attention kv=%s split=%d ctx=%d (64/8 heads x 128): prefill-4096 %.2f ms",
+                                       std::string(TypeName(kvt)), cuda::GetAttnSplit(), ctx, pre_ms);
     for (int n : {1, 7}) {
       Batch b = batch(n);
       CHECK_OK((*be)->SetBatch(b));
@@ -825,10 +886,18 @@ void BenchAttention() {
       const double kv_bytes = 2.0 * ctx * KVH * RowBytes(kvt, HD);
       absl::StrAppend(&line, absl::StrFormat("  %d query: %.1f us (%.0f GB/s of KV)", n, ms * 1e3,
                                              kv_bytes / (ms * 1e-3) / 1e9));
+      sum_t += ms;
     }
     std::printf("%s\n", line.c_str());
+    std::fflush(stdout);
     CHECK_OK((*be)->Synchronize());
+    if (cfg.split > 0 && sum_t < best_t) {
+      best_t = sum_t;
+      best_split = cfg.split;
+    }
   }
+  cuda::SetAttnSplit(best_split);
+  std::printf("  -> attention split %d positions\n", best_split);
 }
 
 // A GGUF whose tensor data is never touched: header written into an
@@ -1050,10 +1119,12 @@ void BenchModel(const char* label, const Shape& s, const std::string& mix, GgmlT
   const double dec = step(1);
   const double roof_ms = bm.weight_bytes / (copy_gbs * 1e9) * 1e3;
   std::string line = absl::StrFormat(
-      "BENCH model %s (%s, %s, kv %s): weights %.2f GB, load %.1f s, prefill %d tok %.2f s (%.0f tok/s), finite=%d\n"
+      "BENCH model %s (%s, %s, kv %s; matvec %d blocks/SM, attention split %d): weights %.2f GB, load %.1f s, "
+      "prefill %d tok %.2f s (%.0f tok/s), finite=%d\n"
       "  ledger: weights %.2f GB kv %.2f GB act %.2f GB other %.3f GB\n"
       "  decode ctx %d: %.2f ms/token (%.1f tok/s); roofline %.2f ms -> %.0f%% of copy bandwidth\n  verify:",
-      label, s.arch, mix, std::string(TypeName(kvt)), bm.weight_bytes / 1e9, load_s, pos, pre_s, pos / pre_s, finite,
+      label, s.arch, mix, std::string(TypeName(kvt)), cuda::GetMmqBlocksPerSm(), cuda::GetAttnSplit(),
+      bm.weight_bytes / 1e9, load_s, pos, pre_s, pos / pre_s, finite,
       mem.weights / 1e9, mem.kv_pool / 1e9, mem.activations / 1e9, mem.other / 1e9, ctx - 15, dec, 1e3 / dec, roof_ms,
       100.0 * roof_ms / dec);
   for (int k : {1, 2, 4, 6, 8}) {
@@ -1109,6 +1180,7 @@ int RunChecks(const char* self, bool quick) {
 
 int RunBench() {
   const double copy = BenchCopy();
+  TuneMmq();
   BenchMatvec(copy);
   BenchAttention();
   const Shape q32 = {"qwen3", 64, 5120, 64, 8, 128, 25600, 151936, false, 1e6f};
@@ -1135,6 +1207,7 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--bench") == 0) bench = true;
     if (std::strcmp(argv[i], "--quick") == 0) quick = true;
+    if (std::strcmp(argv[i], "--profile") == 0) return specd::RunProfile();
   }
   return bench ? specd::RunBench() : specd::RunChecks(argv[0], quick);
 }

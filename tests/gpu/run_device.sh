@@ -33,4 +33,18 @@ if [ "$mode" = bench ] || [ "$mode" = all ]; then
   echo "== bench rc=$brc"; grep -E "^(BENCH|  |FAIL|SUMMARY)|rror" "$OUT/bench.log" | head -80
   [ $rc -eq 0 ] && rc=$brc
 fi
+if [ "$mode" = profile ] || [ "$mode" = all ]; then
+  ncu_bin=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+  if [ -n "$ncu_bin" ]; then
+    timeout 120 "$ncu_bin" --clock-control none --kernel-name regex:MmqKernel --launch-skip 1 --launch-count 1 \
+      --section SpeedOfLight --section Occupancy --section WarpStateStats --section SchedulerStats \
+      --section MemoryWorkloadAnalysis --section LaunchStats \
+      --metrics "regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio" "$bin" --profile > "$OUT/ncu_mmq.txt" 2>&1
+    echo "== ncu rc=$?"
+    grep -E "Duration|Memory Throughput|DRAM Throughput|Compute \(SM\)|Achieved Occupancy|Theoretical Occupancy|Block Limit|Registers Per|Warp Cycles Per Issued|Issued Warp|No Eligible|Active Warps Per|Eligible Warps|L2 Hit|L1/TEX Hit|Dynamic Shared|Stall" "$OUT/ncu_mmq.txt" | head -30
+    grep -E "issue_stalled" "$OUT/ncu_mmq.txt" | awk '$NF+0 > 0.05' | sed 's/smsp__average_warps_issue_stalled_//; s/_per_issue_active.ratio//' | head -25
+  else
+    echo "== ncu not found"
+  fi
+fi
 exit $rc

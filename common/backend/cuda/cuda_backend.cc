@@ -753,7 +753,8 @@ AttnBatchPlan* CudaBackend::GetAttnPlan(int n_heads, int n_kv_heads, int head_di
     pl.n_gchunks = (pl.group + pl.rows_max - 1) / pl.rows_max;
     pl.tile_tokens = 1;
   }
-  pl.max_splits = std::max(1, (b_.bt_stride * kv_.block_size + cuda::kAttnSplit - 1) / cuda::kAttnSplit);
+  pl.split_len = cuda::GetAttnSplit();
+  pl.max_splits = std::max(1, (b_.bt_stride * kv_.block_size + pl.split_len - 1) / pl.split_len);
   // Tiles: runs of consecutive tokens of one sequence, at most tile_tokens long.
   std::vector<AttnTile> tiles;
   for (int t = 0; t < b_.n_tokens; ++t) {

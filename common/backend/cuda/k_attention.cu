@@ -109,7 +109,7 @@ __global__ void __launch_bounds__(kAttnThreads) AttnSplitKernel(AttnArgs a) {
   const int hd = a.hd, hs = hd + 4;  // K/V row stride in smem (16-byte rows, banks spread)
   int maxpos = 0;
   for (int i = 0; i < tile.nt; ++i) maxpos = max(maxpos, a.b.pos[tile.t0 + i]);
-  const int jb = split * kAttnSplit;
+  const int jb = split * pl.split_len;
   if (jb > maxpos) return;
 
   float* Q = sm;                          // [R][hd]
@@ -157,7 +157,7 @@ __global__ void __launch_bounds__(kAttnThreads) AttnSplitKernel(AttnArgs a) {
     }
   };
   load(jb);
-  for (int sub = 0; sub < kAttnSplit / kAttnSub; ++sub) {
+  for (int sub = 0; sub < pl.split_len / kAttnSub; ++sub) {
     const int j0 = jb + sub * kAttnSub;
     if (j0 > maxpos) break;
     __syncthreads();  // previous step's readers of K/V/S are done (and Q/O initialised)
@@ -175,7 +175,7 @@ __global__ void __launch_bounds__(kAttnThreads) AttnSplitKernel(AttnArgs a) {
       }
     }
     __syncthreads();
-    if (sub + 1 < kAttnSplit / kAttnSub && j0 + kAttnSub <= maxpos) load(j0 + kAttnSub);  // in flight meanwhile
+    if (sub + 1 < pl.split_len / kAttnSub && j0 + kAttnSub <= maxpos) load(j0 + kAttnSub);  // in flight meanwhile
     for (int idx = tid; idx < R * kAttnSub; idx += blockDim.x) {
       const int r = idx >> 5, j = idx & 31;
       const float4* qr = reinterpret_cast<const float4*>(Q + r * hd);
@@ -243,10 +243,10 @@ __global__ void __launch_bounds__(kAttnThreads) AttnSplitKernel(AttnArgs a) {
 
 // grid (tokens of the wave, n_heads), block: head_dim threads (<= 256). xq:
 // also quantize the output for the next matvec (head_dim % 32 == 0).
-__global__ void AttnCombineKernel(const float* part, int n_heads, int hd, int max_splits, const int32_t* pos, int tok0,
-                                  float* out, uint8_t* xq) {
+__global__ void AttnCombineKernel(const float* part, int n_heads, int hd, int max_splits, int split_len,
+                                  const int32_t* pos, int tok0, float* out, uint8_t* xq) {
   const int t = tok0 + blockIdx.x, head = blockIdx.y;
-  const int ns = pos[t] / kAttnSplit + 1;
+  const int ns = pos[t] / split_len + 1;
   const float* base = part + (static_cast<size_t>(blockIdx.x) * n_heads + head) * max_splits * (hd + 2);
   for (int d = threadIdx.x; d < hd; d += blockDim.x) {
     float m = base[0], l = base[1], o = base[2 + d];
@@ -284,6 +284,12 @@ size_t AttnPartialFloats(int n_tok, int n_heads, int head_dim, int max_splits) {
   return static_cast<size_t>(n_tok) * n_heads * max_splits * (head_dim + 2);
 }
 
+namespace {
+int g_attn_split = kAttnSplit;
+}  // namespace
+void SetAttnSplit(int positions) { g_attn_split = positions >= kAttnSub && positions % kAttnSub == 0 ? positions : kAttnSplit; }
+int GetAttnSplit() { return g_attn_split; }
+
 cudaError_t PrepareAttentionKernels() {
   cudaFuncAttributes fa{};
   const cudaError_t e = cudaFuncGetAttributes(&fa, AttnSplitKernel);
@@ -313,7 +319,8 @@ cudaError_t LaunchAttention(const float* q, const KvDev& kv, int n_heads, int n_
   dim3 cgrid(tok1 - tok0, n_heads);
   if (xq && head_dim % 32 != 0) return cudaErrorInvalidValue;
   AttnCombineKernel<<<cgrid, head_dim < 256 ? head_dim : 256, 0, s>>>(partials, n_heads, head_dim, plan.max_splits,
-                                                                     b.pos, tok0, out, static_cast<uint8_t*>(xq));
+                                                                     plan.split_len, b.pos, tok0, out,
+                                                                     static_cast<uint8_t*>(xq));
   return LaunchResult();
 }
 

@@ -696,11 +696,18 @@ int MmqRowBlocks(GgmlType type, int64_t rows) {
 
 int64_t MmqPartRows(GgmlType type, int64_t rows) { return static_cast<int64_t>(MmqRowBlocks(type, rows)) * 32 * MmqWarps(type); }
 
+namespace {
+int g_mmq_blocks_per_sm = 8;
+}  // namespace
+void SetMmqBlocksPerSm(int n) { g_mmq_blocks_per_sm = n > 0 ? n : 8; }
+int GetMmqBlocksPerSm() { return g_mmq_blocks_per_sm; }
+
 int MmqKSplit(GgmlType type, int row_blocks, int64_t k) {
   const DeviceInfo& d = GetDeviceInfo();
   const int64_t stages = (k / 32 + kUnitsPerStage - 1) / kUnitsPerStage;
-  // About 8 blocks per multiprocessor in total, at least 2 stages per block.
-  const int64_t target = 8LL * (d.sm_count > 0 ? d.sm_count : 100);
+  // About g_mmq_blocks_per_sm blocks per multiprocessor in total, at least 2
+  // stages per block.
+  const int64_t target = static_cast<int64_t>(g_mmq_blocks_per_sm) * (d.sm_count > 0 ? d.sm_count : 100);
   int64_t split = (target + row_blocks - 1) / row_blocks;
   split = std::min<int64_t>(split, std::max<int64_t>(1, stages / 2));
   return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(split, 64)));

@@ -72,6 +72,11 @@ bool MmqSupported(GgmlType type, int64_t rows, int64_t k, size_t row_bytes);
 int MmqRowBlocks(GgmlType type, int64_t rows);
 int64_t MmqPartRows(GgmlType type, int64_t rows);  // rows of the partials' row space taken by a matrix
 int MmqKSplit(GgmlType type, int row_blocks, int64_t k);
+// Tuning knob of MmqKSplit (total blocks per multiprocessor it aims for;
+// default 8). Changing it changes summation orders: set it once, before any
+// batch is recorded.
+void SetMmqBlocksPerSm(int n);
+int GetMmqBlocksPerSm();
 // y_i[c * rows_i + r] = W_i[r] . x_c (+ bias_i[r]) for c < n <= 16; xq: the
 // column group holding these n columns (LaunchQuantizeX layout).
 cudaError_t LaunchMmq(GgmlType type, const MmqMatrix* mats, int n_mats, int64_t k, const void* xq, int n, int ksplit,
@@ -100,8 +105,11 @@ struct KvDev {
 cudaError_t LaunchKvWrite(const float* k, const float* v, int n_kv_heads, int head_dim, const KvDev& kv,
                           const BatchDev& b, cudaStream_t s);
 
-constexpr int kAttnSplit = 128;  // positions per split (fixed: batch invariance)
+constexpr int kAttnSplit = 128;  // default positions per split (fixed per process: batch invariance)
 constexpr int kAttnSub = 32;     // positions per inner step
+// Positions per split (a multiple of 32); set once, before any batch is recorded.
+void SetAttnSplit(int positions);
+int GetAttnSplit();
 struct AttnTile {
   int32_t seq, t0, nt;  // tokens t0 .. t0+nt-1 of sequence `seq`
 };
@@ -112,6 +120,7 @@ struct AttnPlan {
   int gchunk = 0;      // heads of the group per block
   int n_gchunks = 0;
   int max_splits = 0;  // grid z (from the block-table stride)
+  int split_len = kAttnSplit;
 };
 int AttnRowsMax(int head_dim);  // from the device's shared memory
 size_t AttnSmemBytes(int rows, int head_dim);
