@@ -34,6 +34,7 @@ void AddSamplingFlags(Config* c) {
   c->AddInt("seed", 0, "sampling seed");
   c->AddBool("ignore-eos", false, "keep generating past end-of-generation tokens");
   c->AddBool("print-ids", false, "print the generated token ids on stdout after the text");
+  c->AddBool("print-prompt-ids", false, "print the prompt's token ids before generating");
 }
 
 SamplingParams SamplingFromConfig(const Config& c) {
@@ -84,6 +85,11 @@ int Generate(const std::vector<std::string>& args) {
   // A rendered chat template carries its own bos.
   std::vector<int32_t> prompt = tok.Encode(text, !c.GetBool("chat"), true);
   if (prompt.empty()) return Fail("the prompt encodes to no tokens");
+  if (c.GetBool("print-prompt-ids")) {
+    std::printf("prompt ids:");
+    for (int32_t t : prompt) std::printf(" %d", t);
+    std::printf("\n");
+  }
 
   // The same speculative loop the coordinator runs, on in-process clients.
   std::unique_ptr<Engine> draft_engine;

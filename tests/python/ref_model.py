@@ -6,8 +6,10 @@ dequantizes with its numpy dequantizers, then runs the transformer in float64
 numpy, written from the architectures' definitions (not from specd's code).
 
 usage: ref_model.py MODEL.gguf TOKENS_CSV OUT.bin
-Writes float64 logits for every position, row-major [n_tokens, vocab], raw
-little-endian.
+    Writes float64 logits for every position, row-major [n_tokens, vocab], raw
+    little-endian.
+usage: ref_model.py MODEL.gguf TOKENS_CSV --greedy N
+    Prints the N tokens greedy decoding appends (comma-separated).
 """
 import sys
 
@@ -57,8 +59,13 @@ def rope(x, pos, n_dims, base, scale, neox):
     return y
 
 
+_READERS = {}
+
+
 def forward(path, tokens):
-    r = gguf.GGUFReader(path)
+    if path not in _READERS:
+        _READERS[path] = gguf.GGUFReader(path)
+    r = _READERS[path]
     arch = field(r, "general.architecture")
     p = arch + "."
     L = field(r, p + "block_count")
@@ -73,7 +80,9 @@ def forward(path, tokens):
     if field(r, p + "rope.scaling.type", "none") == "linear":
         scale = 1.0 / field(r, p + "rope.scaling.factor")
     neox = arch in ("qwen2", "qwen3")
-    W = load_tensors(r)
+    if not hasattr(r, "specd_weights"):
+        r.specd_weights = load_tensors(r)
+    W = r.specd_weights
     n = len(tokens)
     pos = np.arange(n)
     x = W["token_embd.weight"][tokens]  # [n, d]
@@ -116,10 +125,17 @@ def forward(path, tokens):
 
 
 def main():
-    path, toks, dst = sys.argv[1], sys.argv[2], sys.argv[3]
-    tokens = np.array([int(t) for t in toks.split(",")], dtype=np.int64)
-    logits = forward(path, tokens)
-    logits.astype("<f8").tofile(dst)
+    path, toks = sys.argv[1], sys.argv[2]
+    tokens = [int(t) for t in toks.split(",")]
+    if sys.argv[3] == "--greedy":
+        out = []
+        for _ in range(int(sys.argv[4])):
+            logits = forward(path, np.array(tokens + out, dtype=np.int64))
+            out.append(int(np.argmax(logits[-1])))
+        print(",".join(str(t) for t in out))
+        return
+    logits = forward(path, np.array(tokens, dtype=np.int64))
+    logits.astype("<f8").tofile(sys.argv[3])
 
 
 if __name__ == "__main__":
