@@ -15,6 +15,7 @@
 #include "absl/strings/str_split.h"
 #include "cli/cli_util.h"
 #include "cli/commands.h"
+#include "cli/preset_engine.h"
 #include "common/engine/engine.h"
 #include "common/modelgen/modelgen.h"
 
@@ -35,28 +36,6 @@ absl::StatusOr<std::vector<int>> IntList(const std::string& s) {
     out.push_back(v);
   }
   return out;
-}
-
-ModelConfig ConfigFromShape(const ModelShape& s) {
-  ModelConfig c;
-  c.arch = s.arch == "qwen2" ? Arch::kQwen2 : s.arch == "qwen3" ? Arch::kQwen3 : Arch::kLlama;
-  c.name = "synthetic";
-  c.n_layers = s.n_layers;
-  c.d_model = s.d_model;
-  c.n_heads = s.n_heads;
-  c.n_kv_heads = s.n_kv_heads;
-  c.head_dim = s.HeadDim();
-  c.ffn_dim = s.ffn_dim;
-  c.vocab_size = s.vocab_size;
-  c.ctx_train = s.ctx;
-  c.rms_eps = 1e-6f;
-  c.rope.style = c.arch == Arch::kLlama ? RopeStyle::kNormal : RopeStyle::kNeox;
-  c.rope.n_dims = c.head_dim;
-  c.rope.freq_base = s.rope_base;
-  c.qkv_bias = c.arch == Arch::kQwen2;
-  c.qk_norm = c.arch == Arch::kQwen3;
-  c.tied_output = s.tied_output;
-  return c;
 }
 
 class Bencher {
@@ -156,15 +135,10 @@ int Bench(const std::vector<std::string>& args) {
   std::unique_ptr<Engine> engine;
   std::string what;
   if (!c.GetString("preset").empty()) {
-    auto shape = PresetShape(c.GetString("preset"));
-    if (!shape.ok()) return Fail(shape.status());
-    const std::string mix = c.GetString("type");
-    if (auto t = MixTypeFor(mix, "blk.0.attn_q.weight", 0, shape->n_layers); !t.ok()) return Fail(t.status());
-    const int n_layers = shape->n_layers;
-    auto e = Engine::CreateSynthetic(
-        ConfigFromShape(*shape), [&](const std::string& name, int layer) { return *MixTypeFor(mix, name, layer, n_layers); }, o);
+    auto e = CreatePresetEngine(c.GetString("preset"), c.GetString("type"), o);
     if (!e.ok()) return Fail(e.status());
     engine = std::move(*e);
+    const std::string mix = c.GetString("type");
     what = c.GetString("preset") + " " + mix + " (synthetic weights)";
   } else {
     auto e = Engine::Create(o);

@@ -13,5 +13,8 @@ int Chat(const std::vector<std::string>& args);
 int Stats(const std::vector<std::string>& args);
 int SwapDraft(const std::vector<std::string>& args);
 int Bench(const std::vector<std::string>& args);
+int Plan(const std::vector<std::string>& args);
+int Loadgen(const std::vector<std::string>& args);  // needs the coordinator client
+int Tune(const std::vector<std::string>& args);     // starts the services itself
 
 }  // namespace specd::cli

@@ -61,6 +61,7 @@ std::string MemoryLedger::ToString() const {
   row("kv pool", kv_pool);
   row("activations", activations);
   row("exchange", exchange);
+  row("runtime", runtime);
   row("total", total());
   os << "  budget        " << (budget < 0 ? std::string("unbounded") : Config::FormatBytes(budget))
      << (fits() ? "  (fits)" : "  (DOES NOT FIT)") << "\n";
@@ -108,6 +109,11 @@ absl::StatusOr<MemoryLedger> Engine::PlanFor(const ModelConfig& cfg, size_t weig
   const int out_rows = std::min(o.max_out_rows, o.max_batch_tokens);
   l.activations = Model::ActivationFloats(cfg, o.max_batch_tokens, out_rows) * sizeof(float);
   l.exchange = static_cast<size_t>(o.exchange_bytes);
+  // The CUDA backend's memory outside weights, KV and activations: the CUDA
+  // context of the process (~500 MiB), the cuBLAS workspace, the prefill
+  // dequantization tile, attention/matmul scratch and arena padding (~200
+  // MiB measured on an H200).
+  if (o.backend.name == "cuda") l.runtime = 768ull << 20;
   l.budget = o.memory_budget >= 0 ? o.memory_budget : device_free;
   return l;
 }

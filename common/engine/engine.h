@@ -43,8 +43,9 @@ struct EngineOptions {
 struct MemoryLedger {
   std::string device;
   size_t weights = 0, kv_pool = 0, activations = 0, exchange = 0;
+  size_t runtime = 0;   // backend workspace (cuBLAS, dequantization tiles, scratch)
   int64_t budget = -1;  // -1: unbounded
-  size_t total() const { return weights + kv_pool + activations + exchange; }
+  size_t total() const { return weights + kv_pool + activations + exchange + runtime; }
   bool fits() const { return budget < 0 || total() <= static_cast<size_t>(budget); }
   std::string ToString() const;  // multi-line table
 };

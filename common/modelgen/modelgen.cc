@@ -1,5 +1,6 @@
 #include "common/modelgen/modelgen.h"
 
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -9,6 +10,7 @@
 #include "common/quant/quant.h"
 #include "common/sampler/rng.h"
 #include "common/tokenizer/vocab_builder.h"
+#include "common/util/thread_pool.h"
 
 namespace specd {
 
@@ -36,6 +38,28 @@ std::string ModelShape::Describe() const {
      << " head_dim=" << HeadDim() << " ffn=" << ffn_dim << " vocab=" << vocab_size << " ctx=" << ctx
      << " params=" << ParamCount();
   return os.str();
+}
+
+ModelConfig ToModelConfig(const ModelShape& s) {
+  ModelConfig c;
+  c.arch = s.arch == "qwen2" ? Arch::kQwen2 : s.arch == "qwen3" ? Arch::kQwen3 : Arch::kLlama;
+  c.name = "synthetic";
+  c.n_layers = s.n_layers;
+  c.d_model = s.d_model;
+  c.n_heads = s.n_heads;
+  c.n_kv_heads = s.n_kv_heads;
+  c.head_dim = s.HeadDim();
+  c.ffn_dim = s.ffn_dim;
+  c.vocab_size = s.vocab_size;
+  c.ctx_train = s.ctx;
+  c.rms_eps = 1e-6f;  // as GenerateModel writes it
+  c.rope.style = c.arch == Arch::kLlama ? RopeStyle::kNormal : RopeStyle::kNeox;
+  c.rope.n_dims = c.head_dim;
+  c.rope.freq_base = s.rope_base;
+  c.qkv_bias = c.arch == Arch::kQwen2;
+  c.qk_norm = c.arch == Arch::kQwen3;
+  c.tied_output = s.tied_output;
+  return c;
 }
 
 namespace {
@@ -66,6 +90,7 @@ const Preset kPresets[] = {
     {"tiny-qwen3", "2-layer qwen3 test model (q/k norms)", S("qwen3", 2, 64, 4, 2, 32, 128, 512, 2048, true, 1e6f)},
     {"small", "4-layer llama demo model", S("llama", 4, 256, 8, 4, 0, 768, 2048, 4096, false)},
     {"100m", "~100M-parameter llama (CPU benchmarks)", S("llama", 12, 768, 12, 4, 0, 2048, 8192, 4096, false)},
+    {"1b", "~1B-parameter llama (GPU end-to-end runs)", S("llama", 16, 2048, 16, 8, 0, 5632, 32000, 4096, false)},
     {"qwen3-32b", "32B-class target (Qwen3-32B shape)", S("qwen3", 64, 5120, 64, 8, 128, 25600, 151936, 40960, false, 1e6f)},
     {"qwen3-27b", "27B-class target (Qwen3-32B widths, 54 layers)", S("qwen3", 54, 5120, 64, 8, 128, 25600, 151936, 40960, false, 1e6f)},
     {"qwen3-0.6b", "0.6B-class draft (Qwen3-0.6B shape)", S("qwen3", 28, 1024, 16, 8, 128, 3072, 151936, 40960, true, 1e6f)},
@@ -129,60 +154,53 @@ uint64_t HashName(const std::string& s) {
   return h;
 }
 
-// Deterministic Gaussian stream for one tensor.
-class Gauss {
- public:
-  Gauss(uint64_t seed, const std::string& name) : key_(Mix64(seed ^ HashName(name))) {}
-  float Next() {
-    if (has_spare_) {
-      has_spare_ = false;
-      return spare_;
-    }
-    const double u1 = std::max(Uniform01(key_, 0, ctr_++), 1e-300);
-    const double u2 = Uniform01(key_, 0, ctr_++);
-    const double r = std::sqrt(-2.0 * std::log(u1));
-    spare_ = static_cast<float>(r * std::sin(2 * M_PI * u2));
-    has_spare_ = true;
-    return static_cast<float>(r * std::cos(2 * M_PI * u2));
-  }
+// Element i of a tensor's deterministic Gaussian sequence: Box-Muller pairs
+// (cos for even i, sin for odd) from counter-based uniforms, so any element
+// can be computed independently and tensors are generated in parallel.
+float GaussAt(uint64_t key, uint64_t i) {
+  const uint64_t p = i / 2;
+  const double u1 = std::max(Uniform01(key, 0, 2 * p), 1e-300);
+  const double u2 = Uniform01(key, 0, 2 * p + 1);
+  const double r = std::sqrt(-2.0 * std::log(u1));
+  return static_cast<float>(r * (i % 2 ? std::sin(2 * M_PI * u2) : std::cos(2 * M_PI * u2)));
+}
 
- private:
-  uint64_t key_;
-  uint64_t ctr_ = 0;
-  bool has_spare_ = false;
-  float spare_ = 0;
-};
+uint64_t TensorKey(uint64_t seed, const std::string& name) { return Mix64(seed ^ HashName(name)); }
+
+ThreadPool& Pool() {
+  static ThreadPool pool(0);
+  return pool;
+}
 
 int LayerOf(const std::string& name) {
   if (name.rfind("blk.", 0) != 0) return -1;
   return std::atoi(name.c_str() + 4);
 }
 
-// Quantizes rows of F32 data into `type`.
-absl::StatusOr<std::vector<uint8_t>> Encode(GgmlType type, const std::vector<float>& data, int64_t ne0) {
-  const int64_t rows = static_cast<int64_t>(data.size()) / ne0;
-  const size_t rb = RowBytes(type, ne0);
-  std::vector<uint8_t> out(rb * rows);
-  for (int64_t r = 0; r < rows; ++r) SPECD_RETURN_IF_ERROR(QuantizeRow(type, data.data() + r * ne0, out.data() + r * rb, ne0));
-  return out;
-}
-
 absl::Status AddMatrix(GgufWriter& w, const GenOptions& o, const std::string& name, int64_t ne0, int64_t ne1,
                        float stddev) {
-  std::vector<float> v(static_cast<size_t>(ne0 * ne1));
-  Gauss g(o.seed, name);
-  for (auto& x : v) x = g.Next() * stddev;
   SPECD_ASSIGN_OR_RETURN(GgmlType t, MixTypeFor(o.weight_type, name, LayerOf(name), o.shape.n_layers));
   if (ne0 % TypeTraits(t).block_size != 0) t = GgmlType::F16;  // rows too short for the block format
-  SPECD_ASSIGN_OR_RETURN(auto bytes, Encode(t, v, ne0));
+  const uint64_t key = TensorKey(o.seed, name);
+  const size_t rb = RowBytes(t, ne0);
+  std::vector<uint8_t> bytes(rb * static_cast<size_t>(ne1));
+  std::atomic<bool> failed{false};
+  Pool().ParallelFor(ne1, [&](int64_t r0, int64_t r1) {
+    std::vector<float> row(static_cast<size_t>(ne0));
+    for (int64_t r = r0; r < r1; ++r) {
+      for (int64_t i = 0; i < ne0; ++i) row[i] = GaussAt(key, static_cast<uint64_t>(r * ne0 + i)) * stddev;
+      if (!QuantizeRow(t, row.data(), bytes.data() + r * rb, ne0).ok()) failed = true;
+    }
+  });
+  if (failed) return absl::InternalError(absl::StrCat("cannot quantize ", name, " to ", TypeTraits(t).name));
   return w.AddTensor(name, t, {ne0, ne1}, bytes.data(), bytes.size());
 }
 
 absl::Status AddVector(GgufWriter& w, const GenOptions& o, const std::string& name, int64_t n, float mean,
                        float stddev) {
   std::vector<float> v(static_cast<size_t>(n));
-  Gauss g(o.seed, name);
-  for (auto& x : v) x = mean + g.Next() * stddev;
+  const uint64_t key = TensorKey(o.seed, name);
+  for (int64_t i = 0; i < n; ++i) v[i] = mean + GaussAt(key, static_cast<uint64_t>(i)) * stddev;
   return w.AddTensorF32(name, {n}, v.data());
 }
 

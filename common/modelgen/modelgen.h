@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "common/gguf/ggml_types.h"
+#include "common/model/model.h"
 #include "common/util/status.h"
 
 namespace specd {
@@ -35,6 +36,9 @@ struct ModelShape {
   absl::Status Validate() const;
   std::string Describe() const;
 };
+
+// The hyper-parameters a file generated with this shape would carry.
+ModelConfig ToModelConfig(const ModelShape& s);
 
 // Named shapes: tiny test shapes and the real ones (see PresetNames()).
 absl::StatusOr<ModelShape> PresetShape(const std::string& name);
