@@ -15,17 +15,6 @@ constexpr int kMaxK = 64;
 
 grpc::Status Invalid(const std::string& msg) { return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, msg); }
 
-v1::FinishReason ToProto(FinishReason r) {
-  switch (r) {
-    case FinishReason::kEos: return v1::FINISH_REASON_EOS;
-    case FinishReason::kStop: return v1::FINISH_REASON_STOP;
-    case FinishReason::kLength: return v1::FINISH_REASON_LENGTH;
-    case FinishReason::kCancelled: return v1::FINISH_REASON_CANCELLED;
-    case FinishReason::kDeadline: return v1::FINISH_REASON_DEADLINE;
-    default: return v1::FINISH_REASON_UNSPECIFIED;
-  }
-}
-
 // gRPC reports "no deadline" as a time far in the future.
 Deadline RequestDeadline(const grpc::ServerContext* ctx) {
   const Deadline d = ctx->deadline();
@@ -44,14 +33,36 @@ Deadline LoopDeadline(Deadline d) {
 }  // namespace
 
 Frontend::Frontend(Cluster* cluster, const FrontendOptions& opts)
-    : cluster_(cluster), opts_(opts), k_(opts.k), enabled_(opts.speculation) {
+    : cluster_(cluster),
+      opts_(opts),
+      k_(opts.k),
+      enabled_(opts.speculation),
+      adaptive_(opts.adaptive),
+      draft_max_(opts.draft_max),
+      stats_(opts.recent_requests) {
   // A random start keeps ids apart from sequences a previous coordinator left.
   std::random_device rd;
   next_seq_ = static_cast<int32_t>(rd() & 0x3fffffff) + 1;
+  AddCollectors();
+}
+
+int Frontend::ContextFor(const v1::InfoResponse& target) const {
+  const int t = target.max_seq_len();
+  return opts_.max_seq_len > 0 ? std::min(opts_.max_seq_len, t) : t;
+}
+
+Admission::Limits Frontend::LimitsFor(const v1::InfoResponse& target) const {
+  Admission::Limits l;
+  const int slots = std::max(target.max_seqs(), 1);
+  l.max_running = opts_.max_batch > 0 ? std::min(opts_.max_batch, slots) : slots;
+  l.kv_blocks = target.kv_total_blocks();
+  l.max_queue = opts_.max_queue;
+  return l;
 }
 
 grpc::Status Frontend::Serve(grpc::ServerContext* ctx, const v1::GenerateRequest& req, const v1::ChatRequest* chat,
                              grpc::ServerWriter<v1::GenerateResponse>* writer) {
+  const auto arrival = std::chrono::steady_clock::now();
   struct Active {
     std::atomic<int64_t>& n;
     explicit Active(std::atomic<int64_t>& a) : n(a) { ++n; }
@@ -59,32 +70,45 @@ grpc::Status Frontend::Serve(grpc::ServerContext* ctx, const v1::GenerateRequest
   } active(active_);
   const Deadline deadline = RequestDeadline(ctx);
   auto cancelled = [ctx] { return ctx->IsCancelled(); };
+  auto invalid = [&](const std::string& msg) {
+    stats_.Rejected("invalid");
+    return Invalid(msg);
+  };
 
   // ---- checks that need no worker
   int max_tokens = req.max_tokens() == 0 ? opts_.default_max_tokens : req.max_tokens();
   if (max_tokens < 1 || max_tokens > opts_.max_tokens_limit)
-    return Invalid(absl::StrCat("max_tokens ", req.max_tokens(), " out of range [1, ", opts_.max_tokens_limit, "]"));
-  if (req.stop_size() > kMaxStops) return Invalid(absl::StrCat("at most ", kMaxStops, " stop strings"));
+    return invalid(absl::StrCat("max_tokens ", req.max_tokens(), " out of range [1, ", opts_.max_tokens_limit, "]"));
+  if (req.stop_size() > kMaxStops) return invalid(absl::StrCat("at most ", kMaxStops, " stop strings"));
   for (const std::string& s : req.stop()) {
     if (s.empty() || s.size() > kMaxStopBytes)
-      return Invalid(absl::StrCat("stop strings must have 1 to ", kMaxStopBytes, " bytes"));
+      return invalid(absl::StrCat("stop strings must have 1 to ", kMaxStopBytes, " bytes"));
   }
   auto sampling = rpc::SamplingFromProto(req.sampling());
-  if (!sampling.ok()) return rpc::ToGrpc(sampling.status());
+  if (!sampling.ok()) {
+    stats_.Rejected("invalid");
+    return rpc::ToGrpc(sampling.status());
+  }
   const v1::Speculation& spec = req.speculation();
   if (spec.has_k() && (spec.k() < 0 || spec.k() > kMaxK))
-    return Invalid(absl::StrCat("speculation k ", spec.k(), " out of range [0, ", kMaxK, "]"));
+    return invalid(absl::StrCat("speculation k ", spec.k(), " out of range [0, ", kMaxK, "]"));
   if (!(spec.min_confidence() >= 0.0f && spec.min_confidence() <= 1.0f))
-    return Invalid("speculation min_confidence must be in [0, 1]");
+    return invalid("speculation min_confidence must be in [0, 1]");
   if (chat) {
-    if (chat->messages().empty()) return Invalid("chat request without messages");
+    if (chat->messages().empty()) return invalid("chat request without messages");
   } else if (req.prompt().empty() && req.prompt_tokens().empty()) {
-    return Invalid("empty prompt");
+    return invalid("empty prompt");
   }
+  // Speculation mode: an explicit k means fixed k unless adaptive is asked
+  // for too (then k is the cap); otherwise the coordinator's settings.
+  const bool adaptive = !spec.disable() && (spec.has_adaptive() ? spec.adaptive() : !spec.has_k() && adaptive_.load());
+  const int draft_cap = adaptive && spec.has_k() ? spec.k() : draft_max_.load();
 
   std::vector<int32_t> prompt;
   SpecResult r;
   bool wrote = false;
+  double queue_seconds = 0, ttft = 0;
+  int64_t id = 0;
   for (int attempt = 0;; ++attempt) {
     // ---- the target (new requests wait for it, up to their deadline)
     const Deadline wait_until = std::min(deadline, std::chrono::system_clock::now() + opts_.target_wait);
@@ -98,37 +122,48 @@ grpc::Status Frontend::Serve(grpc::ServerContext* ctx, const v1::GenerateRequest
                                        " is not available (waited ", opts_.target_wait.count() / 1000.0, " s)"));
     }
     const Tokenizer& tok = *view->tokenizer;
+    const int context = ContextFor(view->info);
     if (attempt == 0) {
       if (chat) {
         std::vector<ChatMessage> msgs;
         for (const auto& m : chat->messages()) msgs.push_back({m.role(), m.content()});
         auto text = tok.ApplyChatTemplate(msgs, /*add_generation_prompt=*/true);
-        if (!text.ok()) return rpc::ToGrpc(text.status());
+        if (!text.ok()) {
+          stats_.Rejected("invalid");
+          return rpc::ToGrpc(text.status());
+        }
         prompt = tok.Encode(*text, /*add_special=*/false, /*parse_special=*/true);
       } else if (!req.prompt_tokens().empty()) {
         prompt = rpc::ToVector(req.prompt_tokens());
         for (int32_t t : prompt) {
           if (t < 0 || t >= view->info.vocab_size())
-            return Invalid(absl::StrCat("prompt token id ", t, " out of range [0, ", view->info.vocab_size(), ")"));
+            return invalid(absl::StrCat("prompt token id ", t, " out of range [0, ", view->info.vocab_size(), ")"));
         }
       } else {
         prompt = tok.Encode(req.prompt(), req.has_add_special() ? req.add_special() : true, req.parse_special());
       }
-      if (prompt.empty()) return Invalid("the prompt encodes to no tokens");
-      if (static_cast<int64_t>(prompt.size()) >= view->info.max_seq_len())
-        return Invalid(absl::StrCat("prompt of ", prompt.size(), " tokens does not fit the target's context of ",
-                                    view->info.max_seq_len(), " positions"));
+      if (prompt.empty()) return invalid("the prompt encodes to no tokens");
+      if (static_cast<int64_t>(prompt.size()) >= context)
+        return invalid(absl::StrCat("prompt of ", prompt.size(), " tokens does not fit the context of ", context,
+                                    " positions (it must leave room for one generated token)"));
     }
+    // max_tokens is clamped to the room the context leaves.
+    const int room = context - static_cast<int>(prompt.size());
+    const int run_tokens = std::min(max_tokens, room);
+    const int block = std::max(view->info.kv_block_size(), 1);
+    const int64_t positions = static_cast<int64_t>(prompt.size()) + run_tokens;
+    const int64_t blocks = (positions + block - 1) / block;
+    const Admission::Limits limits = LimitsFor(view->info);
+    if (limits.kv_blocks > 0 && blocks > limits.kv_blocks)
+      return invalid(absl::StrCat("prompt + max_tokens need ", blocks, " KV blocks; the target's pool has ",
+                                  limits.kv_blocks));
 
-    if (!Admit(view->info.max_seqs(), deadline, cancelled)) {
-      if (cancelled()) return grpc::Status(grpc::StatusCode::CANCELLED, "cancelled by the client");
-      return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
-                          "all sequence slots of the target stayed busy until the deadline");
+    auto slot = admission_.Acquire(blocks, limits, deadline, cancelled);
+    if (!slot.ok()) {
+      if (slot.status().code() == absl::StatusCode::kResourceExhausted) stats_.Rejected("queue_full");
+      return rpc::ToGrpc(slot.status());
     }
-    struct Admitted {
-      Frontend* f;
-      ~Admitted() { f->Leave(); }
-    } admitted{this};
+    queue_seconds += slot->queue_seconds();
 
     SpecRequest sr;
     sr.seq = next_seq_.fetch_add(1);
@@ -136,20 +171,26 @@ grpc::Status Frontend::Serve(grpc::ServerContext* ctx, const v1::GenerateRequest
       next_seq_ = 2;
       sr.seq = 1;
     }
+    id = next_id_.fetch_add(1);
     sr.prompt = prompt;
     sr.sampling = *sampling;
-    sr.max_tokens = max_tokens;
+    sr.max_tokens = run_tokens;
     sr.ignore_eos = req.ignore_eos();
     sr.stop.assign(req.stop().begin(), req.stop().end());
     if (spec.disable()) {
       sr.k = 0;
-    } else if (spec.has_k()) {
+    } else if (spec.has_k() && !adaptive) {
       sr.k = spec.k();
     } else {
+      sr.k = k_.load();  // adaptive: the k until costs are measured
       sr.live_k = [this] { return LiveK(); };
     }
-    sr.min_confidence = spec.min_confidence() > 0 ? spec.min_confidence() : opts_.min_confidence;
-    sr.max_context = view->info.max_seq_len();
+    sr.policy.adaptive = adaptive;
+    sr.policy.draft_max = draft_cap;
+    sr.costs = &costs_;
+    const float default_conf = opts_.min_confidence >= 0 ? opts_.min_confidence : adaptive ? kAdaptiveMinConfidence : 0.0f;
+    sr.min_confidence = spec.min_confidence() > 0 ? spec.min_confidence() : default_conf;
+    sr.max_context = context;
     sr.deadline = LoopDeadline(deadline);
     sr.cancelled = cancelled;
     sr.draft_retry = opts_.draft_retry;
@@ -165,6 +206,9 @@ grpc::Status Frontend::Serve(grpc::ServerContext* ctx, const v1::GenerateRequest
       f->set_appended(ev.appended);
       f->set_emitted(static_cast<int32_t>(ev.tokens.size()));
       f->set_draft_used(ev.draft_used);
+      f->set_k(ev.k);
+      if (!ev.tokens.empty() && ttft == 0)
+        ttft = std::chrono::duration<double>(std::chrono::steady_clock::now() - arrival).count();
       wrote = true;
       return writer->Write(m);
     };
@@ -172,18 +216,13 @@ grpc::Status Frontend::Serve(grpc::ServerContext* ctx, const v1::GenerateRequest
     // The target went away before anything was streamed: wait for it again.
     if (r.reason == FinishReason::kError && r.status.code() == absl::StatusCode::kUnavailable && !wrote &&
         attempt < 20 && std::chrono::system_clock::now() < deadline && !cancelled()) {
-      SPECD_LOG(INFO) << "target unavailable before the first step; waiting for it" << Kv("seq", sr.seq);
+      SPECD_LOG(INFO) << "target unavailable before the first step; waiting for it" << Kv("id", id);
       continue;
     }
-    SPECD_LOG(INFO) << "request done" << Kv("seq", sr.seq) << Kv("reason", FinishReasonName(r.reason))
-                    << Kv("prompt_tokens", prompt.size()) << Kv("tokens", r.tokens.size())
-                    << Kv("steps", r.stats.steps) << Kv("acceptance", r.stats.AcceptanceRate())
-                    << Kv("tok_s", r.TokensPerSecond()) << Kv("draft_failures", r.stats.draft_failures)
-                    << (r.status.ok() ? Kv("error", "") : Kv("error", r.status.ToString()));
     break;
   }
 
-  Record(r, r.reason == FinishReason::kError);
+  stats_.Record(RequestOutcome{id, static_cast<int>(prompt.size()), &r, queue_seconds, ttft, adaptive});
   switch (r.reason) {
     case FinishReason::kCancelled:
       return grpc::Status(grpc::StatusCode::CANCELLED, "cancelled by the client");
@@ -194,7 +233,7 @@ grpc::Status Frontend::Serve(grpc::ServerContext* ctx, const v1::GenerateRequest
   }
   v1::GenerateResponse last;
   v1::GenerationSummary* s = last.mutable_summary();
-  s->set_finish_reason(ToProto(r.reason));
+  s->set_finish_reason(FinishReasonToProto(r.reason));
   s->set_prompt_tokens(static_cast<int32_t>(prompt.size()));
   s->set_completion_tokens(static_cast<int32_t>(r.tokens.size()));
   s->set_steps(r.stats.steps);
@@ -207,41 +246,13 @@ grpc::Status Frontend::Serve(grpc::ServerContext* ctx, const v1::GenerateRequest
   s->set_elapsed_seconds(r.stats.elapsed_seconds);
   s->set_draft_failures(r.stats.draft_failures);
   s->set_stop(r.stop);
+  s->set_queue_seconds(queue_seconds);
+  s->set_time_to_first_token_seconds(ttft);
+  for (int64_t n : r.stats.k_hist) s->add_k_histogram(n);
+  s->set_adaptive(adaptive);
+  s->set_prefill_seconds(r.stats.prefill_seconds);
   writer->Write(last);
   return grpc::Status::OK;
-}
-
-bool Frontend::Admit(int limit, Deadline deadline, const std::function<bool()>& cancelled) {
-  std::unique_lock<std::mutex> l(admit_mu_);
-  while (running_ >= std::max(limit, 1)) {
-    if (cancelled() || std::chrono::system_clock::now() >= deadline) return false;
-    // Wake up now and then to poll `cancelled`.
-    admit_cv_.wait_until(l, std::min(deadline, std::chrono::system_clock::now() + std::chrono::milliseconds(100)));
-  }
-  ++running_;
-  return true;
-}
-
-void Frontend::Leave() {
-  {
-    std::lock_guard<std::mutex> l(admit_mu_);
-    --running_;
-  }
-  admit_cv_.notify_one();
-}
-
-void Frontend::Record(const SpecResult& r, bool failed) {
-  std::lock_guard<std::mutex> l(mu_);
-  ++requests_;
-  if (failed) ++failed_;
-  tokens_ += static_cast<int64_t>(r.tokens.size());
-  steps_ += r.stats.steps;
-  spec_steps_ += r.stats.speculative_steps;
-  proposed_ += r.stats.proposed;
-  accepted_ += r.stats.accepted;
-  spec_appended_ += r.stats.spec_appended;
-  draft_failures_ += r.stats.draft_failures;
-  seconds_ += r.stats.elapsed_seconds;
 }
 
 grpc::Status Frontend::Tokenize(grpc::ServerContext* ctx, const v1::TokenizeRequest& req, v1::TokenizeResponse* resp) {
@@ -265,28 +276,40 @@ grpc::Status Frontend::Health(v1::HealthResponse* resp) {
   if (d) resp->set_draft_model(d->model_name());
   resp->set_k(k_.load());
   resp->set_speculation_enabled(enabled_.load());
+  resp->set_adaptive(adaptive_.load());
+  resp->set_draft_max(draft_max_.load());
   return grpc::Status::OK;
 }
 
+namespace {
+double BatchMean(const v1::InfoResponse& i) {
+  return i.batches() > 0 ? static_cast<double>(i.batched_requests()) / static_cast<double>(i.batches()) : 0.0;
+}
+}  // namespace
+
 grpc::Status Frontend::Stats(v1::StatsResponse* resp) {
-  {
-    std::lock_guard<std::mutex> l(mu_);
-    resp->set_requests_total(requests_);
-    resp->set_requests_failed(failed_);
-    resp->set_completion_tokens(tokens_);
-    resp->set_steps(steps_);
-    resp->set_proposed(proposed_);
-    resp->set_accepted(accepted_);
-    resp->set_acceptance_rate(proposed_ ? static_cast<double>(accepted_) / proposed_ : 0.0);
-    resp->set_mean_accepted_length(spec_steps_ ? static_cast<double>(spec_appended_) / spec_steps_ : 0.0);
-    resp->set_tokens_per_second(seconds_ > 0 ? tokens_ / seconds_ : 0.0);
-    resp->set_draft_failures(draft_failures_);
-  }
+  stats_.Fill(resp);
   resp->set_requests_active(active_.load());
+  resp->set_requests_running(admission_.running());
+  resp->set_queue_depth(admission_.queued());
+  resp->set_requests_rejected(admission_.rejected());
+  resp->set_kv_blocks_reserved(admission_.reserved_blocks());
+  resp->set_max_queue(opts_.max_queue);
+  const double busy = admission_.busy_seconds();
+  resp->set_busy_seconds(busy);
+  resp->set_throughput_tokens_per_second(busy > 0 ? static_cast<double>(resp->completion_tokens()) / busy : 0.0);
   resp->set_k(k_.load());
   resp->set_speculation_enabled(enabled_.load());
+  resp->set_adaptive(adaptive_.load());
+  resp->set_draft_max(draft_max_.load());
+  resp->set_step_costs(costs_.ToString());
   resp->set_draft_ready(cluster_->draft().has_value());
-  resp->set_target_ready(cluster_->target() != nullptr);
+  std::shared_ptr<const TargetView> t = cluster_->target();
+  resp->set_target_ready(t != nullptr);
+  if (t) {
+    resp->set_max_batch(LimitsFor(t->info).max_running);
+    resp->set_max_seq_len(ContextFor(t->info));
+  }
   resp->set_draft_swaps(cluster_->draft_swaps());
   resp->set_draft_reconnects(cluster_->draft_reconnects());
   resp->set_uptime_seconds(std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count());
@@ -298,7 +321,72 @@ grpc::Status Frontend::Stats(v1::StatsResponse* resp) {
   };
   info(&cluster_->target_stub(), resp->mutable_target());
   if (cluster_->draft_stub()) info(cluster_->draft_stub(), resp->mutable_draft());
+  resp->set_verify_batch_mean(BatchMean(resp->target()));
+  resp->set_draft_batch_mean(BatchMean(resp->draft()));
   return grpc::Status::OK;
+}
+
+void Frontend::AddCollectors() {
+  using metrics::Sink;
+  using metrics::Type;
+  stats_.registry().AddCollector([this](Sink& s) {
+    s.Add("specd_requests_active", "Requests in the coordinator (queued or running).", Type::kGauge, {},
+          static_cast<double>(active_.load()));
+    s.Add("specd_requests_running", "Requests admitted and generating.", Type::kGauge, {}, admission_.running());
+    s.Add("specd_queue_depth", "Requests waiting for admission.", Type::kGauge, {}, admission_.queued());
+    s.Add("specd_kv_blocks_reserved", "Target KV blocks reserved by running requests.", Type::kGauge, {},
+          static_cast<double>(admission_.reserved_blocks()));
+    s.Add("specd_busy_seconds_total", "Time with at least one request running.", Type::kCounter, {},
+          admission_.busy_seconds());
+    s.Add("specd_uptime_seconds", "Seconds since the coordinator started.", Type::kGauge, {},
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count());
+    s.Add("specd_speculation_enabled", "Whether requests use the draft.", Type::kGauge, {}, enabled_.load());
+    s.Add("specd_speculation_adaptive", "Whether the speculation length is chosen per step.", Type::kGauge, {},
+          adaptive_.load());
+    s.Add("specd_speculation_k", "Fixed-mode drafts per step.", Type::kGauge, {}, k_.load());
+    s.Add("specd_speculation_draft_max", "Adaptive mode's most drafts per step.", Type::kGauge, {},
+          draft_max_.load());
+    s.Add("specd_draft_ready", "Whether the draft is usable now.", Type::kGauge, {}, cluster_->draft().has_value());
+    std::shared_ptr<const TargetView> t = cluster_->target();
+    s.Add("specd_target_ready", "Whether the target is connected.", Type::kGauge, {}, t != nullptr);
+    s.Add("specd_draft_swaps_total", "Draft model swaps.", Type::kCounter, {},
+          static_cast<double>(cluster_->draft_swaps()));
+    // The workers as last probed (no RPC on a scrape).
+    auto worker = [&](const char* role, const v1::InfoResponse& i) {
+      const metrics::Labels r = {{"role", role}};
+      auto with = [&](const char* k, const char* v) {
+        metrics::Labels l = r;
+        l.push_back({k, v});
+        return l;
+      };
+      const v1::MemoryLedger& m = i.ledger();
+      s.Add("specd_worker_memory_bytes", "Worker memory plan by part.", Type::kGauge, with("part", "weights"),
+            static_cast<double>(m.weights()));
+      s.Add("specd_worker_memory_bytes", "", Type::kGauge, with("part", "kv_pool"), static_cast<double>(m.kv_pool()));
+      s.Add("specd_worker_memory_bytes", "", Type::kGauge, with("part", "activations"),
+            static_cast<double>(m.activations()));
+      s.Add("specd_worker_memory_bytes", "", Type::kGauge, with("part", "exchange"), static_cast<double>(m.exchange()));
+      s.Add("specd_worker_memory_bytes", "", Type::kGauge, with("part", "total"), static_cast<double>(m.total()));
+      s.Add("specd_worker_memory_budget_bytes", "Worker memory budget (-1: unbounded).", Type::kGauge, r,
+            static_cast<double>(m.budget()));
+      s.Add("specd_worker_kv_blocks", "Worker KV pool blocks.", Type::kGauge, with("state", "used"),
+            i.kv_used_blocks());
+      s.Add("specd_worker_kv_blocks", "", Type::kGauge, with("state", "total"), i.kv_total_blocks());
+      s.Add("specd_worker_sequences", "Sequences open on the worker.", Type::kGauge, r, i.active_sequences());
+      s.Add("specd_worker_batches_total", "Batched Propose/Verify rounds.", Type::kCounter, r,
+            static_cast<double>(i.batches()));
+      s.Add("specd_worker_batched_sequences_total", "Sequences those batches carried.", Type::kCounter, r,
+            static_cast<double>(i.batched_requests()));
+      s.Add("specd_worker_forwards_total", "Forward passes.", Type::kCounter, r, static_cast<double>(i.forwards()));
+      s.Add("specd_worker_forward_tokens_total", "Tokens through forward passes (prefill + steps).", Type::kCounter,
+            r, static_cast<double>(i.forward_tokens()));
+      s.Add("specd_worker_prefill_tokens_total", "Prompt tokens prefilled in chunks.", Type::kCounter, r,
+            static_cast<double>(i.prefill_tokens()));
+      s.Add("specd_worker_forward_seconds_total", "Time in forward passes.", Type::kCounter, r, i.forward_seconds());
+    };
+    if (t) worker("target", t->info);
+    if (const std::optional<v1::InfoResponse> d = cluster_->draft_info()) worker("draft", *d);
+  });
 }
 
 grpc::Status Frontend::SwapDraft(const v1::SwapDraftRequest& req, v1::SwapDraftResponse* resp) {
@@ -311,11 +399,20 @@ grpc::Status Frontend::SwapDraft(const v1::SwapDraftRequest& req, v1::SwapDraftR
 grpc::Status Frontend::SetSpeculation(const v1::SetSpeculationRequest& req, v1::SetSpeculationResponse* resp) {
   if (req.has_k() && (req.k() < 1 || req.k() > kMaxK))
     return Invalid(absl::StrCat("k ", req.k(), " out of range [1, ", kMaxK, "] (use enabled=false to turn speculation off)"));
+  if (req.has_draft_max() && (req.draft_max() < 1 || req.draft_max() > kMaxK))
+    return Invalid(absl::StrCat("draft_max ", req.draft_max(), " out of range [1, ", kMaxK, "]"));
   if (req.has_k()) k_ = req.k();
+  if (req.has_draft_max()) draft_max_ = req.draft_max();
+  // Setting k alone asks for that k: fixed mode.
+  if (req.has_adaptive()) adaptive_ = req.adaptive();
+  else if (req.has_k()) adaptive_ = false;
   if (req.has_enabled()) enabled_ = req.enabled();
-  SPECD_LOG(INFO) << "speculation settings" << Kv("k", k_.load()) << Kv("enabled", enabled_.load());
+  SPECD_LOG(INFO) << "speculation settings" << Kv("k", k_.load()) << Kv("enabled", enabled_.load())
+                  << Kv("adaptive", adaptive_.load()) << Kv("draft_max", draft_max_.load());
   resp->set_k(k_.load());
   resp->set_enabled(enabled_.load());
+  resp->set_adaptive(adaptive_.load());
+  resp->set_draft_max(draft_max_.load());
   return grpc::Status::OK;
 }
 

@@ -1,8 +1,15 @@
 // The coordinator's public and admin services over one shared state: the
-// Cluster, the live speculation settings and the request statistics. Each
-// Generate/Chat call runs RunSpeculative (common/engine/spec_loop.h) in its
-// handler thread with gRPC clients of the two workers; the workers batch the
-// concurrent calls.
+// Cluster, the live speculation settings, admission control and the request
+// statistics. Each Generate/Chat call is admitted (coordinator/admission.h),
+// then runs RunSpeculative (common/engine/spec_loop.h) in its handler thread
+// with gRPC clients of the two workers; the workers batch the concurrent
+// calls (continuous batching), and adaptive requests share one measured
+// cost table (SpecCosts).
+//
+// Context: a request's context is min(--max-seq-len, the target's); a prompt
+// that leaves no room for one token is INVALID_ARGUMENT, and max_tokens is
+// clamped to the room left (the request ends with finish reason "length").
+// Its KV reservation is prompt + clamped max_tokens positions.
 #pragma once
 #include <atomic>
 #include <chrono>
@@ -10,22 +17,33 @@
 #include <functional>
 #include <mutex>
 
+#include "coordinator/admission.h"
 #include "coordinator/cluster.h"
 #include "coordinator/grpc_clients.h"
+#include "coordinator/service_stats.h"
 #include "proto/specd.grpc.pb.h"
 
 namespace specd {
 
 struct FrontendOptions {
-  int k = 4;
+  int k = 4;                 // fixed mode's drafts per step
   bool speculation = true;
-  float min_confidence = 0.0f;
+  bool adaptive = true;      // choose k per step (spec_policy.h), up to draft_max
+  int draft_max = 8;
+  float min_confidence = -1.0f;  // the draft stops below this top probability; < 0: 0 fixed, kAdaptiveMinConfidence adaptive
+  int max_batch = 0;         // requests running at once (0: the target's sequence slots)
+  int max_queue = 64;        // requests waiting for admission; more get RESOURCE_EXHAUSTED
+  int max_seq_len = 0;       // per-request context (0: the target's max-seq-len)
+  size_t recent_requests = 32;
   int default_max_tokens = 256;
   int max_tokens_limit = 8192;
   std::chrono::milliseconds target_wait{30000};  // longest wait for the target without a deadline
   std::chrono::milliseconds draft_retry{250};
   CallTimeouts timeouts;
 };
+
+// The draft's confidence threshold adaptive requests use by default.
+constexpr float kAdaptiveMinConfidence = 0.5f;
 
 class Frontend {
  public:
@@ -39,31 +57,30 @@ class Frontend {
   grpc::Status Stats(v1::StatsResponse* resp);
   grpc::Status SwapDraft(const v1::SwapDraftRequest& req, v1::SwapDraftResponse* resp);
   grpc::Status SetSpeculation(const v1::SetSpeculationRequest& req, v1::SetSpeculationResponse* resp);
+  // The Prometheus text exposition (GET /metrics).
+  std::string RenderMetrics() const { return stats_.RenderMetrics(); }
 
  private:
   // The k a request without an override uses now (0 when speculation is off).
   int LiveK() const { return enabled_.load() ? k_.load() : 0; }
-  // Admission: at most `limit` requests (the target's sequence slots) run at
-  // once; the others queue until a slot frees, their deadline, or a cancel.
-  bool Admit(int limit, Deadline deadline, const std::function<bool()>& cancelled);
-  void Leave();
-  void Record(const SpecResult& r, bool failed);
+  // The limits in force for a target.
+  Admission::Limits LimitsFor(const v1::InfoResponse& target) const;
+  int ContextFor(const v1::InfoResponse& target) const;
+  void AddCollectors();
 
   Cluster* cluster_;
   FrontendOptions opts_;
   std::atomic<int> k_;
   std::atomic<bool> enabled_;
+  std::atomic<bool> adaptive_;
+  std::atomic<int> draft_max_;
   std::atomic<int32_t> next_seq_;
   std::atomic<int64_t> active_{0};
-  std::mutex admit_mu_;
-  std::condition_variable admit_cv_;
-  int running_ = 0;
+  std::atomic<int64_t> next_id_{1};
   const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
-
-  std::mutex mu_;  // the totals below
-  int64_t requests_ = 0, failed_ = 0, tokens_ = 0, steps_ = 0, spec_steps_ = 0, proposed_ = 0, accepted_ = 0,
-          spec_appended_ = 0, draft_failures_ = 0;
-  double seconds_ = 0;
+  Admission admission_;
+  SpecCosts costs_;  // call times measured by every request (adaptive length)
+  ServiceStats stats_;
 };
 
 class CoordinatorService final : public v1::Coordinator::Service {

@@ -1,5 +1,6 @@
 // specd-coordinator: the public gRPC API. Runs the speculative loop per
 // request against a draft worker and a target worker.
+#include "common/metrics/http_server.h"
 #include "common/util/log.h"
 #include "coordinator/frontend.h"
 #include "proto/rpc/server.h"
@@ -16,9 +17,22 @@ int Main(int argc, char** argv) {
   cfg.AddString("target", "127.0.0.1:7811", "target worker address (HOST:PORT or unix:/PATH)");
   cfg.AddString("draft", "127.0.0.1:7812", "draft worker address; empty: target-only service");
   cfg.AddString("tokenizer-model", "", "GGUF to read the target's vocabulary from (empty: the target's model path)");
-  cfg.AddInt("k", 4, "draft tokens proposed per step", 1, 64);
+  cfg.AddInt("k", 4, "draft tokens per step in fixed mode (--no-adaptive, or requests that set k)", 1, 64);
+  cfg.AddBool("adaptive", true,
+              "choose the speculation length per request and step from acceptance and measured costs, up to "
+              "--draft-max, falling back to target-only when drafting does not pay");
+  cfg.AddInt("draft-max", 8, "adaptive mode: most draft tokens per step (also capped by the draft's --k-max)", 1, 64);
   cfg.AddBool("speculation", true, "use the draft (false: target-only decoding)");
-  cfg.AddDouble("min-confidence", 0.0, "stop a proposal early below this draft probability (0: never)", 0.0, 1.0);
+  cfg.AddDouble("min-confidence", -1.0,
+                "the draft stops a proposal below this top probability (0: never; -1: 0 in fixed mode, 0.5 adaptive)",
+                -1.0, 1.0);
+  cfg.AddInt("max-batch", 0, "requests generating at once (0: the target's --max-seqs)", 0, 4096);
+  cfg.AddInt("max-queue", 64, "requests waiting for admission; more are refused with RESOURCE_EXHAUSTED", 0, 1 << 20);
+  cfg.AddInt("max-seq-len", 0,
+             "per-request context, prompt + output (0: the target's); max_tokens is clamped to fit", 0, 1 << 20);
+  cfg.AddString("metrics-listen", "",
+                "Prometheus endpoint HOST:PORT (GET /metrics; loopback unless a host is given; empty: off), e.g. "
+                "127.0.0.1:9810");
   cfg.AddInt("default-max-tokens", 256, "max_tokens of requests that do not set it", 1, 1 << 20);
   cfg.AddInt("max-tokens-limit", 8192, "largest max_tokens a request may ask for", 1, 1 << 20);
   cfg.AddInt("target-wait-ms", 30000, "how long a request without a deadline waits for the target", 0, 3600000);
@@ -48,8 +62,13 @@ int Main(int argc, char** argv) {
   if (co.target_address.empty()) return rpc::ExitWith(kProgram, absl::InvalidArgumentError("--target is required"), 2);
   FrontendOptions fo;
   fo.k = static_cast<int>(cfg.GetInt("k"));
+  fo.adaptive = cfg.GetBool("adaptive");
+  fo.draft_max = static_cast<int>(cfg.GetInt("draft-max"));
   fo.speculation = cfg.GetBool("speculation");
   fo.min_confidence = static_cast<float>(cfg.GetDouble("min-confidence"));
+  fo.max_batch = static_cast<int>(cfg.GetInt("max-batch"));
+  fo.max_queue = static_cast<int>(cfg.GetInt("max-queue"));
+  fo.max_seq_len = static_cast<int>(cfg.GetInt("max-seq-len"));
   fo.default_max_tokens = static_cast<int>(cfg.GetInt("default-max-tokens"));
   fo.max_tokens_limit = static_cast<int>(cfg.GetInt("max-tokens-limit"));
   fo.target_wait = ms(cfg.GetInt("target-wait-ms"));
@@ -65,6 +84,14 @@ int Main(int argc, char** argv) {
   Frontend frontend(&cluster, fo);
   CoordinatorService public_api(&frontend);
   AdminService admin(&frontend);
+  std::unique_ptr<metrics::HttpServer> metrics_server;
+  if (!cfg.GetString("metrics-listen").empty()) {
+    auto m = metrics::HttpServer::Start(cfg.GetString("metrics-listen"), [&] { return frontend.RenderMetrics(); });
+    if (!m.ok()) return rpc::ExitWith(kProgram, m.status(), 1);
+    metrics_server = std::move(*m);
+    SPECD_LOG(INFO) << "metrics endpoint" << Kv("listen", cfg.GetString("metrics-listen"))
+                    << Kv("port", metrics_server->port()) << Kv("path", "/metrics");
+  }
   int port = 0;
   auto server = rpc::StartServer(cfg.GetString("listen"), {&public_api, &admin}, &port);
   if (!server.ok()) return rpc::ExitWith(kProgram, server.status(), 1);

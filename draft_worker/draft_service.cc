@@ -14,9 +14,8 @@ absl::StatusOr<std::unique_ptr<DraftService>> DraftService::Create(const DraftWo
   SPECD_ASSIGN_OR_RETURN(s->cur_, s->Load(opts.engine.model_path, ""));
   s->loads_ = 1;
   DraftService* self = s.get();
-  s->thread_ = std::make_unique<rpc::EngineThread<LocalDraft::ProposeJob, Proposed>>(
-      [self](const std::vector<LocalDraft::ProposeJob>& jobs) { return self->RunBatch(jobs); },
-      [](const LocalDraft::ProposeJob& j) { return static_cast<int64_t>(j.seq); }, opts.max_batch);
+  s->StartThread([self](const std::vector<LocalDraft::ProposeJob>& jobs) { return self->RunBatch(jobs); },
+                 [](const LocalDraft::ProposeJob& j) { return static_cast<int64_t>(j.seq); }, opts.scheduler);
   return s;
 }
 

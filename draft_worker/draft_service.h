@@ -15,7 +15,7 @@ struct DraftWorkerOptions {
   EngineOptions engine;
   int k_max = 8;
   std::string shm_kind = "posix";
-  int max_batch = 64;  // sequences per Propose batch
+  rpc::SchedulerOptions scheduler;  // batch size, prefill chunk
 };
 
 struct Proposed {

@@ -17,7 +17,7 @@ int Main(int argc, char** argv) {
   rpc::AddServiceFlags(&cfg, "127.0.0.1:7812");
   cfg.AddInt("k-max", 8, "longest proposal (exchange-buffer rows per slot)", 1, ExchangeBuffer::kMaxK);
   cfg.AddString("shm-kind", "posix", "exchange-buffer implementation: posix");
-  cfg.AddInt("max-batch", 64, "sequences per batched Propose", 1, 4096);
+  rpc::AddSchedulerFlags(&cfg, "sequences per batched Propose");
   auto run = rpc::ParseServiceFlags(&cfg, argc, argv, "draft-worker");
   if (!run.ok()) return rpc::ExitWith(kProgram, run.status(), 2);
   if (!*run) return 0;
@@ -28,7 +28,7 @@ int Main(int argc, char** argv) {
   o.engine = *eo;
   o.k_max = static_cast<int>(cfg.GetInt("k-max"));
   o.shm_kind = cfg.GetString("shm-kind");
-  o.max_batch = static_cast<int>(cfg.GetInt("max-batch"));
+  o.scheduler = rpc::SchedulerFromConfig(cfg);
   if (o.shm_kind == "posix") PosixSharedBuffer::RemoveStale();  // left by a crashed draft
   auto service = DraftService::Create(o);
   if (!service.ok()) return rpc::ExitWith(kProgram, service.status(), 1);

@@ -14,7 +14,7 @@ int Main(int argc, char** argv) {
   Config cfg(kProgram);
   EngineOptions::AddFlags(&cfg);
   rpc::AddServiceFlags(&cfg, "127.0.0.1:7811");
-  cfg.AddInt("max-batch", 64, "sequences per batched Verify", 1, 4096);
+  rpc::AddSchedulerFlags(&cfg, "sequences per batched Verify");
   auto run = rpc::ParseServiceFlags(&cfg, argc, argv, "target-worker");
   if (!run.ok()) return rpc::ExitWith(kProgram, run.status(), 2);
   if (!*run) return 0;
@@ -23,7 +23,7 @@ int Main(int argc, char** argv) {
   if (!eo.ok()) return rpc::ExitWith(kProgram, eo.status(), 2);
   TargetWorkerOptions o;
   o.engine = *eo;
-  o.max_batch = static_cast<int>(cfg.GetInt("max-batch"));
+  o.scheduler = rpc::SchedulerFromConfig(cfg);
   auto service = TargetService::Create(o);
   if (!service.ok()) return rpc::ExitWith(kProgram, service.status(), 1);
   int port = 0;

@@ -17,9 +17,8 @@ absl::StatusOr<std::unique_ptr<TargetService>> TargetService::Create(const Targe
                   << Kv("vocab", s->engine_->vocab_size());
   SPECD_LOG(INFO) << s->engine_->ledger().ToString();
   TargetService* self = s.get();
-  s->thread_ = std::make_unique<rpc::EngineThread<LocalTarget::VerifyJob, Verified>>(
-      [self](const std::vector<LocalTarget::VerifyJob>& jobs) { return self->RunBatch(jobs); },
-      [](const LocalTarget::VerifyJob& j) { return static_cast<int64_t>(j.seq); }, opts.max_batch);
+  s->StartThread([self](const std::vector<LocalTarget::VerifyJob>& jobs) { return self->RunBatch(jobs); },
+                 [](const LocalTarget::VerifyJob& j) { return static_cast<int64_t>(j.seq); }, opts.scheduler);
   return s;
 }
 

@@ -12,7 +12,7 @@ namespace specd {
 
 struct TargetWorkerOptions {
   EngineOptions engine;
-  int max_batch = 64;  // sequences per Verify batch
+  rpc::SchedulerOptions scheduler;  // batch size, prefill chunk
 };
 
 struct Verified {

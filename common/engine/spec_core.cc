@@ -1,38 +1,84 @@
 #include "common/engine/spec_core.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <set>
 
 #include "common/sampler/rng.h"
 
 namespace specd {
 
-absl::Status SeqCore::Open(int32_t seq, const std::vector<int32_t>& prompt, const SamplingParams& sampling) {
+absl::Status SeqCore::Open(int32_t seq, const std::vector<int32_t>& prompt, const SamplingParams& sampling,
+                           bool prefill) {
   if (prompt.empty()) return absl::InvalidArgumentError("empty prompt");
   if (seqs_.count(seq)) return absl::AlreadyExistsError(absl::StrCat("sequence ", seq, " is already open"));
   SPECD_RETURN_IF_ERROR(sampling.Validate());
   if (static_cast<int64_t>(prompt.size()) >= engine_->options().max_seq_len)
     return absl::InvalidArgumentError(absl::StrCat("prompt of ", prompt.size(), " tokens does not fit max-seq-len ",
                                                    engine_->options().max_seq_len));
+  for (int32_t t : prompt) {
+    if (t < 0 || t >= engine_->vocab_size()) return absl::InvalidArgumentError(absl::StrCat("token id ", t, " out of range"));
+  }
   SPECD_RETURN_IF_ERROR(engine_->NewSequence(seq));
-  SeqState s;
+  SeqState& s = seqs_[seq];
   s.committed = prompt;
   s.sampling = sampling;
-  if (prompt.size() > 1) {
-    Engine::Feed f;
-    f.seq = seq;
-    f.tokens.assign(prompt.begin(), prompt.end() - 1);
-    f.n_logits = 0;
-    std::vector<float> none;
-    absl::Status st = engine_->Run({f}, &none);
-    if (!st.ok()) {
-      engine_->Release(seq);
-      return st;
-    }
-    s.fed = f.tokens;
+  s.open_id = next_open_id_++;
+  if (!prefill) return absl::OkStatus();
+  auto r = Prefill({PrefillSlice{seq, static_cast<int64_t>(prompt.size())}});
+  if (!r[0].ok()) {
+    Release(seq);
+    return r[0].status();
   }
-  seqs_[seq] = std::move(s);
   return absl::OkStatus();
+}
+
+int64_t SeqCore::PrefillPending(int32_t seq) const {
+  const SeqState* s = Get(seq);
+  if (!s) return -1;
+  return std::max<int64_t>(0, static_cast<int64_t>(s->committed.size()) - 1 - static_cast<int64_t>(s->fed.size()));
+}
+
+std::vector<absl::StatusOr<int64_t>> SeqCore::Prefill(const std::vector<PrefillSlice>& slices) {
+  std::vector<absl::StatusOr<int64_t>> out(slices.size(), int64_t{0});
+  std::vector<Engine::Feed> feeds;
+  std::vector<size_t> fed_slice;
+  std::set<int32_t> seen;
+  for (size_t i = 0; i < slices.size(); ++i) {
+    const int64_t pending = PrefillPending(slices[i].seq);
+    if (pending < 0) {
+      out[i] = absl::NotFoundError(absl::StrCat("sequence ", slices[i].seq, " is not open"));
+      continue;
+    }
+    if (!seen.insert(slices[i].seq).second) {
+      out[i] = absl::InvalidArgumentError(absl::StrCat("sequence ", slices[i].seq, " prefilled twice in one pass"));
+      continue;
+    }
+    out[i] = pending;
+    const int64_t n = std::min(pending, slices[i].max_tokens);
+    if (n <= 0) continue;
+    const SeqState& s = seqs_[slices[i].seq];
+    Engine::Feed f;
+    f.seq = slices[i].seq;
+    const auto from = s.committed.begin() + static_cast<int64_t>(s.fed.size());
+    f.tokens.assign(from, from + n);
+    f.n_logits = 0;
+    feeds.push_back(std::move(f));
+    fed_slice.push_back(i);
+  }
+  if (feeds.empty()) return out;
+  std::vector<float> none;
+  if (absl::Status st = engine_->Run(feeds, &none); !st.ok()) {
+    for (size_t i : fed_slice) out[i] = st;
+    return out;
+  }
+  for (size_t j = 0; j < feeds.size(); ++j) {
+    SeqState& s = seqs_[feeds[j].seq];
+    s.fed.insert(s.fed.end(), feeds[j].tokens.begin(), feeds[j].tokens.end());
+    out[fed_slice[j]] = PrefillPending(feeds[j].seq);
+  }
+  return out;
 }
 
 absl::Status SeqCore::Reconcile(int32_t seq, SeqState& s) {
@@ -89,6 +135,15 @@ float TopProb(const TokenDist& d) {
   for (float p : d.probs) m = std::max(m, p);
   return m;
 }
+// The model's own top probability (softmax at temperature 1): greedy
+// decoding's processed distribution is one-hot and says nothing about it.
+float SoftmaxTop(const float* logits, int n) {
+  float mx = logits[0];
+  for (int i = 1; i < n; ++i) mx = std::max(mx, logits[i]);
+  double z = 0;
+  for (int i = 0; i < n; ++i) z += std::exp(static_cast<double>(logits[i] - mx));
+  return z > 0 ? static_cast<float>(1.0 / z) : 0.0f;
+}
 }  // namespace
 
 std::vector<Proposal> DraftCore::Propose(const std::vector<ProposeRequest>& reqs, const std::vector<float*>& q_out) {
@@ -139,8 +194,9 @@ std::vector<Proposal> DraftCore::Propose(const std::vector<ProposeRequest>& reqs
       s.fed.insert(s.fed.end(), feeds[j].tokens.begin(), feeds[j].tokens.end());
       recent.assign(s.committed.begin(), s.committed.end());
       recent.insert(recent.end(), out[i].tokens.begin(), out[i].tokens.end());
-      ProcessLogits(logits.data() + j * static_cast<size_t>(V), V, s.sampling, recent, &dist);
-      const float conf = TopProb(dist);
+      const float* row = logits.data() + j * static_cast<size_t>(V);
+      ProcessLogits(row, V, s.sampling, recent, &dist);
+      const float conf = s.sampling.greedy() ? SoftmaxTop(row, V) : TopProb(dist);
       if (step > 0 && conf < reqs[i].min_confidence) continue;  // not confident: stop before this token
       float* q = q_out[i] + static_cast<size_t>(step) * V;
       std::memset(q, 0, sizeof(float) * V);

@@ -29,6 +29,13 @@ struct SeqState {
   std::vector<int32_t> committed;  // prompt + accepted output
   std::vector<int32_t> fed;        // tokens whose K/V are in the cache (prefix of positions)
   SamplingParams sampling;
+  uint64_t open_id = 0;            // tells a reopened sequence of the same id from the old one
+};
+
+// Part of a chunked prefill: up to `max_tokens` more pending tokens of `seq`.
+struct PrefillSlice {
+  int32_t seq = 0;
+  int64_t max_tokens = 0;
 };
 
 // Shared sequence bookkeeping of both cores.
@@ -37,8 +44,17 @@ class SeqCore {
   explicit SeqCore(Engine* engine) : engine_(engine) {}
   Engine* engine() const { return engine_; }
 
-  // Creates the sequence and prefills all prompt tokens but the last.
-  absl::Status Open(int32_t seq, const std::vector<int32_t>& prompt, const SamplingParams& sampling);
+  // Creates the sequence and prefills all prompt tokens but the last; with
+  // prefill = false they stay pending, for Prefill (chunked) or for the
+  // first step to feed.
+  absl::Status Open(int32_t seq, const std::vector<int32_t>& prompt, const SamplingParams& sampling,
+                    bool prefill = true);
+  // Committed tokens, but the last, that are not in the KV yet (-1: not open).
+  int64_t PrefillPending(int32_t seq) const;
+  // Chunked prefill: one batched forward over the next pending tokens of each
+  // slice's sequence. Returns, per slice, the tokens still pending after it
+  // or why it failed (a failed forward fails every slice and changes nothing).
+  std::vector<absl::StatusOr<int64_t>> Prefill(const std::vector<PrefillSlice>& slices);
   // Makes the committed tokens committed[:base_len] + tokens, and drops KV
   // positions that no longer match (rollback). base_len may not exceed the
   // current committed length.
@@ -55,6 +71,7 @@ class SeqCore {
   absl::Status Reconcile(int32_t seq, SeqState& s);
   Engine* engine_;
   std::map<int32_t, SeqState> seqs_;
+  uint64_t next_open_id_ = 1;
 };
 
 struct ProposeRequest {

@@ -18,11 +18,12 @@ absl::StatusOr<std::unique_ptr<LocalDraft>> LocalDraft::Create(Engine* engine, i
   return d;
 }
 
-absl::Status LocalDraft::OpenSeq(int32_t seq, const std::vector<int32_t>& tokens, const SamplingParams& sampling) {
+absl::Status LocalDraft::OpenSeq(int32_t seq, const std::vector<int32_t>& tokens, const SamplingParams& sampling,
+                                 bool prefill) {
   ReleaseSeq(seq);
   if (free_slots_.empty())
     return absl::ResourceExhaustedError(absl::StrCat("all ", xb_->n_slots(), " draft sequence slots are in use"));
-  SPECD_RETURN_IF_ERROR(core_.Open(seq, tokens, sampling));
+  SPECD_RETURN_IF_ERROR(core_.Open(seq, tokens, sampling, prefill));
   slot_of_[seq] = free_slots_.back();
   free_slots_.pop_back();
   return absl::OkStatus();
@@ -110,9 +111,10 @@ absl::Status LocalTarget::Attach(const std::string& kind, const std::string& nam
   return absl::OkStatus();
 }
 
-absl::Status LocalTarget::OpenSeq(int32_t seq, const std::vector<int32_t>& tokens, const SamplingParams& sampling) {
+absl::Status LocalTarget::OpenSeq(int32_t seq, const std::vector<int32_t>& tokens, const SamplingParams& sampling,
+                                  bool prefill) {
   core_.Release(seq);
-  return core_.Open(seq, tokens, sampling);
+  return core_.Open(seq, tokens, sampling, prefill);
 }
 
 absl::Status LocalTarget::SyncSeq(int32_t seq, int64_t base_len, const std::vector<int32_t>& tokens) {

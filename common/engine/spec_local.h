@@ -31,10 +31,15 @@ class LocalDraft : public DraftClient {
   int k_max() const { return k_max_; }
   const DraftCore& core() const { return core_; }
 
-  // Opens `seq` holding `tokens`, replacing a sequence of that id.
-  absl::Status OpenSeq(int32_t seq, const std::vector<int32_t>& tokens, const SamplingParams& sampling);
+  // Opens `seq` holding `tokens`, replacing a sequence of that id; with
+  // prefill = false the tokens stay pending for PrefillSeqs (chunked prefill).
+  absl::Status OpenSeq(int32_t seq, const std::vector<int32_t>& tokens, const SamplingParams& sampling,
+                       bool prefill = true);
   absl::Status SyncSeq(int32_t seq, int64_t base_len, const std::vector<int32_t>& tokens);
   bool ReleaseSeq(int32_t seq);  // false if it was not open
+  std::vector<absl::StatusOr<int64_t>> PrefillSeqs(const std::vector<PrefillSlice>& slices) {
+    return core_.Prefill(slices);
+  }
 
   struct ProposeJob {
     int32_t seq = 0;
@@ -77,9 +82,13 @@ class LocalTarget : public TargetClient {
   absl::Status Attach(const std::string& kind, const std::string& name);
   const ExchangeBuffer* exchange() const { return xb_.get(); }
 
-  absl::Status OpenSeq(int32_t seq, const std::vector<int32_t>& tokens, const SamplingParams& sampling);
+  absl::Status OpenSeq(int32_t seq, const std::vector<int32_t>& tokens, const SamplingParams& sampling,
+                       bool prefill = true);
   absl::Status SyncSeq(int32_t seq, int64_t base_len, const std::vector<int32_t>& tokens);
   bool ReleaseSeq(int32_t seq);
+  std::vector<absl::StatusOr<int64_t>> PrefillSeqs(const std::vector<PrefillSlice>& slices) {
+    return core_.Prefill(slices);
+  }
 
   struct VerifyJob {
     int32_t seq = 0;

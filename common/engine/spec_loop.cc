@@ -95,6 +95,7 @@ SpecResult RunSpeculative(const SpecRequest& req, const Tokenizer& tok, TargetCl
   }
   const int32_t seq = req.seq;
   absl::Status st = target.Open(seq, req.prompt, req.sampling, req.deadline);
+  r.stats.prefill_seconds = elapsed();
   if (!st.ok()) {
     target.Release(seq);  // a timed-out Open may still have happened there
     r.reason = FinishReason::kError;
@@ -104,6 +105,10 @@ SpecResult RunSpeculative(const SpecRequest& req, const Tokenizer& tok, TargetCl
   }
 
   std::vector<int32_t> committed = req.prompt;
+  SpecCosts own_costs;
+  SpecCosts* costs = req.costs ? req.costs : &own_costs;
+  SpecPolicy policy(req.policy, costs);
+  auto since = [](SteadyTime t) { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count(); };
   DraftState ds;
   StreamDecoder decoder(&tok);
   StopMatcher stopper(req.stop);
@@ -137,16 +142,16 @@ SpecResult RunSpeculative(const SpecRequest& req, const Tokenizer& tok, TargetCl
     }
     // Never propose past max_tokens or the target's context.
     const int remaining = req.max_tokens - static_cast<int>(r.tokens.size());
-    int k = std::min(req.live_k ? req.live_k() : req.k, remaining - 1);
+    int limit = remaining - 1;
     if (req.max_context > 0) {
       const int64_t room = req.max_context - static_cast<int64_t>(committed.size()) - 1;
       if (room < 0) {
         r.reason = FinishReason::kLength;
         break;
       }
-      k = static_cast<int>(std::min<int64_t>(k, room));
+      limit = static_cast<int>(std::min<int64_t>(limit, room));
     }
-    k = std::max(k, 0);
+    const int k = policy.Next(req.live_k ? req.live_k() : req.k, limit);
 
     DraftProposal prop;
     bool use_draft = false;
@@ -163,13 +168,19 @@ SpecResult RunSpeculative(const SpecRequest& req, const Tokenizer& tok, TargetCl
       }
       if (ds.open) {
         const std::vector<int32_t> fresh(committed.begin() + ds.synced, committed.end());
+        const SteadyTime tp = std::chrono::steady_clock::now();
         auto p = draft->Propose(seq, ds.synced, fresh, k, req.min_confidence, req.deadline);
         if (p.ok()) {
+          const double secs = since(tp);
           ds.synced = static_cast<int64_t>(committed.size());
           ds.failures_in_row = 0;
           prop = *std::move(p);
           if (static_cast<int>(prop.tokens.size()) > k) prop.tokens.resize(k);
           use_draft = !prop.tokens.empty();
+          // A proposal cut short by low confidence ran one more forward than it kept.
+          const int n = static_cast<int>(prop.tokens.size());
+          costs->ObserveDraft(n < k ? n + 1 : k, secs);
+          r.stats.draft_seconds += secs;
         } else {
           draft_failed(p.status());
         }
@@ -177,6 +188,7 @@ SpecResult RunSpeculative(const SpecRequest& req, const Tokenizer& tok, TargetCl
     }
 
     static const std::vector<int32_t> kNone;
+    SteadyTime tv = std::chrono::steady_clock::now();
     auto step = target.Verify(seq, use_draft ? prop.tokens : kNone, use_draft ? prop.ref : ExchangeRef{}, req.deadline);
     if (!step.ok() && use_draft && step.status().code() == absl::StatusCode::kFailedPrecondition) {
       // The target could not use the proposal (stale slot, buffer not
@@ -185,6 +197,7 @@ SpecResult RunSpeculative(const SpecRequest& req, const Tokenizer& tok, TargetCl
       ds.retry_at = std::chrono::steady_clock::now() + req.draft_retry;
       SPECD_LOG(DEBUG) << "proposal refused by the target" << Kv("seq", seq) << Kv("why", step.status().ToString());
       use_draft = false;
+      tv = std::chrono::steady_clock::now();
       step = target.Verify(seq, kNone, ExchangeRef{}, req.deadline);
     }
     if (step.ok() && (step->appended.empty() || step->n_accepted < 0 ||
@@ -205,16 +218,23 @@ SpecResult RunSpeculative(const SpecRequest& req, const Tokenizer& tok, TargetCl
     }
 
     StepEvent ev;
+    ev.k = k;
     ev.draft_used = use_draft;
     ev.proposed = use_draft ? static_cast<int>(prop.tokens.size()) : 0;
     ev.accepted = step->n_accepted;
     ev.appended = static_cast<int>(step->appended.size());
+    const double verify_secs = since(tv);
+    costs->ObserveVerify(ev.proposed, verify_secs);
+    r.stats.verify_seconds += verify_secs;
     ++r.stats.steps;
+    if (r.stats.k_hist.size() <= static_cast<size_t>(ev.proposed)) r.stats.k_hist.resize(static_cast<size_t>(ev.proposed) + 1, 0);
+    ++r.stats.k_hist[static_cast<size_t>(ev.proposed)];
     if (use_draft) {
       ++r.stats.speculative_steps;
       r.stats.proposed += ev.proposed;
       r.stats.accepted += ev.accepted;
       r.stats.spec_appended += ev.appended;
+      policy.Observe(k, ev.proposed, ev.accepted);
     }
     committed.insert(committed.end(), step->appended.begin(), step->appended.end());
 
@@ -242,6 +262,7 @@ SpecResult RunSpeculative(const SpecRequest& req, const Tokenizer& tok, TargetCl
       else ev.text += stopper.Flush();
     }
     r.text += ev.text;
+    if (!ev.tokens.empty() && r.stats.first_token_seconds == 0) r.stats.first_token_seconds = elapsed();
     if (end == FinishReason::kStop) r.stop = stopper.match();
     if (on_step && !on_step(ev)) {
       r.reason = end != FinishReason::kNone ? end : FinishReason::kCancelled;

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "common/engine/spec_policy.h"
 #include "common/sampler/sampler.h"
 #include "common/shm/exchange.h"
 #include "common/tokenizer/tokenizer.h"
@@ -79,9 +80,11 @@ struct SpecRequest {
   int max_tokens = 128;
   bool ignore_eos = false;          // end-of-generation tokens are output like any other
   std::vector<std::string> stop;    // on decoded text; never emitted
-  int k = 4;                        // 0: target-only
-  std::function<int()> live_k;      // when set, read each step (Admin.SetSpeculation)
-  float min_confidence = 0.0f;
+  int k = 4;                        // 0: target-only; adaptive: the k used until costs are measured
+  std::function<int()> live_k;      // when set, read each step instead of k (Admin.SetSpeculation); 0: draft off
+  float min_confidence = 0.0f;      // the draft stops proposing below this top probability
+  SpecPolicyOptions policy;         // adaptive length (spec_policy.h); default: always k
+  SpecCosts* costs = nullptr;       // call times shared with other requests (null: this request measures its own)
   int max_context = 0;              // target's positions per sequence (0: unknown)
   Deadline deadline = kNoDeadline;
   std::function<bool()> cancelled;  // polled between steps
@@ -90,7 +93,8 @@ struct SpecRequest {
 
 // Figures of one step, delivered after the step's output is decided.
 struct StepEvent {
-  int proposed = 0;
+  int k = 0;         // drafts asked for (the policy's choice)
+  int proposed = 0;  // drafts verified (fewer than k when the draft was unsure or failed)
   int accepted = 0;
   int appended = 0;
   bool draft_used = false;
@@ -106,6 +110,12 @@ struct SpecStats {
   int64_t spec_appended = 0;  // tokens decided by speculative steps (accepted + 1 each)
   int draft_failures = 0;
   double elapsed_seconds = 0;
+  double prefill_seconds = 0;      // the target's Open (prompt prefill)
+  double first_token_seconds = 0;  // start to the first emitted token (0: none emitted)
+  double draft_seconds = 0;        // time in Propose calls
+  double verify_seconds = 0;       // time in Verify calls
+  // Steps by the number of drafts verified (index 0: target-only steps).
+  std::vector<int64_t> k_hist;
   double AcceptanceRate() const { return proposed ? static_cast<double>(accepted) / proposed : 0.0; }
   // Tokens decided per speculative step (accepted + 1), averaged.
   double MeanAcceptedLength() const {

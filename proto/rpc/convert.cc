@@ -63,6 +63,7 @@ void EngineInfoToProto(const Engine& e, const std::string& vocab_digest, v1::Inf
   out->set_active_sequences(e.active_sequences());
   out->set_kv_used_blocks(e.kv().used_blocks());
   out->set_kv_total_blocks(e.kv().n_blocks());
+  out->set_kv_block_size(e.options().kv_block_size);
   out->set_forwards(e.counters().forwards);
   out->set_forward_tokens(e.counters().tokens);
   out->set_forward_seconds(e.counters().forward_seconds);

@@ -1,17 +1,26 @@
 // The workers' scheduler: one thread owns the engine (which is not
 // thread-safe) and gRPC handler threads hand it work and wait.
 //
-//   Run(fn)      an exclusive task (Open, Sync, Release, Info, a model load),
-//                run in arrival order.
+//   Run(fn)      an exclusive task (Sync, Release, Info, a model load, the
+//                registration part of Open), run in arrival order.
 //   Submit(job)  a batchable job (Propose on the draft, Verify on the target).
 //                Every job pending when the thread comes round goes into one
 //                BatchFn call, i.e. one forward for all active requests; jobs
 //                that arrive meanwhile form the next batch (continuous batching).
+//   Prefill(key, n)  a prompt's prefill, fed in slices: each round gives at
+//                most `prefill_chunk` tokens to the pending prefills (one
+//                PrefillFn call, one forward), round-robin, so a long prompt
+//                delays the running sequences' steps by one chunk per round
+//                instead of its whole length (chunked prefill).
 //
-// A batch holds at most one job per key (sequence): a second one for the same
-// sequence waits for the next round.
+// One round: exclusive tasks, one prefill slice round, one batch. A batch holds
+// at most one job per key (sequence): a second one for the same sequence
+// waits for the next round. With batch_wait > 0 the thread, before a batch,
+// waits up to that long while fewer jobs are pending than sequences were in
+// the previous batch (so that sequences stepping in lockstep stay in one batch).
 #pragma once
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -27,15 +36,30 @@
 
 namespace specd::rpc {
 
+struct SchedulerOptions {
+  int max_batch = 64;          // jobs per batch
+  int64_t prefill_chunk = 256;  // prefill tokens per round (all pending prefills together)
+  std::chrono::microseconds batch_wait{0};
+};
+
+struct PrefillRequest {
+  int64_t key = 0;
+  int64_t tokens = 0;  // at most this many of its pending tokens now
+};
+
 template <typename Job, typename T>
 class EngineThread {
  public:
   using Result = absl::StatusOr<T>;
   using BatchFn = std::function<std::vector<Result>(const std::vector<Job>&)>;
   using KeyFn = std::function<int64_t(const Job&)>;
+  // Returns, per request, the tokens still pending after it (0: done) or an error.
+  using PrefillFn = std::function<std::vector<absl::StatusOr<int64_t>>(const std::vector<PrefillRequest>&)>;
 
-  EngineThread(BatchFn batch, KeyFn key, int max_batch)
-      : batch_(std::move(batch)), key_(std::move(key)), max_batch_(max_batch < 1 ? 1 : max_batch) {
+  EngineThread(BatchFn batch, KeyFn key, SchedulerOptions opts, PrefillFn prefill = {})
+      : batch_(std::move(batch)), key_(std::move(key)), prefill_(std::move(prefill)), opts_(opts) {
+    if (opts_.max_batch < 1) opts_.max_batch = 1;
+    if (opts_.prefill_chunk < 1) opts_.prefill_chunk = 1;
     thread_ = std::thread([this] { Loop(); });
   }
   // Finishes all queued work, then joins.
@@ -74,27 +98,66 @@ class EngineThread {
     return f.get();
   }
 
+  // Feeds `pending` tokens of `key`'s prefill in slices; blocks until they
+  // are in, a slice fails, or `cancelled` (polled each round) says so.
+  absl::Status Prefill(int64_t key, int64_t pending, std::function<bool()> cancelled = {}) {
+    if (pending <= 0) return absl::OkStatus();
+    if (!prefill_) return absl::UnimplementedError("this scheduler has no prefill function");
+    auto p = std::make_shared<PrefillJob>();
+    p->key = key;
+    p->remaining = pending;
+    p->cancelled = std::move(cancelled);
+    std::future<absl::Status> f = p->done.get_future();
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      incoming_.push_back(std::move(p));
+    }
+    cv_.notify_one();
+    return f.get();
+  }
+
   int64_t batches() const { return batches_.load(); }
   int64_t batched_jobs() const { return batched_jobs_.load(); }
   int max_batch_seen() const { return max_seen_.load(); }
+  int64_t prefill_tokens() const { return prefill_tokens_.load(); }
+  int64_t prefill_rounds() const { return prefill_rounds_.load(); }
+  const SchedulerOptions& options() const { return opts_; }
 
  private:
   struct Pending {
     Job job;
     std::promise<Result> done;
   };
+  struct PrefillJob {
+    int64_t key = 0;
+    int64_t remaining = 0;
+    std::function<bool()> cancelled;
+    std::promise<absl::Status> done;
+  };
 
   void Loop() {
+    int last_batch = 0;
     while (true) {
       std::deque<std::function<void()>> tasks;
       std::vector<std::unique_ptr<Pending>> batch;
       {
         std::unique_lock<std::mutex> l(mu_);
-        cv_.wait(l, [&] { return stop_ || !tasks_.empty() || !jobs_.empty(); });
-        if (stop_ && tasks_.empty() && jobs_.empty()) return;
+        cv_.wait(l, [&] { return stop_ || !tasks_.empty() || !jobs_.empty() || !incoming_.empty() || !prefills_.empty(); });
+        if (stop_ && tasks_.empty() && jobs_.empty() && incoming_.empty() && prefills_.empty()) return;
+        // Lockstep batching: give the sequences of the last batch a moment to
+        // come back, unless other work waits.
+        if (opts_.batch_wait.count() > 0 && tasks_.empty() && incoming_.empty() && prefills_.empty() &&
+            !jobs_.empty() && static_cast<int>(jobs_.size()) < std::min(last_batch, opts_.max_batch)) {
+          cv_.wait_for(l, opts_.batch_wait, [&] {
+            return stop_ || !tasks_.empty() || !incoming_.empty() ||
+                   static_cast<int>(jobs_.size()) >= std::min(last_batch, opts_.max_batch);
+          });
+        }
         tasks.swap(tasks_);
+        for (auto& p : incoming_) prefills_.push_back(std::move(p));
+        incoming_.clear();
         std::set<int64_t> keys;
-        for (auto it = jobs_.begin(); it != jobs_.end() && static_cast<int>(batch.size()) < max_batch_;) {
+        for (auto it = jobs_.begin(); it != jobs_.end() && static_cast<int>(batch.size()) < opts_.max_batch;) {
           if (keys.insert(key_((*it)->job)).second) {
             batch.push_back(std::move(*it));
             it = jobs_.erase(it);
@@ -104,6 +167,7 @@ class EngineThread {
         }
       }
       for (auto& t : tasks) t();
+      PrefillRound();
       if (batch.empty()) continue;
       std::vector<Job> jobs;
       jobs.reserve(batch.size());
@@ -112,21 +176,70 @@ class EngineThread {
       for (size_t i = 0; i < batch.size(); ++i) {
         batch[i]->done.set_value(i < res.size() ? std::move(res[i]) : Result(absl::InternalError("batch lost a job")));
       }
+      last_batch = static_cast<int>(batch.size());
       batches_.fetch_add(1);
       batched_jobs_.fetch_add(static_cast<int64_t>(batch.size()));
       if (static_cast<int>(batch.size()) > max_seen_.load()) max_seen_.store(static_cast<int>(batch.size()));
     }
   }
 
+  // One slice round over prefills_ (engine thread only): up to prefill_chunk
+  // tokens, handed out from the front; the jobs served move to the back.
+  void PrefillRound() {
+    for (auto it = prefills_.begin(); it != prefills_.end();) {
+      if ((*it)->cancelled && (*it)->cancelled()) {
+        (*it)->done.set_value(absl::CancelledError("prefill cancelled"));
+        it = prefills_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    if (prefills_.empty()) return;
+    int64_t budget = opts_.prefill_chunk;
+    std::vector<PrefillRequest> reqs;
+    std::vector<std::shared_ptr<PrefillJob>> served;
+    std::set<int64_t> keys;
+    for (auto it = prefills_.begin(); it != prefills_.end() && budget > 0;) {
+      if (!keys.insert((*it)->key).second) {
+        ++it;
+        continue;
+      }
+      const int64_t n = std::min((*it)->remaining, budget);
+      budget -= n;
+      reqs.push_back(PrefillRequest{(*it)->key, n});
+      served.push_back(*it);
+      it = prefills_.erase(it);
+    }
+    std::vector<absl::StatusOr<int64_t>> res = prefill_(reqs);
+    prefill_rounds_.fetch_add(1);
+    for (size_t i = 0; i < served.size(); ++i) {
+      PrefillJob& j = *served[i];
+      if (i >= res.size() || !res[i].ok()) {
+        j.done.set_value(i < res.size() ? res[i].status() : absl::InternalError("prefill lost a slice"));
+        continue;
+      }
+      prefill_tokens_.fetch_add(reqs[i].tokens);
+      if (*res[i] <= 0) {
+        j.done.set_value(absl::OkStatus());
+        continue;
+      }
+      j.remaining = *res[i];
+      prefills_.push_back(served[i]);
+    }
+  }
+
   BatchFn batch_;
   KeyFn key_;
-  const int max_batch_;
+  PrefillFn prefill_;
+  SchedulerOptions opts_;
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::function<void()>> tasks_;
   std::deque<std::unique_ptr<Pending>> jobs_;
+  std::vector<std::shared_ptr<PrefillJob>> incoming_;
+  std::deque<std::shared_ptr<PrefillJob>> prefills_;  // engine thread only (read in the wait predicate there)
   bool stop_ = false;
-  std::atomic<int64_t> batches_{0}, batched_jobs_{0};
+  std::atomic<int64_t> batches_{0}, batched_jobs_{0}, prefill_tokens_{0}, prefill_rounds_{0};
   std::atomic<int> max_seen_{0};
   std::thread thread_;
 };

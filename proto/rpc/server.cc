@@ -16,6 +16,25 @@ void AddServiceFlags(Config* cfg, const std::string& default_listen) {
   cfg->AddString("log-level", "info", "log level: debug, info, warn, error");
 }
 
+void AddSchedulerFlags(Config* cfg, const std::string& batch_help) {
+  cfg->AddInt("max-batch", 64, batch_help, 1, 4096);
+  cfg->AddInt("prefill-chunk", 256,
+              "prompt tokens prefilled per scheduler round, between batches (a long prompt never stalls the "
+              "running sequences for longer than one chunk)",
+              1, 1 << 20);
+  cfg->AddInt("batch-wait-us", 0,
+              "wait up to this long before a batch while fewer jobs are pending than in the last one (0: never)", 0,
+              1000000);
+}
+
+SchedulerOptions SchedulerFromConfig(const Config& cfg) {
+  SchedulerOptions o;
+  o.max_batch = static_cast<int>(cfg.GetInt("max-batch"));
+  o.prefill_chunk = cfg.GetInt("prefill-chunk");
+  o.batch_wait = std::chrono::microseconds(cfg.GetInt("batch-wait-us"));
+  return o;
+}
+
 absl::StatusOr<bool> ParseServiceFlags(Config* cfg, int argc, char** argv, const std::string& component) {
   SetLogComponent(component);
   SPECD_RETURN_IF_ERROR(cfg->Parse(argc, argv));

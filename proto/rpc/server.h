@@ -7,11 +7,17 @@
 #include <vector>
 
 #include "common/util/config.h"
+#include "proto/rpc/engine_thread.h"
 
 namespace specd::rpc {
 
 // Declares --listen (default `default_listen`) and --log-level.
 void AddServiceFlags(Config* cfg, const std::string& default_listen);
+
+// The workers' scheduler flags: --max-batch (`batch_help`), --prefill-chunk,
+// --batch-wait-us.
+void AddSchedulerFlags(Config* cfg, const std::string& batch_help);
+SchedulerOptions SchedulerFromConfig(const Config& cfg);
 
 // Parses argv (and --config), sets the log component and level. Returns
 // false after printing usage for --help (the caller exits 0).

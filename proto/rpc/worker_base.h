@@ -20,16 +20,33 @@ class WorkerBase : public v1::Worker::Service {
   ~WorkerBase() override = default;
 
   // Replaces a sequence of the same id: a coordinator reopening after a
-  // failure must not trip over what it left.
-  grpc::Status Open(grpc::ServerContext*, const v1::OpenRequest* req, v1::OpenResponse* resp) override {
+  // failure must not trip over what it left. The prompt is prefilled in
+  // chunks between batches (EngineThread::Prefill), so the other sequences
+  // keep stepping meanwhile; the call returns once it is all in.
+  grpc::Status Open(grpc::ServerContext* ctx, const v1::OpenRequest* req, v1::OpenResponse* resp) override {
     auto sampling = SamplingFromProto(req->sampling());
     if (!sampling.ok()) return ToGrpc(sampling.status());
     const std::vector<int32_t> tokens = ToVector(req->tokens());
-    return ToGrpc(thread_->Run([&]() -> absl::Status {
-      SPECD_RETURN_IF_ERROR(host().OpenSeq(req->seq(), tokens, *sampling));
-      resp->set_length(host().core().CommittedLength(req->seq()));
+    const int32_t seq = req->seq();
+    int64_t pending = 0;
+    uint64_t open_id = 0;
+    absl::Status st = thread_->Run([&]() -> absl::Status {
+      SPECD_RETURN_IF_ERROR(host().OpenSeq(seq, tokens, *sampling, /*prefill=*/false));
+      pending = host().core().PrefillPending(seq);
+      open_id = host().core().Get(seq)->open_id;
       return absl::OkStatus();
-    }));
+    });
+    if (st.ok()) st = thread_->Prefill(seq, pending, [ctx] { return ctx->IsCancelled(); });
+    if (!st.ok()) {
+      // Release what this call opened, not a sequence a later Open put there.
+      thread_->Run([&] {
+        const SeqState* s = host().core().Get(seq);
+        if (s && s->open_id == open_id) host().ReleaseSeq(seq);
+      });
+      return ToGrpc(st);
+    }
+    resp->set_length(static_cast<int64_t>(tokens.size()));
+    return grpc::Status::OK;
   }
   grpc::Status Sync(grpc::ServerContext*, const v1::SyncRequest* req, v1::SyncResponse* resp) override {
     const std::vector<int32_t> tokens = ToVector(req->tokens());
@@ -48,11 +65,25 @@ class WorkerBase : public v1::Worker::Service {
   static grpc::Status NotHere(const char* what) { return grpc::Status(grpc::StatusCode::UNIMPLEMENTED, what); }
   // The current host (engine thread only).
   virtual Host& host() = 0;
+  // The scheduler over `batch`, with chunked prefill on the host.
+  void StartThread(typename EngineThread<Job, Out>::BatchFn batch, typename EngineThread<Job, Out>::KeyFn key,
+                   const SchedulerOptions& opts) {
+    thread_ = std::make_unique<EngineThread<Job, Out>>(
+        std::move(batch), std::move(key), opts, [this](const std::vector<PrefillRequest>& reqs) {
+          std::vector<PrefillSlice> slices;
+          for (const PrefillRequest& r : reqs) slices.push_back(PrefillSlice{static_cast<int32_t>(r.key), r.tokens});
+          return host().PrefillSeqs(slices);
+        });
+  }
   // Fills the scheduler's figures into an Info response (any thread).
   void SchedulerInfo(v1::InfoResponse* r) const {
     r->set_batches(thread_->batches());
     r->set_batched_requests(thread_->batched_jobs());
     r->set_max_batch(thread_->max_batch_seen());
+    r->set_prefill_tokens(thread_->prefill_tokens());
+    r->set_prefill_rounds(thread_->prefill_rounds());
+    r->set_prefill_chunk(thread_->options().prefill_chunk);
+    r->set_batch_limit(thread_->options().max_batch);
   }
   std::unique_ptr<EngineThread<Job, Out>> thread_;
 };

@@ -1,0 +1,106 @@
+// Adaptive speculation length: how many tokens to draft at each step.
+//
+// Per sequence, running estimates (EWMA over steps) of
+//   pi_i     the draft goes on to position i (it stops early when its top
+//            probability falls under min_confidence; pi_1 = 1), and
+//   alpha_i  position i is accepted, given that it was drafted and every
+//            earlier position was accepted,
+// give the expected tokens a step that asks for k drafts decides:
+//   E(k) = 1 + sum_{i<=k} prod_{j<=i} pi_j alpha_j      (the 1: correction/bonus)
+// and the measured cost of the step's two calls (SpecCosts, shared by every
+// request that uses the same workers):
+//   T(k) = Draft(forwards(k)) + Verify(drafted(k)),     T(0) = a target-only step.
+// The policy takes argmax_k E(k) / T(k) over 0..draft_max. When target-only
+// wins, it probes the draft again after probe_after target-only steps
+// (doubling while probes keep losing, up to probe_max), so a sequence whose
+// text turns predictable gets speculation back.
+//
+// Fixed mode (adaptive = false) just returns the given k. Both modes are
+// capped by the loop's limit (tokens left, context room).
+#pragma once
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace specd {
+
+// Call times, per drafted length: Verify(n) for a verify of n drafts (n + 1
+// tokens scored; n = 0 is a target-only step) and Draft(f) for a proposal of
+// f draft forwards. Each cell is an EWMA of the times observed with that
+// length; lengths never observed are interpolated (or extrapolated along the
+// least-squares slope of the observed ones). Thread-safe.
+class SpecCosts {
+ public:
+  static constexpr int kMaxLen = 64;
+  explicit SpecCosts(double ewma = 0.1) : ewma_(ewma) {}
+
+  void ObserveDraft(int forwards, double seconds);
+  void ObserveVerify(int drafted, double seconds);
+  // Seconds, or nullopt while nothing is known. Fractional lengths interpolate.
+  std::optional<double> Draft(double forwards) const;
+  std::optional<double> Verify(double drafted) const;
+  // Ignore further observations (benchmarks: costs calibrated once, so that
+  // the policy's choices depend only on the text).
+  void Freeze();
+  // "verify[0]=1.2ms verify[4]=1.9ms draft[4]=0.4ms ..." (observed cells).
+  std::string ToString() const;
+
+ private:
+  struct Cell {
+    double mean = 0;
+    int64_t n = 0;
+  };
+  static std::optional<double> Estimate(const std::vector<Cell>& cells, double x, bool proportional);
+  void Add(std::vector<Cell>& cells, int i, double seconds);
+
+  const double ewma_;
+  mutable std::mutex mu_;
+  std::vector<Cell> draft_ = std::vector<Cell>(kMaxLen + 1), verify_ = std::vector<Cell>(kMaxLen + 1);
+  bool frozen_ = false;
+};
+
+struct SpecPolicyOptions {
+  bool adaptive = false;
+  int draft_max = 8;          // adaptive: the most drafts per step
+  double ewma = 0.15;         // weight of one step in the running estimates
+  double prior_accept = 0.6;  // alpha_i before a position was ever drafted
+  int probe_after = 8;        // target-only steps before the draft is tried again
+  int probe_max = 32;         // ... doubling up to this while probes lose
+};
+
+class SpecPolicy {
+ public:
+  // `costs` may be null (then adaptive mode always uses the fixed k).
+  SpecPolicy(const SpecPolicyOptions& opts, const SpecCosts* costs);
+
+  // The drafts to ask for next (0: target-only). `k` is the fixed k (adaptive:
+  // the k used until costs are known); `limit` caps the answer.
+  int Next(int k, int limit);
+  // What a step that used the draft did: asked for `k`, got `drafted` (<= k),
+  // `accepted` of them kept.
+  void Observe(int k, int drafted, int accepted);
+
+  double ExpectedTokens(int k) const;
+  // E(k) / T(k) in tokens per second; nullopt while costs are unknown.
+  std::optional<double> ExpectedRate(int k) const;
+  bool adaptive() const { return o_.adaptive; }
+  double alpha(int i) const { return alpha_[static_cast<size_t>(i)]; }  // 1-based position
+  double pi(int i) const { return pi_[static_cast<size_t>(i)]; }
+
+ private:
+  // Expected drafts and draft forwards when asking for k.
+  double ExpectedDrafted(int k) const;
+  double ExpectedForwards(int k) const;
+  // argmax_k rate over 0..kmax (-1 when costs are unknown).
+  int Best(int kmax) const;
+
+  SpecPolicyOptions o_;
+  const SpecCosts* costs_;
+  std::vector<double> alpha_, pi_;  // index 1..draft_max
+  std::vector<int> seen_alpha_, seen_pi_;  // observations of each position
+  int idle_ = 0;                    // target-only steps since the last probe
+  int probe_wait_ = 0;
+};
+
+}  // namespace specd

@@ -1,0 +1,196 @@
+// Metrics primitives, the Prometheus text rendering, and the HTTP endpoint
+// (real GETs on loopback, bounded by socket timeouts).
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include <thread>
+
+#include "common/metrics/http_server.h"
+#include "common/metrics/metrics.h"
+#include "gtest/gtest.h"
+
+namespace specd::metrics {
+namespace {
+
+TEST(Metrics, CounterGaugeHistogram) {
+  Counter c;
+  c.Inc();
+  c.Inc(2.5);
+  c.Inc(-3);  // counters never go down
+  EXPECT_DOUBLE_EQ(c.Value(), 3.5);
+  Gauge g;
+  g.Set(4);
+  g.Add(-1.5);
+  EXPECT_DOUBLE_EQ(g.Value(), 2.5);
+  Histogram h({1, 0.5, 2, 2, INFINITY});  // sorted, deduplicated, +Inf implied
+  for (double v : {0.1, 0.5, 0.7, 2.0, 9.0, static_cast<double>(NAN)}) h.Observe(v);
+  const Histogram::Snapshot s = h.Snap();
+  EXPECT_EQ(s.bounds, (std::vector<double>{0.5, 1, 2}));
+  EXPECT_EQ(s.counts, (std::vector<uint64_t>{2, 1, 1, 1}));  // le is inclusive; NaN ignored
+  EXPECT_EQ(s.count, 5u);
+  EXPECT_DOUBLE_EQ(s.sum, 12.3);
+  EXPECT_EQ(LinearBuckets(0, 1, 3), (std::vector<double>{0, 1, 2}));
+  EXPECT_EQ(ExponentialBuckets(1, 2, 4), (std::vector<double>{1, 2, 4, 8}));
+}
+
+TEST(Metrics, ConcurrentUpdatesAreNotLost) {
+  Counter c;
+  Histogram h(LinearBuckets(0, 1, 4));
+  std::vector<std::thread> ts;
+  for (int t = 0; t < 4; ++t) {
+    ts.emplace_back([&] {
+      for (int i = 0; i < 10000; ++i) {
+        c.Inc();
+        h.Observe(i % 5);
+      }
+    });
+  }
+  for (auto& t : ts) t.join();
+  EXPECT_DOUBLE_EQ(c.Value(), 40000);
+  EXPECT_EQ(h.Snap().count, 40000u);
+}
+
+TEST(Metrics, RendersTheTextFormat) {
+  Registry r;
+  r.AddCounter("specd_requests_total", "Finished requests.", {{"reason", "eos"}})->Inc(3);
+  r.AddCounter("specd_requests_total", "Finished requests.", {{"reason", "length"}})->Inc();
+  // The same name and labels is the same series.
+  r.AddCounter("specd_requests_total", "Finished requests.", {{"reason", "eos"}})->Inc();
+  r.AddGauge("specd_queue_depth", "Requests waiting.\nSecond line \\ here")->Set(2);
+  Histogram* h = r.AddHistogram("specd_latency_seconds", "Latency.", {0.1, 1});
+  h->Observe(0.25 - 0.2);
+  h->Observe(0.75);
+  h->Observe(3);
+  r.AddGauge("specd_label_escape", "Escapes.", {{"path", "a\"b\\c\nd"}})->Set(1.25);
+  r.AddCollector([](Sink& s) {
+    s.Add("specd_worker_memory_bytes", "Memory.", Type::kGauge, {{"role", "target"}}, 1024);
+    s.Add("specd_requests_total", "ignored help", Type::kCounter, {{"reason", "stop"}}, 7);  // joins the family
+    s.Add("specd_queue_depth", "wrong type", Type::kCounter, {}, 9);                          // dropped
+  });
+  const std::string want =
+      "# HELP specd_requests_total Finished requests.\n"
+      "# TYPE specd_requests_total counter\n"
+      "specd_requests_total{reason=\"eos\"} 4\n"
+      "specd_requests_total{reason=\"length\"} 1\n"
+      "specd_requests_total{reason=\"stop\"} 7\n"
+      "# HELP specd_queue_depth Requests waiting.\\nSecond line \\\\ here\n"
+      "# TYPE specd_queue_depth gauge\n"
+      "specd_queue_depth 2\n"
+      "# HELP specd_latency_seconds Latency.\n"
+      "# TYPE specd_latency_seconds histogram\n"
+      "specd_latency_seconds_bucket{le=\"0.1\"} 1\n"
+      "specd_latency_seconds_bucket{le=\"1\"} 2\n"
+      "specd_latency_seconds_bucket{le=\"+Inf\"} 3\n"
+      "specd_latency_seconds_sum 3.8\n"
+      "specd_latency_seconds_count 3\n"
+      "# HELP specd_label_escape Escapes.\n"
+      "# TYPE specd_label_escape gauge\n"
+      "specd_label_escape{path=\"a\\\"b\\\\c\\nd\"} 1.25\n"
+      "# HELP specd_worker_memory_bytes Memory.\n"
+      "# TYPE specd_worker_memory_bytes gauge\n"
+      "specd_worker_memory_bytes{role=\"target\"} 1024\n";
+  EXPECT_EQ(r.Render(), want);
+}
+
+TEST(Metrics, BadNamesAreKeptButNotExported) {
+  Registry r;
+  Counter* bad = r.AddCounter("1bad name", "x");
+  ASSERT_NE(bad, nullptr);
+  bad->Inc();
+  Gauge* bad_label = r.AddGauge("ok_name", "x", {{"le", "1"}});
+  ASSERT_NE(bad_label, nullptr);
+  r.AddCounter("dup", "x")->Inc();
+  Gauge* clash = r.AddGauge("dup", "x");  // a counter family already
+  ASSERT_NE(clash, nullptr);
+  clash->Set(5);
+  EXPECT_EQ(r.Render(), "# HELP dup x\n# TYPE dup counter\ndup 1\n");
+  EXPECT_TRUE(ValidMetricName("a_b:c9"));
+  EXPECT_FALSE(ValidMetricName("9a"));
+  EXPECT_FALSE(ValidLabelName("__reserved"));
+  EXPECT_EQ(FormatValue(1e20), "1e+20");
+  EXPECT_EQ(FormatValue(-3), "-3");
+  EXPECT_EQ(FormatValue(NAN), "NaN");
+  EXPECT_EQ(FormatValue(-INFINITY), "-Inf");
+}
+
+// ---------------------------------------------------------------- HTTP
+
+// Sends `request` to 127.0.0.1:port and returns everything the server sent
+// back (it closes the connection). Bounded by 5 s socket timeouts.
+std::string Exchange(int port, const std::string& request) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  timeval tv{5, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  std::string out;
+  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) {
+    if (!request.empty()) (void)!send(fd, request.data(), request.size(), MSG_NOSIGNAL);
+    char buf[4096];
+    ssize_t n;
+    while ((n = recv(fd, buf, sizeof buf, 0)) > 0) out.append(buf, static_cast<size_t>(n));
+  }
+  close(fd);
+  return out;
+}
+
+TEST(MetricsHttp, ServesGetMetricsOnLoopback) {
+  Registry r;
+  Counter* c = r.AddCounter("specd_test_total", "A test counter.");
+  c->Inc(41);
+  auto s = HttpServer::Start("127.0.0.1:0", [&] { return r.Render(); });
+  ASSERT_TRUE(s.ok()) << s.status();
+  const int port = (*s)->port();
+  ASSERT_GT(port, 0);
+  c->Inc();
+  const std::string resp = Exchange(port, "GET /metrics HTTP/1.1\r\nHost: localhost\r\nAccept: */*\r\n\r\n");
+  ASSERT_EQ(resp.rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << resp;
+  EXPECT_NE(resp.find("Content-Type: text/plain; version=0.0.4"), std::string::npos) << resp;
+  const std::string body = resp.substr(resp.find("\r\n\r\n") + 4);
+  EXPECT_EQ(body, r.Render());
+  EXPECT_NE(body.find("specd_test_total 42\n"), std::string::npos);
+  EXPECT_NE(resp.find("Content-Length: " + std::to_string(body.size()) + "\r\n"), std::string::npos);
+
+  EXPECT_EQ(Exchange(port, "GET /other HTTP/1.1\r\n\r\n").rfind("HTTP/1.1 404", 0), 0u);
+  EXPECT_EQ(Exchange(port, "POST /metrics HTTP/1.1\r\nContent-Length: 0\r\n\r\n").rfind("HTTP/1.1 405", 0), 0u);
+  EXPECT_EQ(Exchange(port, "garbage\r\n\r\n").rfind("HTTP/1.1 400", 0), 0u);
+  const std::string head = Exchange(port, "HEAD /metrics?x=1 HTTP/1.0\r\n\r\n");
+  EXPECT_EQ(head.rfind("HTTP/1.1 200", 0), 0u);
+  EXPECT_EQ(head.substr(head.find("\r\n\r\n") + 4), "");
+  EXPECT_EQ(Exchange(port, std::string(9000, 'a')).rfind("HTTP/1.1 431", 0), 0u);
+  // A client that connects and says nothing is dropped after the I/O timeout;
+  // the next scrape is still served.
+  const auto t0 = std::chrono::steady_clock::now();
+  std::thread idle([&] { Exchange(port, ""); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_EQ(Exchange(port, "GET /metrics HTTP/1.1\r\n\r\n").rfind("HTTP/1.1 200", 0), 0u);
+  idle.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
+  EXPECT_GE((*s)->requests(), 6);
+  s->reset();  // stops promptly
+}
+
+TEST(MetricsHttp, AddressesAndBindErrors) {
+  std::string host;
+  int port = 0;
+  ASSERT_TRUE(ParseHostPort("9810", &host, &port).ok());
+  EXPECT_EQ(host, "127.0.0.1");
+  EXPECT_EQ(port, 9810);
+  ASSERT_TRUE(ParseHostPort("[::1]:80", &host, &port).ok());
+  EXPECT_EQ(host, "::1");
+  EXPECT_FALSE(ParseHostPort("host:99999", &host, &port).ok());
+  EXPECT_FALSE(ParseHostPort("[::1]80", &host, &port).ok());
+  EXPECT_FALSE(ParseHostPort(":80", &host, &port).ok());
+  auto a = HttpServer::Start("127.0.0.1:0", [] { return std::string(); });
+  ASSERT_TRUE(a.ok());
+  auto b = HttpServer::Start("127.0.0.1:" + std::to_string((*a)->port()), [] { return std::string(); });
+  EXPECT_EQ(b.status().code(), absl::StatusCode::kUnavailable) << b.status();
+}
+
+}  // namespace
+}  // namespace specd::metrics
