@@ -61,7 +61,7 @@ int Loadgen(const std::vector<std::string>& args) {
   c.AddDouble("cancel-fraction", 0.0, "fraction of the requests the client cancels mid-stream", 0.0, 1.0);
   c.AddString("cancel-after-chunks", "1:4", "cancel after this many streamed chunks: N or MIN:MAX");
   c.AddDouble("deadline-fraction", 0.0, "fraction of the requests sent with a short deadline", 0.0, 1.0);
-  c.AddInt("deadline-ms", 500, "the short deadline", 1, 1ll << 31);
+  c.AddString("deadline-ms", "500", "the short deadline in ms: N or MIN:MAX");
   c.AddInt("timeout-ms", 300000, "deadline of every other request (each call is bounded)", 1, 1ll << 40);
   c.AddInt("warmup", 0, "unmeasured requests first", 0, 1 << 20);
   c.AddBool("verify-greedy", false,
@@ -85,6 +85,8 @@ int Loadgen(const std::vector<std::string>& args) {
   if (!mt.ok()) return Fail(mt.status());
   auto ca = loadgen::ParseRange(c.GetString("cancel-after-chunks"), 1, 1 << 20);
   if (!ca.ok()) return Fail(ca.status());
+  auto dm = loadgen::ParseRange(c.GetString("deadline-ms"), 1, INT32_MAX);
+  if (!dm.ok()) return Fail(dm.status());
   s.prompt_tokens = *pt;
   s.max_tokens = *mt;
   s.cancel_after_chunks = *ca;
@@ -110,7 +112,7 @@ int Loadgen(const std::vector<std::string>& args) {
   }
   s.cancel_fraction = c.GetDouble("cancel-fraction");
   s.deadline_fraction = c.GetDouble("deadline-fraction");
-  s.deadline_ms = static_cast<int>(c.GetInt("deadline-ms"));
+  s.deadline_ms = *dm;
   s.request_timeout_ms = static_cast<int>(std::min<int64_t>(c.GetInt("timeout-ms"), INT32_MAX));
   s.warmup_requests = static_cast<int>(c.GetInt("warmup"));
   s.verify_greedy = c.GetBool("verify-greedy");

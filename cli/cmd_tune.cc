@@ -432,7 +432,9 @@ int Tune(const std::vector<std::string>& args) {
   base.sampling.top_p = static_cast<float>(c.GetDouble("top-p"));
   base.sampling.top_k = static_cast<int32_t>(c.GetInt("top-k"));
   base.warmup_requests = c.GetInt("warmup") < 0 ? base.concurrency : static_cast<int>(c.GetInt("warmup"));
-  base.request_timeout_ms = 600000;
+  // Streaming requests are cancelled at the end of the drain; this bounds
+  // one that never streams (stuck in a queue).
+  base.request_timeout_ms = static_cast<int>(std::min(1e9, 1000.0 * (base.duration_s + base.drain_s + 60)));
 
   // ---- run the grid
   std::unique_ptr<tune::Service> svc;

@@ -219,7 +219,8 @@ absl::StatusOr<LoadReport> RunLoad(const LoadSpec& s) {
   if (s.stop_fraction > 0 && s.stop.empty()) return absl::InvalidArgumentError("stop_fraction without stop strings");
   if (s.cancel_fraction > 0 && s.cancel_after_chunks.lo < 1)
     return absl::InvalidArgumentError("cancel_after_chunks must be at least 1");
-  if (s.deadline_fraction > 0 && s.deadline_ms < 1) return absl::InvalidArgumentError("deadline_ms must be positive");
+  if (s.deadline_fraction > 0 && (s.deadline_ms.lo < 1 || s.deadline_ms.hi < s.deadline_ms.lo))
+    return absl::InvalidArgumentError("deadline_ms must be a positive range");
   if (s.request_timeout_ms < 1) return absl::InvalidArgumentError("request timeout must be positive");
   if (auto st = s.sampling.Validate(); !st.ok()) return st;
   auto log = [&](const std::string& m) {
@@ -329,9 +330,10 @@ absl::StatusOr<LoadReport> RunLoad(const LoadSpec& s) {
       plan.cancel = rng.Chance(s.cancel_fraction);
       plan.cancel_after = rng.In(s.cancel_after_chunks);
       plan.deadline = !plan.cancel && rng.Chance(s.deadline_fraction);
+      const int deadline_ms = rng.In(s.deadline_ms);
       const Template& t = tmpls[static_cast<size_t>(plan.tmpl)];
       client::GenerateParams p = ParamsFor(s, t, i, false);
-      p.timeout = plan.deadline ? std::chrono::milliseconds(s.deadline_ms) : timeout;
+      p.timeout = plan.deadline ? std::chrono::milliseconds(deadline_ms) : timeout;
 
       RequestRecord rec;
       rec.index = i;

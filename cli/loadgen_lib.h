@@ -63,8 +63,8 @@ struct LoadSpec {
   // Requests that end early on purpose (the soak test's mix).
   double cancel_fraction = 0;        // cancelled by the client after some chunks
   IntRange cancel_after_chunks{1, 4};
-  double deadline_fraction = 0;      // given a short deadline
-  int deadline_ms = 500;
+  double deadline_fraction = 0;      // given a short deadline, drawn from deadline_ms
+  IntRange deadline_ms{500, 500};
 
   int request_timeout_ms = 300000;   // bound on every call (a final status always comes)
   int warmup_requests = 0;           // run first, not measured
