@@ -32,6 +32,10 @@
 #define SPECD_DOT_ENTRY DotRowsAvx512
 #include "common/quant/dot_kernels.inc"
 
+#define SPECD_Q8_ISA 1
+#define SPECD_Q8_ENTRY DotRowsInt8Avx512
+#include "common/quant/dot_q8.inc"
+
 #if defined(__clang__)
 #pragma clang attribute pop
 #else

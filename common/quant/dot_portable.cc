@@ -19,3 +19,7 @@
 #define SPECD_DOT_ISA 0
 #define SPECD_DOT_ENTRY DotRowsPortable
 #include "common/quant/dot_kernels.inc"
+
+#define SPECD_Q8_ISA 0
+#define SPECD_Q8_ENTRY DotRowsInt8Portable
+#include "common/quant/dot_q8.inc"

@@ -20,4 +20,8 @@
 #define SPECD_DOT_ISA 1
 #define SPECD_DOT_ENTRY DotRowsSse2
 #include "common/quant/dot_kernels.inc"
+
+#define SPECD_Q8_ISA 0
+#define SPECD_Q8_ENTRY DotRowsInt8Sse2
+#include "common/quant/dot_q8.inc"
 #endif

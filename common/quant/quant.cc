@@ -6,9 +6,11 @@
 #endif
 #include "common/quant/quant.h"
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
@@ -91,6 +93,12 @@ bool HasAvx512() {
   return HasAvx2() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
          __builtin_cpu_supports("avx512vl");
 }
+bool HasAvx512Vnni() { return HasAvx512() && __builtin_cpu_supports("avx512vnni"); }
+// AVX-VNNI: CPUID.(EAX=7,ECX=1):EAX bit 4 (the ymm state is checked by HasAvx2).
+bool HasAvxVnni() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  return HasAvx2() && __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 4)) != 0;
+}
 #endif
 }  // namespace
 
@@ -105,6 +113,33 @@ DotRowsFn DotRowsKernel(DotIsa isa) {
       return HasAvx2() ? DotRowsAvx2 : nullptr;
     case DotIsa::kAvx512:
       return HasAvx512() ? DotRowsAvx512 : nullptr;
+    case DotIsa::kAvxVnni:
+      return HasAvxVnni() ? DotRowsAvx2 : nullptr;
+    case DotIsa::kAvx512Vnni:
+      return HasAvx512Vnni() ? DotRowsAvx512 : nullptr;
+#else
+    default:
+      return nullptr;
+#endif
+  }
+  return nullptr;
+}
+
+DotRowsInt8Fn DotRowsInt8Kernel(DotIsa isa) {
+  switch (isa) {
+    case DotIsa::kPortable:
+      return DotRowsInt8Portable;
+#if defined(__x86_64__) || defined(__i386__)
+    case DotIsa::kSse2:
+      return DotRowsInt8Sse2;
+    case DotIsa::kAvx2:
+      return HasAvx2() ? DotRowsInt8Avx2 : nullptr;
+    case DotIsa::kAvx512:
+      return HasAvx512() ? DotRowsInt8Avx512 : nullptr;
+    case DotIsa::kAvxVnni:
+      return HasAvxVnni() ? DotRowsInt8AvxVnni : nullptr;
+    case DotIsa::kAvx512Vnni:
+      return HasAvx512Vnni() ? DotRowsInt8Avx512Vnni : nullptr;
 #else
     default:
       return nullptr;
@@ -115,7 +150,11 @@ DotRowsFn DotRowsKernel(DotIsa isa) {
 
 DotIsa SelectedDotIsa() {
   static const DotIsa isa = [] {
-    for (DotIsa i : {DotIsa::kAvx512, DotIsa::kAvx2, DotIsa::kSse2}) {
+    if (const char* want = std::getenv("SPECD_DOT_ISA")) {  // testing/benchmarking override
+      for (DotIsa i : kAllDotIsas)
+        if (std::strcmp(want, DotIsaName(i)) == 0 && DotRowsKernel(i) != nullptr) return i;
+    }
+    for (DotIsa i : {DotIsa::kAvx512Vnni, DotIsa::kAvx512, DotIsa::kAvxVnni, DotIsa::kAvx2, DotIsa::kSse2}) {
       if (DotRowsKernel(i) != nullptr) return i;
     }
     return DotIsa::kPortable;
@@ -129,6 +168,8 @@ const char* DotIsaName(DotIsa isa) {
     case DotIsa::kSse2: return "sse2";
     case DotIsa::kAvx2: return "avx2";
     case DotIsa::kAvx512: return "avx512";
+    case DotIsa::kAvxVnni: return "avxvnni";
+    case DotIsa::kAvx512Vnni: return "avx512vnni";
   }
   return "?";
 }
@@ -167,6 +208,94 @@ void DotRowsBatched(GgmlType type, const void* w, size_t row_bytes, int64_t n, i
                     int64_t ldy) {
   CheckDot(type, n);
   Kernel()(type, w, row_bytes, n, row_begin, row_end, x, ldx, nx, y, ldy);
+}
+
+bool UsesInt8Activations(GgmlType type) {
+  switch (type) {
+    case GgmlType::Q4_0: case GgmlType::Q4_1: case GgmlType::Q5_0: case GgmlType::Q5_1:
+    case GgmlType::Q8_0: case GgmlType::Q2_K: case GgmlType::Q3_K: case GgmlType::Q4_K:
+    case GgmlType::Q5_K: case GgmlType::Q6_K:
+      return true;
+    default:
+      return false;
+  }
+}
+
+size_t Int8ActRowBytes(GgmlType type, int64_t n) {
+  return quant_internal::GetInt8ActLayout(n, quant_internal::IsKQuant(type)).bytes;
+}
+
+namespace {
+// Round half to even of |v| <= 2^22 by the float magic number (exact, no libm,
+// vectorizable with any SSE level).
+inline float RoundEven(float v) {
+  constexpr float kMagic = 12582912.0f;  // 1.5 * 2^23
+  const float r = (v + kMagic) - kMagic;
+  return r;
+}
+
+// One block of `bs` values: d = amax/127, q = round(x * 127/amax).
+inline float QuantBlock(const float* x, int bs, int8_t* q) {
+  float amax = 0.0f;
+  for (int i = 0; i < bs; ++i) {
+    const float a = std::fabs(x[i]);
+    amax = a > amax ? a : amax;
+  }
+  if (!(amax > 0.0f) || !std::isfinite(amax)) {
+    // Zeros give d = 0; inf/nan give a NaN scale that poisons the dot.
+    std::memset(q, 0, static_cast<size_t>(bs));
+    return amax == 0.0f ? 0.0f : std::numeric_limits<float>::quiet_NaN();
+  }
+  const float id = 127.0f / amax;
+  for (int i = 0; i < bs; ++i) {
+    float v = RoundEven(x[i] * id);
+    v = v > 127.0f ? 127.0f : (v < -127.0f ? -127.0f : v);
+    q[i] = static_cast<int8_t>(static_cast<int>(v));
+  }
+  return amax / 127.0f;
+}
+}  // namespace
+
+void QuantizeInt8Activations(GgmlType type, const float* x, int64_t n, void* dst) {
+  const bool kq = quant_internal::IsKQuant(type);
+  const quant_internal::Int8ActLayout l = quant_internal::GetInt8ActLayout(n, kq);
+  auto* base = static_cast<uint8_t*>(dst);
+  auto* q = reinterpret_cast<int8_t*>(base);
+  auto* d = reinterpret_cast<float*>(base + l.d_off);
+  const int64_t nb = n / l.block;
+  for (int64_t b = 0; b < nb; ++b) d[b] = QuantBlock(x + b * l.block, l.block, q + b * l.block);
+  if (kq) {
+    auto* bs = reinterpret_cast<int16_t*>(base + l.s_off);
+    for (int64_t g = 0; g < n / 16; ++g) {
+      int s = 0;
+      for (int i = 0; i < 16; ++i) s += q[16 * g + i];
+      bs[g] = static_cast<int16_t>(s);
+    }
+  } else {
+    auto* s = reinterpret_cast<float*>(base + l.s_off);
+    for (int64_t b = 0; b < nb; ++b) {
+      int t = 0;
+      for (int i = 0; i < 32; ++i) t += q[32 * b + i];
+      s[b] = d[b] * static_cast<float>(t);
+    }
+  }
+  const size_t end = l.s_off + (kq ? 2 * static_cast<size_t>(n / 16) : 4 * static_cast<size_t>(nb));
+  std::memset(base + end, 0, l.bytes - end);  // padding: deterministic bytes
+}
+
+namespace {
+quant_internal::DotRowsInt8Fn Int8Kernel() {
+  static const quant_internal::DotRowsInt8Fn fn =
+      quant_internal::DotRowsInt8Kernel(quant_internal::SelectedDotIsa());
+  return fn;
+}
+}  // namespace
+
+void DotRowsInt8(GgmlType type, const void* w, size_t row_bytes, int64_t n, int64_t row_begin,
+                 int64_t row_end, const void* xq, size_t xq_stride, int64_t nx, float* y, int64_t ldy) {
+  CheckDot(type, n);
+  if (!Int8Kernel()(type, w, row_bytes, n, row_begin, row_end, xq, xq_stride, nx, y, ldy))
+    Unsupported("DotRowsInt8", type);
 }
 
 }  // namespace specd

@@ -34,8 +34,33 @@ void DotRowsBatched(GgmlType type, const void* w, size_t row_bytes, int64_t n,
                     int64_t row_begin, int64_t row_end, const float* x, int64_t ldx, int64_t nx,
                     float* y, int64_t ldy);
 
+// ---- Integer path: quantized weights x int8 activations (what the CPU
+// backend's MatMul runs for the quantized block formats, as llama.cpp does) ----
+//
+// Each input row is quantized once (QuantizeInt8Activations), then every dot
+// is integer arithmetic (exact) combined in float in one fixed order, so the
+// result is bit-identical on every ISA build (VNNI, AVX2, scalar) and for any
+// batch size or row range. The price is the activation rounding: a relative
+// error of ~1e-3..1e-2 per dot against the float path above.
+
+// True for the quantized block formats (Q4_0 ... Q6_K); F32/F16/BF16 keep the
+// float path.
+bool UsesInt8Activations(GgmlType type);
+// Row stride (bytes, a multiple of 64) of quantized activations of n elements
+// for weights of `type` (n a multiple of the type's block size).
+size_t Int8ActRowBytes(GgmlType type, int64_t n);
+// Quantizes x[0..n) for weights of `type` into Int8ActRowBytes(type, n) bytes at
+// dst: per block of 32 (legacy formats) or 256 (k-quants) a float scale
+// d = amax/127 and int8 q = round-half-even(x * 127/amax), plus block sums.
+// Plain float code compiled once: the same bytes on every CPU.
+void QuantizeInt8Activations(GgmlType type, const float* x, int64_t n, void* dst);
+// y[j*ldy + r] = dot(W_r, xq_j) for r in [row_begin, row_end), j < nx, where
+// xq_j = xq + j * xq_stride holds QuantizeInt8Activations output.
+void DotRowsInt8(GgmlType type, const void* w, size_t row_bytes, int64_t n, int64_t row_begin,
+                 int64_t row_end, const void* xq, size_t xq_stride, int64_t nx, float* y, int64_t ldy);
+
 // The kernel build DotRow/DotRowsBatched use on this CPU, chosen once per
-// process: "avx512", "avx2", "sse2" or "portable". AVX-512 and AVX2 give
+// process: "avx512vnni", "avx512", "avxvnni", "avx2", "sse2" or "portable". AVX-512 and AVX2 give
 // bit-identical dots; the FMA-less ones differ from them in the last bits.
 const char* DotKernelName();
 

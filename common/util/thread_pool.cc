@@ -1,18 +1,42 @@
 #include "common/util/thread_pool.h"
 
 #include <algorithm>
+#include <chrono>
+#include <cstdlib>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
 
 namespace specd {
+namespace {
+
+inline void CpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  _mm_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+inline int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
 
 ThreadPool::ThreadPool(int num_threads) {
   if (num_threads <= 0) num_threads = std::max(1u, std::thread::hardware_concurrency());
+  if (const char* s = std::getenv("SPECD_POOL_SPIN_US")) spin_ns_ = std::max(0L, std::atol(s)) * 1000;
+  chunks_.assign(num_threads, {0, 0});
   for (int i = 0; i + 1 < num_threads; ++i) workers_.emplace_back([this, i] { WorkerLoop(i); });
 }
 
 ThreadPool::~ThreadPool() {
   {
     std::lock_guard<std::mutex> l(mu_);
-    stop_ = true;
+    stop_.store(true);
   }
   cv_start_.notify_all();
   for (auto& t : workers_) t.join();
@@ -21,21 +45,29 @@ ThreadPool::~ThreadPool() {
 void ThreadPool::WorkerLoop(int index) {
   uint64_t seen = 0;
   for (;;) {
-    std::pair<int64_t, int64_t> chunk;
-    const std::function<void(int64_t, int64_t)>* job;
-    {
+    // Spin for the next job, then sleep.
+    uint64_t gen = generation_.load(std::memory_order_acquire);
+    if (gen == seen && spin_ns_ > 0) {
+      const int64_t until = NowNs() + spin_ns_;
+      for (int i = 1;; ++i) {
+        CpuRelax();
+        gen = generation_.load(std::memory_order_acquire);
+        if (gen != seen || stop_.load(std::memory_order_relaxed)) break;
+        if ((i & 63) == 0 && NowNs() > until) break;
+      }
+    }
+    if (gen == seen) {
       std::unique_lock<std::mutex> l(mu_);
-      cv_start_.wait(l, [&] { return stop_ || generation_ != seen; });
-      if (stop_) return;
-      seen = generation_;
-      chunk = chunks_[index + 1];
-      job = job_;
+      sleepers_.fetch_add(1);  // seq_cst: pairs with the caller's check in ParallelFor
+      cv_start_.wait(l, [&] { return stop_.load() || generation_.load() != seen; });
+      sleepers_.fetch_sub(1);
+      gen = generation_.load(std::memory_order_acquire);
     }
-    if (chunk.first < chunk.second) (*job)(chunk.first, chunk.second);
-    {
-      std::lock_guard<std::mutex> l(mu_);
-      if (--pending_ == 0) cv_done_.notify_one();
-    }
+    if (stop_.load()) return;
+    seen = gen;
+    const auto chunk = chunks_[index + 1];
+    if (chunk.first < chunk.second) (*job_)(chunk.first, chunk.second);
+    pending_.fetch_sub(1, std::memory_order_acq_rel);
   }
 }
 
@@ -49,24 +81,25 @@ void ThreadPool::ParallelFor(int64_t n, const std::function<void(int64_t, int64_
     return;
   }
   std::lock_guard<std::mutex> run(run_mu_);
-  {
-    std::lock_guard<std::mutex> l(mu_);
-    chunks_.assign(size(), {0, 0});
-    const int64_t per = units / nt, extra = units % nt;
-    int64_t u = 0;
-    for (int t = 0; t < nt; ++t) {
-      const int64_t cnt = per + (t < extra ? 1 : 0);
-      chunks_[t] = {std::min(n, u * grain), std::min(n, (u + cnt) * grain)};
-      u += cnt;
-    }
-    job_ = &fn;
-    pending_ = size() - 1;
-    ++generation_;
+  const int64_t per = units / nt, extra = units % nt;
+  int64_t u = 0;
+  for (int t = 0; t < size(); ++t) {
+    const int64_t cnt = t < nt ? per + (t < extra ? 1 : 0) : 0;
+    chunks_[t] = {std::min(n, u * grain), std::min(n, (u + cnt) * grain)};
+    u += cnt;
   }
-  cv_start_.notify_all();
+  job_ = &fn;
+  pending_.store(size() - 1, std::memory_order_relaxed);
+  generation_.fetch_add(1);  // seq_cst: publishes the job (release) and orders the sleepers_ load below
+  if (sleepers_.load() > 0) {
+    std::lock_guard<std::mutex> l(mu_);  // a worker between its check and its wait holds mu_
+  }
+  if (sleepers_.load() > 0) cv_start_.notify_all();
   if (chunks_[0].first < chunks_[0].second) fn(chunks_[0].first, chunks_[0].second);
-  std::unique_lock<std::mutex> l(mu_);
-  cv_done_.wait(l, [&] { return pending_ == 0; });
+  for (int i = 1; pending_.load(std::memory_order_acquire) != 0; ++i) {
+    if (i < (1 << 12)) CpuRelax();
+    else std::this_thread::yield();
+  }
   job_ = nullptr;
 }
 

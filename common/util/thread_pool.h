@@ -2,7 +2,16 @@
 // ParallelFor splits [0, n) into contiguous chunks, one per thread, and blocks
 // until all are done; the calling thread takes a chunk too. Chunking is static
 // so results never depend on scheduling (kernels stay deterministic).
+//
+// A forward pass issues ~10 ParallelFor calls per layer, each a few to a few
+// hundred microseconds long, so waking sleeping workers through a condition
+// variable every time (~10-50 us per wake-up on a VM) would cost as much as
+// the work. Workers therefore spin on an atomic generation counter for a while
+// after each job (kSpin, ~0.2 ms by default; SPECD_POOL_SPIN_US overrides, 0
+// disables) and only then sleep on the condition variable; the caller spins
+// (then yields) for the others to finish. An idle pool sleeps.
 #pragma once
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -28,14 +37,19 @@ class ThreadPool {
   void WorkerLoop(int index);
 
   std::vector<std::thread> workers_;
-  std::mutex mu_;
   std::mutex run_mu_;  // serializes ParallelFor calls from different threads
-  std::condition_variable cv_start_, cv_done_;
+  // Job hand-off: the caller writes job_/chunks_, then bumps generation_
+  // (release); a worker that sees the new generation (acquire) reads them.
   const std::function<void(int64_t, int64_t)>* job_ = nullptr;
   std::vector<std::pair<int64_t, int64_t>> chunks_;
-  uint64_t generation_ = 0;
-  int pending_ = 0;
-  bool stop_ = false;
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<int> pending_{0};
+  std::atomic<bool> stop_{false};
+  // Sleeping workers (after their spin ran out) wait here.
+  std::mutex mu_;
+  std::condition_variable cv_start_;
+  std::atomic<int> sleepers_{0};
+  int64_t spin_ns_ = 200000;
 };
 
 }  // namespace specd

@@ -6,7 +6,9 @@
 // bandwidth reference: a plain streaming read of the same 256 MiB.
 //
 //   quant_bench [--benchmark_filter=Q4_K] [--benchmark_min_time=1]
-// SPECD_BENCH_ISA=avx512|avx2|sse2|portable runs that kernel build instead of
+// BM_DotRowsInt8 is the integer path (int8 activations) the CPU backend runs
+// for quantized weights; nx=5 is a k=4 verification.
+// SPECD_BENCH_ISA=avx512vnni|avx512|avxvnni|avx2|sse2|portable runs that kernel build instead of
 // the one DotRowsBatched selects (if this CPU supports it).
 #include <benchmark/benchmark.h>
 
@@ -34,6 +36,7 @@ constexpr size_t kCacheBytes = size_t{2} << 20;
 using quant_internal::DotIsa;
 DotIsa g_isa;
 quant_internal::DotRowsFn g_kernel;
+quant_internal::DotRowsInt8Fn g_int8_kernel;
 
 struct Matrix {
   std::vector<uint8_t> w;
@@ -91,6 +94,27 @@ void BM_DotRowsBatched(benchmark::State& state, GgmlType t, int64_t nx, size_t b
   state.SetLabel(quant_internal::DotIsaName(g_isa));
 }
 
+// The integer path (int8 activations, quantized once outside the loop) on the
+// same matrices: what the CPU backend's MatMul runs for quantized weights.
+void BM_DotRowsInt8(benchmark::State& state, GgmlType t, int64_t nx, size_t bytes) {
+  const Matrix& m = GetMatrix(t, bytes);
+  const int64_t r0 = m.rows * state.thread_index() / state.threads();
+  const int64_t r1 = m.rows * (state.thread_index() + 1) / state.threads();
+  const auto x = Gaussian(static_cast<size_t>(kN * nx), 2);
+  const size_t xs = Int8ActRowBytes(t, kN);
+  std::vector<uint8_t> xq(xs * static_cast<size_t>(nx));
+  for (int64_t j = 0; j < nx; ++j) QuantizeInt8Activations(t, &x[j * kN], kN, &xq[j * xs]);
+  std::vector<float> y(static_cast<size_t>(m.rows * nx));
+  for (auto _ : state) {
+    (void)g_int8_kernel(t, m.w.data(), m.row_bytes, kN, r0, r1, xq.data(), xs, nx, y.data(), m.rows);
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * (r1 - r0) *
+                          static_cast<int64_t>(m.row_bytes));
+  state.SetLabel(quant_internal::DotIsaName(g_isa));
+}
+
 // Streaming read of 256 MiB with independent 64-bit accumulators: the memory
 // bandwidth a row scan can hope for.
 void BM_MemRead(benchmark::State& state) {
@@ -113,11 +137,18 @@ void Register() {
   benchmark::RegisterBenchmark("BM_MemRead/dram", BM_MemRead)->Threads(1)->Threads(2)->UseRealTime();
   for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K,
                      GgmlType::Q4_0, GgmlType::Q5_K}) {
-    for (int64_t nx : {1, 8}) {
+    for (int64_t nx : {1, 5, 8}) {
       for (auto [where, bytes] : {std::pair<const char*, size_t>{"dram", kDramBytes}, {"cache", kCacheBytes}}) {
         const std::string name = std::string("BM_DotRowsBatched/") + std::string(TypeName(t)) + "/nx:" +
                                  std::to_string(nx) + "/" + where;
         benchmark::RegisterBenchmark(name.c_str(), BM_DotRowsBatched, t, nx, bytes)
+            ->Threads(1)
+            ->Threads(2)
+            ->UseRealTime();
+        if (!UsesInt8Activations(t)) continue;
+        const std::string iname = std::string("BM_DotRowsInt8/") + std::string(TypeName(t)) + "/nx:" +
+                                  std::to_string(nx) + "/" + where;
+        benchmark::RegisterBenchmark(iname.c_str(), BM_DotRowsInt8, t, nx, bytes)
             ->Threads(1)
             ->Threads(2)
             ->UseRealTime();
@@ -134,7 +165,7 @@ int main(int argc, char** argv) {
   specd::g_isa = specd::quant_internal::SelectedDotIsa();
   if (const char* want = std::getenv("SPECD_BENCH_ISA")) {
     bool found = false;
-    for (DotIsa i : {DotIsa::kPortable, DotIsa::kSse2, DotIsa::kAvx2, DotIsa::kAvx512})
+    for (DotIsa i : specd::quant_internal::kAllDotIsas)
       if (std::string(want) == specd::quant_internal::DotIsaName(i)) specd::g_isa = i, found = true;
     if (!found) {
       std::fprintf(stderr, "unknown SPECD_BENCH_ISA %s\n", want);
@@ -142,6 +173,7 @@ int main(int argc, char** argv) {
     }
   }
   specd::g_kernel = specd::quant_internal::DotRowsKernel(specd::g_isa);
+  specd::g_int8_kernel = specd::quant_internal::DotRowsInt8Kernel(specd::g_isa);
   if (!specd::g_kernel) {
     std::fprintf(stderr, "this CPU cannot run the %s kernels\n", specd::quant_internal::DotIsaName(specd::g_isa));
     return 1;

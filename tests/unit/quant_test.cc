@@ -720,7 +720,7 @@ std::vector<Row> TestRows(GgmlType t) {
 }
 
 TEST(Dot, MatchesFloat64ReferenceOnEveryIsa) {
-  for (DotIsa isa : {DotIsa::kPortable, DotIsa::kSse2, DotIsa::kAvx2, DotIsa::kAvx512}) {
+  for (DotIsa isa : quant_internal::kAllDotIsas) {
     const auto fn = quant_internal::DotRowsKernel(isa);
     if (!fn) continue;
     for (GgmlType t : kAllTypes) {
@@ -748,7 +748,7 @@ TEST(Dot, MatchesFloat64ReferenceOnEveryIsa) {
 // runs, since the process may select any of them on other machines.
 TEST(Dot, BatchedEqualsSingleBitwiseOnEveryIsa) {
   int isas = 0;
-  for (DotIsa isa : {DotIsa::kPortable, DotIsa::kSse2, DotIsa::kAvx2, DotIsa::kAvx512}) {
+  for (DotIsa isa : quant_internal::kAllDotIsas) {
     const auto fn = quant_internal::DotRowsKernel(isa);
     if (!fn) continue;
     ++isas;
@@ -812,7 +812,7 @@ TEST(Dot, F16AndBF16DecodeExactlyOnEveryIsa) {
     for (int lane : {0, 7, 15}) {
       std::vector<float> x(16, 0.0f);
       x[lane] = 1.0f;
-      for (DotIsa isa : {DotIsa::kPortable, DotIsa::kSse2, DotIsa::kAvx2, DotIsa::kAvx512}) {
+      for (DotIsa isa : quant_internal::kAllDotIsas) {
         const auto fn = quant_internal::DotRowsKernel(isa);
         if (!fn) continue;
         std::vector<float> y(static_cast<size_t>(nrows));
@@ -861,6 +861,207 @@ TEST(Dot, Avx2AndAvx512AreBitIdentical) {
       a5(t, row.bytes.data(), row.bytes.size(), row.n, 0, 1, x.data(), row.n, 3, y5, 1);
       for (int j = 0; j < 3; ++j) EXPECT_EQ(Bits(y2[j]), Bits(y5[j])) << TypeName(t) << " n=" << row.n;
     }
+  }
+}
+
+// ===========================================================================
+// Integer path: quantized weights x int8 activations.
+// ===========================================================================
+
+// Decoded int8 activations of a QuantizeInt8Activations row.
+std::vector<double> DequantAct(GgmlType t, const std::vector<uint8_t>& xq, int64_t n) {
+  const bool kq = quant_internal::IsKQuant(t);
+  const auto l = quant_internal::GetInt8ActLayout(n, kq);
+  std::vector<double> v(static_cast<size_t>(n));
+  const auto* q = reinterpret_cast<const int8_t*>(xq.data());
+  const auto* d = reinterpret_cast<const float*>(xq.data() + l.d_off);
+  for (int64_t i = 0; i < n; ++i) v[i] = static_cast<double>(d[i / l.block]) * q[i];
+  return v;
+}
+
+std::vector<uint8_t> QuantAct(GgmlType t, const float* x, int64_t n) {
+  std::vector<uint8_t> xq(Int8ActRowBytes(t, n), 0xAB);
+  QuantizeInt8Activations(t, x, n, xq.data());
+  return xq;
+}
+
+TEST(Int8Act, QuantizationLayoutAndRounding) {
+  for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_K}) {
+    const bool kq = quant_internal::IsKQuant(t);
+    const int64_t n = 512;
+    auto x = Gaussian(n, 5);
+    x[3] = 0.0f;
+    for (int i = 256; i < 256 + (kq ? 256 : 32); ++i) x[i] = 0.0f;  // an all-zero block
+    const auto xq = QuantAct(t, x.data(), n);
+    EXPECT_EQ(xq.size() % 64, 0u);
+    const auto l = quant_internal::GetInt8ActLayout(n, kq);
+    const auto* q = reinterpret_cast<const int8_t*>(xq.data());
+    const auto* d = reinterpret_cast<const float*>(xq.data() + l.d_off);
+    for (int64_t b = 0; b < n / l.block; ++b) {
+      float amax = 0;
+      for (int i = 0; i < l.block; ++i) amax = std::max(amax, std::fabs(x[b * l.block + i]));
+      EXPECT_EQ(d[b], amax / 127.0f);
+      for (int i = 0; i < l.block; ++i) {
+        const int64_t e = b * l.block + i;
+        EXPECT_EQ(q[e], amax == 0 ? 0 : static_cast<int>(std::nearbyint(x[e] * (127.0f / amax)))) << e;
+      }
+    }
+    if (kq) {
+      const auto* bs = reinterpret_cast<const int16_t*>(xq.data() + l.s_off);
+      for (int g = 0; g < n / 16; ++g) {
+        int s = 0;
+        for (int i = 0; i < 16; ++i) s += q[16 * g + i];
+        EXPECT_EQ(bs[g], s);
+      }
+    } else {
+      const auto* sb = reinterpret_cast<const float*>(xq.data() + l.s_off);
+      for (int b = 0; b < n / 32; ++b) {
+        int s = 0;
+        for (int i = 0; i < 32; ++i) s += q[32 * b + i];
+        EXPECT_EQ(sb[b], d[b] * static_cast<float>(s));
+      }
+    }
+  }
+}
+
+// Every ISA build's integer dot equals the exact dot of the dequantized weights
+// with the dequantized activations up to float32 rounding of the combination,
+// and all builds agree bit for bit (the integer sums are exact and the float
+// steps are the same on every ISA).
+TEST(Int8Dot, MatchesExactDotAndIsIdenticalOnEveryIsa) {
+  int isas = 0;
+  for (GgmlType t : kQuantTypes) {
+    EXPECT_TRUE(UsesInt8Activations(t));
+    for (const Row& row : TestRows(t)) {
+      const auto x = Gaussian(static_cast<size_t>(row.n), 79);
+      const auto xq = QuantAct(t, x.data(), row.n);
+      const auto xa = DequantAct(t, xq, row.n);
+      const auto w = Dequant(t, row.bytes.data(), row.n);
+      double ref = 0, mag = 0, ref_f = 0;
+      for (int64_t i = 0; i < row.n; ++i) {
+        ref += static_cast<double>(w[i]) * xa[i];
+        ref_f += static_cast<double>(w[i]) * x[i];
+        mag += std::fabs(static_cast<double>(w[i]) * xa[i]);
+      }
+      bool have = false;
+      float first = 0;
+      for (DotIsa isa : quant_internal::kAllDotIsas) {
+        const auto fn = quant_internal::DotRowsInt8Kernel(isa);
+        if (!fn) continue;
+        isas = std::max(isas, 1 + static_cast<int>(isa));
+        float got = -1;
+        ASSERT_TRUE(fn(t, row.bytes.data(), row.bytes.size(), row.n, 0, 1, xq.data(), xq.size(), 1, &got, 1));
+        // The weights' scales are products rounded once more than ggml's
+        // dequantizer does (d * sc, then * dx): a few ulps per block.
+        EXPECT_LE(std::fabs(got - ref), 64 * FLT_EPSILON * mag + 1e-30)
+            << quant_internal::DotIsaName(isa) << " " << TypeName(t) << " n=" << row.n;
+        if (!have) {
+          first = got;
+          have = true;
+        } else {
+          EXPECT_EQ(Bits(got), Bits(first)) << quant_internal::DotIsaName(isa) << " " << TypeName(t) << " n=" << row.n;
+        }
+      }
+      // Against the float activations: the int8 rounding (|x - x8| <= amax/254
+      // per block) bounds the difference by sum |w| * amax / 254.
+      double bound = 0;
+      const int64_t bl = quant_internal::IsKQuant(t) ? 256 : 32;
+      for (int64_t b = 0; b < row.n / bl; ++b) {
+        double amax = 0, sw = 0;
+        for (int64_t i = b * bl; i < (b + 1) * bl; ++i) {
+          amax = std::max(amax, static_cast<double>(std::fabs(x[i])));
+          sw += std::fabs(w[i]);
+        }
+        bound += sw * amax / 254.0 * (1 + 1e-5);
+      }
+      EXPECT_LE(std::fabs(first - ref_f), bound + 64 * FLT_EPSILON * mag) << TypeName(t) << " n=" << row.n;
+    }
+  }
+  std::printf("  integer kernels checked up to ISA %d, selected %s\n", isas - 1, DotKernelName());
+}
+
+// Batch invariance of the integer path, on every ISA build: any nx, any row
+// range gives each (row, input) the nx == 1 value bit for bit.
+TEST(Int8Dot, BatchedEqualsSingleBitwiseOnEveryIsa) {
+  for (DotIsa isa : quant_internal::kAllDotIsas) {
+    const auto fn = quant_internal::DotRowsInt8Kernel(isa);
+    if (!fn) continue;
+    for (GgmlType t : kQuantTypes) {
+      const int64_t bs = TypeTraits(t).block_size;
+      for (int64_t n : {bs == 32 ? int64_t{9 * 32} : int64_t{3 * 256}, int64_t{8 * 256}}) {
+        const int64_t rows = 11;
+        const size_t rb = RowBytes(t, n) + 6;
+        std::vector<uint8_t> w(rb * rows);
+        for (int64_t r = 0; r < rows; ++r) {
+          const auto q = r % 3 == 0 ? RandomBlocks(t, n / bs, 700 + static_cast<uint32_t>(r))
+                                    : Quantize(t, Gaussian(static_cast<size_t>(n), 800 + static_cast<uint32_t>(r)));
+          std::memcpy(&w[r * rb], q.data(), q.size());
+        }
+        const int64_t max_nx = 19;
+        const size_t xs = Int8ActRowBytes(t, n);
+        std::vector<uint8_t> xq(xs * max_nx);
+        for (int64_t j = 0; j < max_nx; ++j) {
+          const auto x = Gaussian(static_cast<size_t>(n), 900 + static_cast<uint32_t>(j));
+          QuantizeInt8Activations(t, x.data(), n, &xq[j * xs]);
+        }
+        std::vector<float> single(max_nx * rows);
+        for (int64_t j = 0; j < max_nx; ++j)
+          for (int64_t r = 0; r < rows; ++r)
+            ASSERT_TRUE(fn(t, &w[r * rb], rb, n, 0, 1, &xq[j * xs], xs, 1, &single[j * rows + r], 1));
+        for (int64_t nx : {1, 2, 3, 5, 8, 9, 16, 19}) {
+          for (auto [r0, r1] : {std::pair<int64_t, int64_t>{0, rows}, {3, 10}, {5, 6}}) {
+            const int64_t ldy = rows + 3;
+            std::vector<float> y(static_cast<size_t>(ldy * nx), -7.0f);
+            ASSERT_TRUE(fn(t, w.data(), rb, n, r0, r1, xq.data(), xs, nx, y.data(), ldy));
+            for (int64_t j = 0; j < nx; ++j)
+              for (int64_t r = 0; r < ldy; ++r) {
+                const float got = y[j * ldy + r];
+                if (r < r0 || r >= r1) {
+                  ASSERT_EQ(got, -7.0f) << "wrote outside the row range";
+                  continue;
+                }
+                ASSERT_EQ(Bits(got), Bits(single[j * rows + r]))
+                    << quant_internal::DotIsaName(isa) << " " << TypeName(t) << " n=" << n << " nx=" << nx
+                    << " j=" << j << " r=" << r;
+              }
+          }
+        }
+      }
+    }
+  }
+}
+
+// Extreme codes: Q8_0 weights of -128 and activations at +-127 everywhere
+// (the largest products maddubs sees) and zero rows.
+TEST(Int8Dot, ExtremeValuesAreExact) {
+  const int64_t n = 256;
+  std::vector<uint8_t> w(RowBytes(GgmlType::Q8_0, n));
+  for (int64_t b = 0; b < n / 32; ++b) {
+    const uint16_t h = H(1.0f);
+    std::memcpy(&w[b * 34], &h, 2);
+    std::memset(&w[b * 34 + 2], 0x80, 32);  // -128
+  }
+  std::vector<float> x(n);
+  for (int64_t i = 0; i < n; ++i) x[i] = (i % 3 == 0) ? -1.0f : 1.0f;
+  const auto xq = QuantAct(GgmlType::Q8_0, x.data(), n);
+  double want = 0;
+  for (int64_t i = 0; i < n; ++i) want += -128.0 * x[i];
+  for (DotIsa isa : quant_internal::kAllDotIsas) {
+    const auto fn = quant_internal::DotRowsInt8Kernel(isa);
+    if (!fn) continue;
+    float got = 0;
+    ASSERT_TRUE(fn(GgmlType::Q8_0, w.data(), w.size(), n, 0, 1, xq.data(), xq.size(), 1, &got, 1));
+    EXPECT_EQ(got, static_cast<float>(want)) << quant_internal::DotIsaName(isa);
+  }
+  // Zero activations: exactly 0 for every format.
+  for (GgmlType t : kQuantTypes) {
+    const int64_t m = 512;
+    const auto q = Quantize(t, Gaussian(m, 3));
+    std::vector<float> z(m, 0.0f);
+    const auto zq = QuantAct(t, z.data(), m);
+    float got = 1;
+    DotRowsInt8(t, q.data(), q.size(), m, 0, 1, zq.data(), zq.size(), 1, &got, 1);
+    EXPECT_EQ(got, 0.0f) << TypeName(t);
   }
 }
 

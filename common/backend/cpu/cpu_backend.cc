@@ -220,6 +220,38 @@ void CpuBackend::MatMul(const Weight& w, const Weight* bias, const float* x, int
   const int64_t in = w.ne0, out_dim = w.ne1;
   const size_t row_bytes = RowBytes(w.type, in);
   const float* b = bias ? static_cast<const float*>(bias->data) : nullptr;
+  if (UsesInt8Activations(w.type)) {
+    // Quantized weights: each input row is quantized to int8 once, then every
+    // dot is integer (see quant.h: DotRowsInt8); per-token results do not
+    // depend on the batch.
+    const size_t xs = Int8ActRowBytes(w.type, in);
+    if (act_q_bytes_ < xs * static_cast<size_t>(n)) {
+      act_q_bytes_ = xs * static_cast<size_t>(n);
+      act_q_.reset(new uint8_t[act_q_bytes_ + 64]);
+      mem_.other = act_q_bytes_ + 64;
+    }
+    uint8_t* xq = act_q_.get() + ((64 - reinterpret_cast<uintptr_t>(act_q_.get()) % 64) % 64);
+    auto quantize = [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t) QuantizeInt8Activations(w.type, x + t * in, in, xq + t * xs);
+    };
+    if (n >= 8) pool_.ParallelFor(n, quantize);
+    else quantize(0, n);
+    pool_.ParallelFor(out_dim, [&](int64_t r0, int64_t r1) {
+      for (int64_t rb = r0; rb < r1; rb += kRowBlock) {
+        const int64_t re = std::min(r1, rb + kRowBlock);
+        for (int64_t t0 = 0; t0 < n; t0 += kTokenTile) {
+          const int64_t nt = std::min<int64_t>(kTokenTile, n - t0);
+          DotRowsInt8(w.type, w.data, row_bytes, in, rb, re, xq + t0 * xs, xs, nt, y + t0 * out_dim, out_dim);
+        }
+      }
+      if (b) {
+        for (int64_t t = 0; t < n; ++t) {
+          for (int64_t r = r0; r < r1; ++r) y[t * out_dim + r] += b[r];
+        }
+      }
+    }, kRowBlock);
+    return;
+  }
   pool_.ParallelFor(out_dim, [&](int64_t r0, int64_t r1) {
     for (int64_t rb = r0; rb < r1; rb += kRowBlock) {
       const int64_t re = std::min(r1, rb + kRowBlock);

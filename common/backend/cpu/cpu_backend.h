@@ -51,6 +51,8 @@ class CpuBackend : public Backend {
   std::vector<std::unique_ptr<uint8_t[]>> k_pool_, v_pool_;  // per layer
   std::vector<std::unique_ptr<float[]>> activations_;
   std::vector<std::unique_ptr<uint8_t[]>> synthetic_;  // weights made in place
+  std::unique_ptr<uint8_t[]> act_q_;  // int8-quantized MatMul inputs (grown on demand)
+  size_t act_q_bytes_ = 0;
   BackendMemory mem_;
 };
 
