@@ -3,6 +3,7 @@
 // reference (tests/python/ref_model.py) and with llama.cpp's (the llama_cpp
 // binding that ships with the package), on a prompt rendered with the model's
 // own chat template.
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 
@@ -75,25 +76,60 @@ class SmolLm2Test : public ::testing::Test {
   std::vector<int32_t> prompt_;
 };
 
-TEST_F(SmolLm2Test, LogitsMatchFloat64Reference) {
-  testing::TempDir dir;
-  const auto got = Logits();
-  const auto ref = RunRef("tests/python/ref_model.py", path_, prompt_, dir);
-  const int V = engine_->vocab_size();
-  ASSERT_EQ(ref.size(), got.size());
-  double worst = 0;
-  for (size_t r = 0; r < prompt_.size(); ++r) {
+// Per-row relative L2 errors of `got` against `ref`, sorted.
+std::vector<double> RowErrors(const std::vector<float>& got, const std::vector<double>& ref, size_t rows, int V) {
+  std::vector<double> e;
+  for (size_t r = 0; r < rows; ++r) {
     double num = 0, den = 0;
     for (int i = 0; i < V; ++i) {
       const double d = got[r * V + i] - ref[r * V + i];
       num += d * d;
       den += ref[r * V + i] * ref[r * V + i];
     }
-    worst = std::max(worst, std::sqrt(num / den));
+    e.push_back(std::sqrt(num / den));
   }
-  std::printf("SmolLM2 Q4_1: max row relative error vs float64 reference %.3g over %zu positions\n", worst,
-              prompt_.size());
-  EXPECT_LT(worst, 1e-4);
+  std::sort(e.begin(), e.end());
+  return e;
+}
+
+// specd's CPU matmul quantizes activations to int8 for Q4_1 weights (as
+// llama.cpp does), so it is no longer within float rounding of the float64
+// reference. SmolLM2's activations have large outliers (the RMS-normed inputs
+// of some rows span > 100x in a 32-element block), where an 8-bit step loses
+// most of the block's small values: measured worst row 0.27, median 0.03, and
+// llama.cpp itself is as far from float64 (its int8 scheme, measured on the
+// same prompt: worst row ~0.2). Bounds with margin: worst 0.45, median 0.08;
+// top-1 agreement with float64 on at least 90% of the positions.
+TEST_F(SmolLm2Test, LogitsMatchFloat64Reference) {
+  testing::TempDir dir;
+  const auto got = Logits();
+  const auto ref = RunRef("tests/python/ref_model.py", path_, prompt_, dir);
+  const int V = engine_->vocab_size();
+  ASSERT_EQ(ref.size(), got.size());
+  const auto err = RowErrors(got, ref, prompt_.size(), V);
+  int agree = 0;
+  for (size_t r = 0; r < prompt_.size(); ++r) {
+    int a = 0, b = 0;
+    for (int i = 0; i < V; ++i) {
+      if (got[r * V + i] > got[r * V + a]) a = i;
+      if (ref[r * V + i] > ref[r * V + b]) b = i;
+    }
+    agree += a == b;
+  }
+  std::vector<float> llama_f;
+  const auto llama = RunRef("tests/python/llamacpp_ref.py", path_, prompt_, dir);
+  if (llama.size() == ref.size()) {
+    llama_f.assign(llama.begin(), llama.end());
+    const auto le = RowErrors(llama_f, ref, prompt_.size(), V);
+    std::printf("llama.cpp Q4_1 vs float64: max row relative error %.3g, median %.3g\n", le.back(),
+                le[le.size() / 2]);
+  }
+  std::printf("SmolLM2 Q4_1 (int8 activations) vs float64 reference: max row relative error %.3g, median %.3g, "
+              "top-1 agreement %d/%zu over %zu positions\n",
+              err.back(), err[err.size() / 2], agree, prompt_.size(), prompt_.size());
+  EXPECT_LT(err.back(), 0.45);
+  EXPECT_LT(err[err.size() / 2], 0.08);
+  EXPECT_GE(agree, static_cast<int>(prompt_.size() * 9 / 10));
 }
 
 // llama.cpp multiplies Q4_1 weights with activations quantized to 8 bits, so

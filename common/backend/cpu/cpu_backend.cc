@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <string>
@@ -220,7 +221,10 @@ void CpuBackend::MatMul(const Weight& w, const Weight* bias, const float* x, int
   const int64_t in = w.ne0, out_dim = w.ne1;
   const size_t row_bytes = RowBytes(w.type, in);
   const float* b = bias ? static_cast<const float*>(bias->data) : nullptr;
-  if (UsesInt8Activations(w.type)) {
+  // SPECD_CPU_FLOAT_ACTIVATIONS=all (or a tensor-name substring): keep float
+  // activations for those quantized weights (accuracy A/B; slower).
+  static const char* skip = std::getenv("SPECD_CPU_FLOAT_ACTIVATIONS");
+  if (UsesInt8Activations(w.type) && !(skip && (std::string(skip) == "all" || w.name.find(skip) != std::string::npos))) {
     // Quantized weights: each input row is quantized to int8 once, then every
     // dot is integer (see quant.h: DotRowsInt8); per-token results do not
     // depend on the batch.
@@ -330,48 +334,92 @@ void CpuBackend::Attention(const float* q, const float* k, const float* v, const
       }
     }
   });
-  // 2. Causal attention per (token, kv head), all query heads of the group at
-  // once so each key/value row is decoded once for the group.
-  pool_.ParallelFor(static_cast<int64_t>(n) * p.n_kv_heads, [&](int64_t w0, int64_t w1) {
-    std::vector<float> krow(hd), vrow(hd), acc(static_cast<size_t>(group) * hd);
-    std::vector<float> scores;
-    for (int64_t w = w0; w < w1; ++w) {
-      const int t = static_cast<int>(w / p.n_kv_heads);
-      const int kvh = static_cast<int>(w % p.n_kv_heads);
-      const BatchSeq& s = b.seqs[b.seq_index[t]];
-      const int len = b.pos[t] + 1;
-      scores.assign(static_cast<size_t>(group) * len, 0.0f);
-      for (int j = 0; j < len; ++j) {
-        const float* kr = KvRowFloats(kv_.type, KvRow(p.layer, false, s, j, kvh), krow.data(), hd);
+  // 2. Causal attention. A work item is (sequence, kv head, up to
+  // kAttnTokens of the sequence's batch tokens): the item walks the KV in
+  // blocks of 16 positions, decoding each K and V row once for all
+  // its tokens and all query heads of the group (a verify of k+1 tokens reads
+  // the context once, not k+1 times). Per token the arithmetic is the same
+  // sequence as for a lone token: scores in position order, softmax, then the
+  // weighted V sum in position order, so batching changes no bit.
+  constexpr int kAttnTokens = 8;
+  struct Item {
+    int seq, kvh, t0, nt;  // tokens: seq_tokens[seq][t0 .. t0 + nt)
+  };
+  std::vector<std::vector<int>> seq_tokens(b.seqs.size());
+  for (int t = 0; t < n; ++t) seq_tokens[b.seq_index[t]].push_back(t);
+  std::vector<Item> items;
+  for (int si = 0; si < static_cast<int>(seq_tokens.size()); ++si) {
+    const int nt_seq = static_cast<int>(seq_tokens[si].size());
+    for (int t0 = 0; t0 < nt_seq; t0 += kAttnTokens)
+      for (int h = 0; h < p.n_kv_heads; ++h) items.push_back({si, h, t0, std::min(kAttnTokens, nt_seq - t0)});
+  }
+  constexpr int bs = 16;  // KV positions decoded per step
+  pool_.ParallelFor(static_cast<int64_t>(items.size()), [&](int64_t i0, int64_t i1) {
+    std::vector<float> kbuf(static_cast<size_t>(bs) * hd), vbuf(static_cast<size_t>(bs) * hd);
+    std::vector<float> scores, acc;
+    const float* krows[bs];
+    for (int64_t it = i0; it < i1; ++it) {
+      const Item& item = items[it];
+      const BatchSeq& s = b.seqs[item.seq];
+      const int* toks = seq_tokens[item.seq].data() + item.t0;
+      int maxlen = 0;
+      for (int i = 0; i < item.nt; ++i) maxlen = std::max(maxlen, b.pos[toks[i]] + 1);
+      // scores[(i * group + g) * maxlen + j], acc[(i * group + g) * hd + d]
+      scores.assign(static_cast<size_t>(item.nt) * group * maxlen, 0.0f);
+      acc.assign(static_cast<size_t>(item.nt) * group * hd, 0.0f);
+      for (int j0 = 0; j0 < maxlen; j0 += bs) {
+        const int j1 = std::min(maxlen, j0 + bs);
+        for (int j = j0; j < j1; ++j)
+          krows[j - j0] = KvRowFloats(kv_.type, KvRow(p.layer, false, s, j, item.kvh), kbuf.data() + (j - j0) * hd, hd);
+        for (int i = 0; i < item.nt; ++i) {
+          const int t = toks[i];
+          const int len = b.pos[t] + 1;
+          const int je = std::min(j1, len);
+          for (int g = 0; g < group; ++g) {
+            const float* qh = q + (static_cast<int64_t>(t) * p.n_heads + item.kvh * group + g) * hd;
+            float* sc = scores.data() + (static_cast<size_t>(i) * group + g) * maxlen;
+            for (int j = j0; j < je; ++j) sc[j] = DotF32(qh, krows[j - j0], hd) * p.scale;
+          }
+        }
+      }
+      for (int i = 0; i < item.nt; ++i) {
+        const int len = b.pos[toks[i]] + 1;
         for (int g = 0; g < group; ++g) {
-          const float* qh = q + (static_cast<int64_t>(t) * p.n_heads + kvh * group + g) * hd;
-          scores[static_cast<size_t>(g) * len + j] = DotF32(qh, kr, hd) * p.scale;
+          float* sc = scores.data() + (static_cast<size_t>(i) * group + g) * maxlen;
+          float mx = -INFINITY;
+          for (int j = 0; j < len; ++j) mx = std::max(mx, sc[j]);
+          double sum = 0;
+          for (int j = 0; j < len; ++j) {
+            sc[j] = std::exp(sc[j] - mx);
+            sum += sc[j];
+          }
+          const float inv = static_cast<float>(1.0 / sum);
+          for (int j = 0; j < len; ++j) sc[j] *= inv;
         }
       }
-      for (int g = 0; g < group; ++g) {
-        float* sc = scores.data() + static_cast<size_t>(g) * len;
-        float mx = -INFINITY;
-        for (int j = 0; j < len; ++j) mx = std::max(mx, sc[j]);
-        double sum = 0;
-        for (int j = 0; j < len; ++j) {
-          sc[j] = std::exp(sc[j] - mx);
-          sum += sc[j];
+      for (int j0 = 0; j0 < maxlen; j0 += bs) {
+        const int j1 = std::min(maxlen, j0 + bs);
+        for (int j = j0; j < j1; ++j)
+          krows[j - j0] = KvRowFloats(kv_.type, KvRow(p.layer, true, s, j, item.kvh), vbuf.data() + (j - j0) * hd, hd);
+        for (int i = 0; i < item.nt; ++i) {
+          const int je = std::min(j1, b.pos[toks[i]] + 1);
+          for (int g = 0; g < group; ++g) {
+            const float* sc = scores.data() + (static_cast<size_t>(i) * group + g) * maxlen;
+            float* a = acc.data() + (static_cast<size_t>(i) * group + g) * hd;
+            for (int j = j0; j < je; ++j) {
+              const float wj = sc[j];
+              const float* vr = krows[j - j0];
+              for (int d = 0; d < hd; ++d) a[d] += wj * vr[d];
+            }
+          }
         }
-        const float inv = static_cast<float>(1.0 / sum);
-        for (int j = 0; j < len; ++j) sc[j] *= inv;
       }
-      std::fill(acc.begin(), acc.end(), 0.0f);
-      for (int j = 0; j < len; ++j) {
-        const float* vr = KvRowFloats(kv_.type, KvRow(p.layer, true, s, j, kvh), vrow.data(), hd);
+      for (int i = 0; i < item.nt; ++i) {
+        const int t = toks[i];
         for (int g = 0; g < group; ++g) {
-          const float wj = scores[static_cast<size_t>(g) * len + j];
-          float* a = acc.data() + static_cast<size_t>(g) * hd;
-          for (int i = 0; i < hd; ++i) a[i] += wj * vr[i];
+          float* o = out + (static_cast<int64_t>(t) * p.n_heads + item.kvh * group + g) * hd;
+          std::memcpy(o, acc.data() + (static_cast<size_t>(i) * group + g) * hd, sizeof(float) * hd);
         }
-      }
-      for (int g = 0; g < group; ++g) {
-        float* o = out + (static_cast<int64_t>(t) * p.n_heads + kvh * group + g) * hd;
-        std::memcpy(o, acc.data() + static_cast<size_t>(g) * hd, sizeof(float) * hd);
       }
     }
   });
