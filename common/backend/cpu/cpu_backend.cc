@@ -224,7 +224,9 @@ void CpuBackend::MatMul(const Weight& w, const Weight* bias, const float* x, int
   // SPECD_CPU_FLOAT_ACTIVATIONS=all (or a tensor-name substring): keep float
   // activations for those quantized weights (accuracy A/B; slower).
   static const char* skip = std::getenv("SPECD_CPU_FLOAT_ACTIVATIONS");
-  if (UsesInt8Activations(w.type) && !(skip && (std::string(skip) == "all" || w.name.find(skip) != std::string::npos))) {
+  const bool float_act =
+      float_activations_ || (skip && (std::string(skip) == "all" || w.name.find(skip) != std::string::npos));
+  if (UsesInt8Activations(w.type) && !float_act) {
     // Quantized weights: each input row is quantized to int8 once, then every
     // dot is integer (see quant.h: DotRowsInt8); per-token results do not
     // depend on the batch.

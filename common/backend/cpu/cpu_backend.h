@@ -39,6 +39,9 @@ class CpuBackend : public Backend {
   double MeasureCopyBandwidth(size_t bytes) override;
 
   int threads() const { return pool_.size(); }
+  // Quantized weights multiply float activations (the exact, slower path)
+  // instead of int8-quantized ones. Default off: int8 (see quant.h).
+  void set_float_activations(bool on) { float_activations_ = on; }
 
  private:
   // Address of the K (or V) row of one KV head at one position of a sequence.
@@ -53,6 +56,7 @@ class CpuBackend : public Backend {
   std::vector<std::unique_ptr<uint8_t[]>> synthetic_;  // weights made in place
   std::unique_ptr<uint8_t[]> act_q_;  // int8-quantized MatMul inputs (grown on demand)
   size_t act_q_bytes_ = 0;
+  bool float_activations_ = false;
   BackendMemory mem_;
 };
 
