@@ -14,6 +14,7 @@
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
+#include <immintrin.h>
 #endif
 
 #include "common/quant/block_dequant.h"
@@ -208,6 +209,25 @@ void DotRowsBatched(GgmlType type, const void* w, size_t row_bytes, int64_t n, i
                     int64_t ldy) {
   CheckDot(type, n);
   Kernel()(type, w, row_bytes, n, row_begin, row_end, x, ldx, nx, y, ldy);
+}
+
+namespace {
+#if defined(__x86_64__) || defined(__i386__)
+__attribute__((target("avx2,f16c"))) void HalfToFloatF16c(const uint16_t* src, float* dst, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i))));
+  for (; i < n; ++i) dst[i] = HalfToFloat(src[i]);
+}
+#endif
+}  // namespace
+
+void HalfToFloatRow(const uint16_t* src, float* dst, int64_t n) {
+#if defined(__x86_64__) || defined(__i386__)
+  static const bool f16c = quant_internal::DotRowsKernel(quant_internal::DotIsa::kAvx2) != nullptr;
+  if (f16c) return HalfToFloatF16c(src, dst, n);
+#endif
+  for (int64_t i = 0; i < n; ++i) dst[i] = HalfToFloat(src[i]);
 }
 
 bool UsesInt8Activations(GgmlType type) {

@@ -59,6 +59,9 @@ void QuantizeInt8Activations(GgmlType type, const float* x, int64_t n, void* dst
 void DotRowsInt8(GgmlType type, const void* w, size_t row_bytes, int64_t n, int64_t row_begin,
                  int64_t row_end, const void* xq, size_t xq_stride, int64_t nx, float* y, int64_t ldy);
 
+// dst[i] = half src[i] as float (exact), F16C where the CPU has it.
+void HalfToFloatRow(const uint16_t* src, float* dst, int64_t n);
+
 // The kernel build DotRow/DotRowsBatched use on this CPU, chosen once per
 // process: "avx512vnni", "avx512", "avxvnni", "avx2", "sse2" or "portable". AVX-512 and AVX2 give
 // bit-identical dots; the FMA-less ones differ from them in the last bits.

@@ -1,3 +1,9 @@
+#if defined(__GNUC__) && !defined(__clang__)
+// No FMA contraction anywhere (GCC contracts in C++ even in ISO mode when the
+// target has FMA, as the AVX2/AVX-512 clones below do): results must not
+// depend on the CPU.
+#pragma GCC optimize("fp-contract=off")
+#endif
 #include "common/backend/cpu/cpu_backend.h"
 
 #include <algorithm>
@@ -26,25 +32,12 @@ inline float RowRms(const float* x, int dim, float eps) {
   return static_cast<float>(1.0 / std::sqrt(ss / dim + static_cast<double>(eps)));
 }
 
-// Exact half -> float by table: KV rows are converted for every query, so
-// this is on the attention hot path.
-const float* HalfTable() {
-  static const float* table = [] {
-    float* t = new float[65536];
-    for (uint32_t h = 0; h < 65536; ++h) t[h] = HalfToFloat(static_cast<uint16_t>(h));
-    return t;
-  }();
-  return table;
-}
-
 // A KV row as floats: F32 rows are used in place, F16 and Q8_0 rows decoded
 // into `buf`.
 inline const float* KvRowFloats(GgmlType type, const uint8_t* src, float* buf, int n) {
   if (type == GgmlType::F32) return reinterpret_cast<const float*>(src);
   if (type == GgmlType::F16) {
-    const float* t = HalfTable();
-    const auto* h = reinterpret_cast<const uint16_t*>(src);
-    for (int i = 0; i < n; ++i) buf[i] = t[h[i]];
+    HalfToFloatRow(reinterpret_cast<const uint16_t*>(src), buf, n);
     return buf;
   }
   DequantizeRow(type, src, buf, n);
@@ -68,6 +61,29 @@ inline float DotF32(const float* a, const float* b, int n) {
 }
 
 }  // namespace
+
+// Attention's inner loops, built for AVX-512, AVX2 and the baseline (picked at
+// load time). Plain multiplies and adds in a fixed order (contraction is off in
+// ISO C++ mode), so every clone gives the same bits.
+#if defined(__GNUC__) && !defined(__clang__) && (defined(__x86_64__) || defined(__i386__))
+#define SPECD_ATTN_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define SPECD_ATTN_CLONES
+#endif
+namespace cpu_detail {
+// sc[j] = dot(q, rows[j]) * scale for j < nrows.
+SPECD_ATTN_CLONES void ScoreRows(const float* q, const float* const* rows, int nrows, int hd, float scale, float* sc) {
+  for (int j = 0; j < nrows; ++j) sc[j] = DotF32(q, rows[j], hd) * scale;
+}
+// acc += w[j] * rows[j] for j < nrows, in order.
+SPECD_ATTN_CLONES void AccumRows(const float* w, const float* const* rows, int nrows, int hd, float* acc) {
+  for (int j = 0; j < nrows; ++j) {
+    const float wj = w[j];
+    const float* vr = rows[j];
+    for (int d = 0; d < hd; ++d) acc[d] += wj * vr[d];
+  }
+}
+}  // namespace cpu_detail
 
 CpuBackend::CpuBackend(int threads) : pool_(threads) {}
 CpuBackend::~CpuBackend() = default;
@@ -380,7 +396,7 @@ void CpuBackend::Attention(const float* q, const float* k, const float* v, const
           for (int g = 0; g < group; ++g) {
             const float* qh = q + (static_cast<int64_t>(t) * p.n_heads + item.kvh * group + g) * hd;
             float* sc = scores.data() + (static_cast<size_t>(i) * group + g) * maxlen;
-            for (int j = j0; j < je; ++j) sc[j] = DotF32(qh, krows[j - j0], hd) * p.scale;
+            if (je > j0) cpu_detail::ScoreRows(qh, krows, je - j0, hd, p.scale, sc + j0);
           }
         }
       }
@@ -408,11 +424,7 @@ void CpuBackend::Attention(const float* q, const float* k, const float* v, const
           for (int g = 0; g < group; ++g) {
             const float* sc = scores.data() + (static_cast<size_t>(i) * group + g) * maxlen;
             float* a = acc.data() + (static_cast<size_t>(i) * group + g) * hd;
-            for (int j = j0; j < je; ++j) {
-              const float wj = sc[j];
-              const float* vr = krows[j - j0];
-              for (int d = 0; d < hd; ++d) a[d] += wj * vr[d];
-            }
+            if (je > j0) cpu_detail::AccumRows(sc + j0, krows, je - j0, hd, a);
           }
         }
       }
