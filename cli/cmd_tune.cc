@@ -165,7 +165,7 @@ std::string MarkdownTable(const std::vector<Trial>& trials) {
 }
 
 std::string TrialsJson(const std::vector<Trial>& trials, const std::string& command, const std::string& best_key,
-                       const std::string& objective) {
+                       const std::string& objective, const std::string& workload) {
   auto num = [](double v) { return std::isfinite(v) ? absl::StrFormat("%.6g", v) : std::string("null"); };
   auto pct = [&](const loadgen::Percentiles& p) {
     return absl::StrCat("{\"p50\": ", num(p.p50), ", \"p90\": ", num(p.p90), ", \"p99\": ", num(p.p99),
@@ -173,7 +173,8 @@ std::string TrialsJson(const std::vector<Trial>& trials, const std::string& comm
   };
   std::ostringstream os;
   os << "{\n  \"command\": \"" << loadgen::JsonEscape(command) << "\",\n  \"objective\": \"" << objective
-     << "\",\n  \"best\": \"" << loadgen::JsonEscape(best_key) << "\",\n  \"trials\": [\n";
+     << "\",\n  \"workload\": " << workload << ",\n  \"best\": \"" << loadgen::JsonEscape(best_key)
+     << "\",\n  \"trials\": [\n";
   for (size_t i = 0; i < trials.size(); ++i) {
     const Trial& t = trials[i];
     const auto& r = t.rep;
@@ -227,6 +228,7 @@ int Tune(const std::vector<std::string>& args) {
   c.AddInt("seed", 1, "workload seed", 0, INT64_MAX);
   c.AddDouble("trial-seconds", 15, "load per trial (requests running at the end finish)", 0.1, 86400);
   c.AddInt("warmup", -1, "unmeasured requests before each trial (-1: --concurrency)", -1, 1 << 20);
+  c.AddInt("repeats", 1, "runs per trial; the one with the median throughput is reported (noisy machines)", 1, 100);
   c.AddBool("verify-greedy", false, "greedy trials also check every output against its target-only reference");
   // The choice.
   c.AddString("objective", "throughput", "throughput (output tokens/s) or latency (p50 request time)");
@@ -436,6 +438,8 @@ int Tune(const std::vector<std::string>& args) {
   // one that never streams (stuck in a queue).
   base.request_timeout_ms = static_cast<int>(std::min(1e9, 1000.0 * (base.duration_s + base.drain_s + 60)));
 
+  const int repeats = static_cast<int>(c.GetInt("repeats"));
+
   // ---- run the grid
   std::unique_ptr<tune::Service> svc;
   std::string group, group_fail, group_status;
@@ -479,22 +483,38 @@ int Tune(const std::vector<std::string>& args) {
     s.verify_greedy = c.GetBool("verify-greedy") && t.temperature == 0 && t.mode.k > 0;
     std::fprintf(stderr, "tune: trial %d/%zu: kv %s, batch %d, %s, temperature %g\n", t.id, trials.size(),
                  t.kv.c_str(), t.batch, t.mode.Name().c_str(), t.temperature);
-    auto rep = loadgen::RunLoad(s);
-    if (!rep.ok()) {
+    // Repeats: the run with the median throughput stands for the trial; an
+    // error in any run marks it.
+    std::vector<loadgen::LoadReport> runs;
+    absl::Status run_error;
+    for (int i = 0; i < repeats && run_error.ok(); ++i) {
+      if (i > 0) s.warmup_requests = 0;
+      auto rep = loadgen::RunLoad(s);
+      if (!rep.ok()) run_error = rep.status();
+      else runs.push_back(std::move(*rep));
+    }
+    if (!run_error.ok()) {
       t.status = "errors";
-      t.note = std::string(rep.status().message()).substr(0, 300);
+      t.note = std::string(run_error.message()).substr(0, 300);
       running_mode.clear();  // restart the coordinator for the next trial
       svc->StopCoordinator();
       continue;
     }
-    t.rep = std::move(*rep);
-    const bool bad = t.rep.failed > 0 || t.rep.lost > 0 || t.rep.verify_mismatches > 0 || t.rep.ok == 0;
-    t.status = bad ? "errors" : "ok";
-    if (bad) {
-      t.note = !t.rep.failure_examples.empty() ? t.rep.failure_examples[0]
-               : t.rep.verify_mismatches       ? absl::StrCat(t.rep.verify_mismatches, " greedy mismatches")
-                                               : "no request completed";
+    std::string bad_note;
+    for (const auto& r : runs) {
+      if (!bad_note.empty()) break;
+      if (!r.failure_examples.empty()) bad_note = r.failure_examples[0];
+      else if (r.failed > 0 || r.lost > 0) bad_note = absl::StrCat(r.failed + r.lost, " requests failed or lost");
+      else if (r.verify_mismatches > 0) bad_note = absl::StrCat(r.verify_mismatches, " greedy mismatches");
+      else if (r.ok == 0) bad_note = "no request completed";
     }
+    std::sort(runs.begin(), runs.end(), [](const loadgen::LoadReport& a, const loadgen::LoadReport& b) {
+      return a.output_tokens_per_s < b.output_tokens_per_s;
+    });
+    t.rep = std::move(runs[runs.size() / 2]);
+    const bool bad = !bad_note.empty();
+    t.status = bad ? "errors" : "ok";
+    t.note = bad_note;
     std::fprintf(stderr, "tune:   %.1f tok/s, %.2f req/s, TTFT p50 %.1f ms, request p50 %.1f ms, acceptance %.1f%%%s\n",
                  t.rep.output_tokens_per_s, t.rep.requests_per_s, t.rep.ttft_ms.p50, t.rep.total_ms.p50,
                  100.0 * t.rep.acceptance_rate, bad ? (" — " + t.note).c_str() : "");
@@ -547,7 +567,15 @@ int Tune(const std::vector<std::string>& args) {
                         base.duration_s, objective)
      << table;
   if (!WriteFile(out_dir + "/trials.md", md.str()) ||
-      !WriteFile(out_dir + "/trials.json", TrialsJson(trials, command, best_key, objective)))
+      !WriteFile(out_dir + "/trials.json",
+                 TrialsJson(trials, command, best_key, objective,
+                            absl::StrFormat("{\"concurrency\": %d, \"prompt_tokens\": \"%s\", \"max_tokens\": "
+                                            "\"%s\", \"ignore_eos\": %s, \"trial_seconds\": %g, \"repeats\": %d, "
+                                            "\"max_seq_len\": %d}",
+                                            base.concurrency, loadgen::FormatRange(base.prompt_tokens),
+                                            loadgen::FormatRange(base.max_tokens),
+                                            base.ignore_eos ? "true" : "false", base.duration_s, repeats,
+                                            max_seq_len))))
     return Fail("cannot write the trial tables in " + out_dir);
   if (!best) {
     std::fprintf(stderr, "tune: no configuration completed every trial without errors; no config files written "
