@@ -405,6 +405,7 @@ int Tune(const std::vector<std::string>& args) {
   auto coordinator_keys = [&](const Mode& m) {
     KeyValues kv;
     kv.emplace_back("speculation", m.k > 0 ? "true" : "false");
+    if (m.k == 0) return kv;  // the draft stays connected: speculation can be turned on at run time
     if (has_adaptive) {
       kv.emplace_back("adaptive", m.adaptive ? "true" : "false");
       if (m.adaptive && copts.count("draft-max")) kv.emplace_back("draft-max", std::to_string(m.k));
