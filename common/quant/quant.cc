@@ -241,6 +241,8 @@ bool UsesInt8Activations(GgmlType type) {
   }
 }
 
+int Int8ActBlock(GgmlType type) { return quant_internal::IsKQuant(type) ? 256 : 32; }
+
 size_t Int8ActRowBytes(GgmlType type, int64_t n) {
   return quant_internal::GetInt8ActLayout(n, quant_internal::IsKQuant(type)).bytes;
 }

@@ -49,6 +49,8 @@ bool UsesInt8Activations(GgmlType type);
 // Row stride (bytes, a multiple of 64) of quantized activations of n elements
 // for weights of `type` (n a multiple of the type's block size).
 size_t Int8ActRowBytes(GgmlType type, int64_t n);
+// Elements per activation block for weights of `type`: 32 (legacy) or 256 (k-quants).
+int Int8ActBlock(GgmlType type);
 // Quantizes x[0..n) for weights of `type` into Int8ActRowBytes(type, n) bytes at
 // dst: per block of 32 (legacy formats) or 256 (k-quants) a float scale
 // d = amax/127 and int8 q = round-half-even(x * 127/amax), plus block sums.

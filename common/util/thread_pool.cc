@@ -4,20 +4,19 @@
 #include <chrono>
 #include <cstdlib>
 
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#endif
 
 namespace specd {
 namespace {
 
-inline void CpuRelax() {
-#if defined(__x86_64__) || defined(__i386__)
-  _mm_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield");
-#endif
-}
+// Spin-wait step. Deliberately no PAUSE: under KVM a vCPU that executes PAUSE
+// in a loop triggers pause-loop exiting, and the host deschedules it as a lock
+// waiter (measured on a 2-vCPU VM: 16 us per ParallelFor with condition
+// variables, 160-490 us with PAUSE spinning, see docs/PERFORMANCE.md).
+inline void CpuRelax() { std::atomic_signal_fence(std::memory_order_seq_cst); }
+
+// Busy polls before a waiter starts yielding its CPU on each poll: when the
+// machine is oversubscribed the thread it waits for may share its CPU.
+constexpr int kPureSpins = 256;
 
 inline int64_t NowNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
@@ -50,10 +49,11 @@ void ThreadPool::WorkerLoop(int index) {
     if (gen == seen && spin_ns_ > 0) {
       const int64_t until = NowNs() + spin_ns_;
       for (int i = 1;; ++i) {
-        CpuRelax();
+        if (i > kPureSpins) std::this_thread::yield();
+        else CpuRelax();
         gen = generation_.load(std::memory_order_acquire);
         if (gen != seen || stop_.load(std::memory_order_relaxed)) break;
-        if ((i & 63) == 0 && NowNs() > until) break;
+        if ((i & 15) == 0 && NowNs() > until) break;
       }
     }
     if (gen == seen) {
@@ -97,8 +97,8 @@ void ThreadPool::ParallelFor(int64_t n, const std::function<void(int64_t, int64_
   if (sleepers_.load() > 0) cv_start_.notify_all();
   if (chunks_[0].first < chunks_[0].second) fn(chunks_[0].first, chunks_[0].second);
   for (int i = 1; pending_.load(std::memory_order_acquire) != 0; ++i) {
-    if (i < (1 << 12)) CpuRelax();
-    else std::this_thread::yield();
+    if (i > kPureSpins) std::this_thread::yield();
+    else CpuRelax();
   }
   job_ = nullptr;
 }

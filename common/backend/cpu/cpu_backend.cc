@@ -172,6 +172,7 @@ absl::StatusOr<float*> CpuBackend::AllocActivations(size_t n_floats) {
 }
 
 absl::Status CpuBackend::SetBatch(const Batch& batch) {
+  Flush();
   const int bs = kv_.block_size;
   for (int t = 0; t < batch.n_tokens(); ++t) {
     const int si = batch.seq_index[t];
@@ -195,6 +196,7 @@ absl::Status CpuBackend::SetBatch(const Batch& batch) {
 }
 
 void CpuBackend::Embed(const Weight& emb, float* out) {
+  Flush();
   const Batch& b = *batch_;
   const size_t row_bytes = RowBytes(emb.type, emb.ne0);
   const auto* base = static_cast<const uint8_t*>(emb.data);
@@ -206,6 +208,7 @@ void CpuBackend::Embed(const Weight& emb, float* out) {
 }
 
 void CpuBackend::RmsNorm(const float* x, const Weight& w, float eps, int rows, float* out) {
+  Flush();
   const int dim = static_cast<int>(w.ne0);
   const float* g = static_cast<const float*>(w.data);
   pool_.ParallelFor(rows, [&](int64_t r0, int64_t r1) {
@@ -219,6 +222,7 @@ void CpuBackend::RmsNorm(const float* x, const Weight& w, float eps, int rows, f
 }
 
 void CpuBackend::AddRmsNorm(float* x, const float* r, const Weight& w, float eps, int rows, float* out) {
+  Flush();
   const int dim = static_cast<int>(w.ne0);
   const float* g = static_cast<const float*>(w.data);
   pool_.ParallelFor(rows, [&](int64_t r0, int64_t r1) {
@@ -233,64 +237,117 @@ void CpuBackend::AddRmsNorm(float* x, const float* r, const Weight& w, float eps
   }, 4);
 }
 
+namespace {
+bool Overlaps(const void* a, size_t an, const void* b, size_t bn) {
+  const auto* pa = static_cast<const uint8_t*>(a);
+  const auto* pb = static_cast<const uint8_t*>(b);
+  return pa < pb + bn && pb < pa + an;
+}
+}  // namespace
+
 void CpuBackend::MatMul(const Weight& w, const Weight* bias, const float* x, int n, float* y) {
-  const int64_t in = w.ne0, out_dim = w.ne1;
-  const size_t row_bytes = RowBytes(w.type, in);
-  const float* b = bias ? static_cast<const float*>(bias->data) : nullptr;
   // SPECD_CPU_FLOAT_ACTIVATIONS=all (or a tensor-name substring): keep float
   // activations for those quantized weights (accuracy A/B; slower).
   static const char* skip = std::getenv("SPECD_CPU_FLOAT_ACTIVATIONS");
   const bool float_act =
       float_activations_ || (skip && (std::string(skip) == "all" || w.name.find(skip) != std::string::npos));
-  if (UsesInt8Activations(w.type) && !float_act) {
-    // Quantized weights: each input row is quantized to int8 once, then every
-    // dot is integer (see quant.h: DotRowsInt8); per-token results do not
-    // depend on the batch.
-    const size_t xs = Int8ActRowBytes(w.type, in);
-    if (act_q_bytes_ < xs * static_cast<size_t>(n)) {
-      act_q_bytes_ = xs * static_cast<size_t>(n);
-      act_q_.reset(new uint8_t[act_q_bytes_ + 64]);
-      mem_.other = act_q_bytes_ + 64;
+  const size_t xb = sizeof(float) * static_cast<size_t>(n) * static_cast<size_t>(w.ne0);
+  const size_t yb = sizeof(float) * static_cast<size_t>(n) * static_cast<size_t>(w.ne1);
+  for (const PendingMatMul& m : pending_) {
+    const size_t mxb = sizeof(float) * static_cast<size_t>(m.n) * static_cast<size_t>(m.w.ne0);
+    const size_t myb = sizeof(float) * static_cast<size_t>(m.n) * static_cast<size_t>(m.w.ne1);
+    if (Overlaps(x, xb, m.y, myb) || Overlaps(y, yb, m.y, myb) || Overlaps(y, yb, m.x, mxb)) {
+      Flush();
+      break;
     }
-    uint8_t* xq = act_q_.get() + ((64 - reinterpret_cast<uintptr_t>(act_q_.get()) % 64) % 64);
-    auto quantize = [&](int64_t t0, int64_t t1) {
-      for (int64_t t = t0; t < t1; ++t) QuantizeInt8Activations(w.type, x + t * in, in, xq + t * xs);
-    };
-    if (n >= 8) pool_.ParallelFor(n, quantize);
-    else quantize(0, n);
-    pool_.ParallelFor(out_dim, [&](int64_t r0, int64_t r1) {
-      for (int64_t rb = r0; rb < r1; rb += kRowBlock) {
-        const int64_t re = std::min(r1, rb + kRowBlock);
-        for (int64_t t0 = 0; t0 < n; t0 += kTokenTile) {
-          const int64_t nt = std::min<int64_t>(kTokenTile, n - t0);
-          DotRowsInt8(w.type, w.data, row_bytes, in, rb, re, xq + t0 * xs, xs, nt, y + t0 * out_dim, out_dim);
-        }
-      }
-      if (b) {
-        for (int64_t t = 0; t < n; ++t) {
-          for (int64_t r = r0; r < r1; ++r) y[t * out_dim + r] += b[r];
-        }
-      }
-    }, kRowBlock);
-    return;
   }
-  pool_.ParallelFor(out_dim, [&](int64_t r0, int64_t r1) {
-    for (int64_t rb = r0; rb < r1; rb += kRowBlock) {
-      const int64_t re = std::min(r1, rb + kRowBlock);
+  pending_.push_back({w, bias ? static_cast<const float*>(bias->data) : nullptr, x, n, y,
+                      UsesInt8Activations(w.type) && !float_act, 0});
+}
+
+void CpuBackend::Flush() {
+  if (pending_.empty()) return;
+  // 1. Quantize each distinct int8 input once (same x, rows and format).
+  size_t total = 0;
+  std::vector<size_t> owners;
+  for (size_t i = 0; i < pending_.size(); ++i) {
+    PendingMatMul& m = pending_[i];
+    if (!m.int8) continue;
+    bool shared = false;
+    for (size_t o : owners) {
+      const PendingMatMul& q = pending_[o];
+      if (q.x == m.x && q.n == m.n && q.w.ne0 == m.w.ne0 &&
+          Int8ActBlock(q.w.type) == Int8ActBlock(m.w.type)) {
+        m.xq_off = q.xq_off;
+        shared = true;
+        break;
+      }
+    }
+    if (shared) continue;
+    m.xq_off = total;
+    total += Int8ActRowBytes(m.w.type, m.w.ne0) * static_cast<size_t>(m.n);
+    owners.push_back(i);
+  }
+  if (act_q_bytes_ < total) {
+    act_q_bytes_ = total;
+    act_q_.reset(new uint8_t[act_q_bytes_ + 64]);
+    mem_.other = act_q_bytes_ + 64;
+  }
+  uint8_t* xq = act_q_ ? act_q_.get() + ((64 - reinterpret_cast<uintptr_t>(act_q_.get()) % 64) % 64) : nullptr;
+  if (!owners.empty()) {
+    // (owner, token) pairs
+    std::vector<std::pair<size_t, int>> rows;
+    for (size_t o : owners)
+      for (int t = 0; t < pending_[o].n; ++t) rows.push_back({o, t});
+    auto quantize = [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) {
+        const PendingMatMul& m = pending_[rows[i].first];
+        const int64_t in = m.w.ne0;
+        const size_t xs = Int8ActRowBytes(m.w.type, in);
+        QuantizeInt8Activations(m.w.type, m.x + rows[i].second * in, in, xq + m.xq_off + rows[i].second * xs);
+      }
+    };
+    if (rows.size() >= 8) pool_.ParallelFor(static_cast<int64_t>(rows.size()), quantize);
+    else quantize(0, static_cast<int64_t>(rows.size()));
+  }
+  // 2. One ParallelFor over all jobs' blocks of kRowBlock rows.
+  std::vector<std::pair<size_t, int64_t>> units;  // (job, first row)
+  for (size_t i = 0; i < pending_.size(); ++i)
+    for (int64_t r = 0; r < pending_[i].w.ne1; r += kRowBlock) units.push_back({i, r});
+  pool_.ParallelFor(static_cast<int64_t>(units.size()), [&](int64_t u0, int64_t u1) {
+    for (int64_t u = u0; u < u1; ++u) {
+      const PendingMatMul& m = pending_[units[u].first];
+      const int64_t in = m.w.ne0, out_dim = m.w.ne1, n = m.n;
+      const int64_t rb = units[u].second, re = std::min(out_dim, rb + kRowBlock);
+      const size_t row_bytes = RowBytes(m.w.type, in);
       for (int64_t t0 = 0; t0 < n; t0 += kTokenTile) {
         const int64_t nt = std::min<int64_t>(kTokenTile, n - t0);
-        DotRowsBatched(w.type, w.data, row_bytes, in, rb, re, x + t0 * in, in, nt, y + t0 * out_dim, out_dim);
+        if (m.int8) {
+          const size_t xs = Int8ActRowBytes(m.w.type, in);
+          DotRowsInt8(m.w.type, m.w.data, row_bytes, in, rb, re, xq + m.xq_off + t0 * xs, xs, nt,
+                      m.y + t0 * out_dim, out_dim);
+        } else {
+          DotRowsBatched(m.w.type, m.w.data, row_bytes, in, rb, re, m.x + t0 * in, in, nt, m.y + t0 * out_dim,
+                         out_dim);
+        }
+      }
+      if (m.bias) {
+        for (int64_t t = 0; t < n; ++t) {
+          for (int64_t r = rb; r < re; ++r) m.y[t * out_dim + r] += m.bias[r];
+        }
       }
     }
-    if (b) {
-      for (int64_t t = 0; t < n; ++t) {
-        for (int64_t r = r0; r < r1; ++r) y[t * out_dim + r] += b[r];
-      }
-    }
-  }, kRowBlock);
+  });
+  pending_.clear();
+}
+
+absl::Status CpuBackend::Synchronize() {
+  Flush();
+  return absl::OkStatus();
 }
 
 void CpuBackend::Rope(float* x, int n_heads, int head_dim, const RopeParams& p) {
+  Flush();
   const Batch& b = *batch_;
   const int half = p.n_dims / 2;
   std::vector<double> inv_freq(half);
@@ -328,6 +385,7 @@ uint8_t* CpuBackend::KvRow(int layer, bool is_v, const BatchSeq& s, int pos, int
 }
 
 void CpuBackend::Attention(const float* q, const float* k, const float* v, const AttentionParams& p, float* out) {
+  Flush();
   const Batch& b = *batch_;
   const int n = b.n_tokens();
   const int hd = p.head_dim;
@@ -440,20 +498,23 @@ void CpuBackend::Attention(const float* q, const float* k, const float* v, const
 }
 
 void CpuBackend::SwiGLU(const float* gate, const float* up, int n, int dim, float* out) {
+  Flush();
   const int64_t total = static_cast<int64_t>(n) * dim;
   pool_.ParallelFor(total, [&](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i) {
       const float g = gate[i];
       out[i] = g / (1.0f + std::exp(-g)) * up[i];
     }
-  }, 1024);
+  }, 4096);
 }
 
 void CpuBackend::Add(float* x, const float* y, int64_t n) {
+  Flush();
   for (int64_t i = 0; i < n; ++i) x[i] += y[i];
 }
 
 void CpuBackend::GatherOutRows(const float* x, int dim, float* out) {
+  Flush();
   const Batch& b = *batch_;
   for (int i = 0; i < b.n_out(); ++i) {
     std::memmove(out + static_cast<size_t>(i) * dim, x + static_cast<size_t>(b.out_rows[i]) * dim, sizeof(float) * dim);
@@ -461,6 +522,7 @@ void CpuBackend::GatherOutRows(const float* x, int dim, float* out) {
 }
 
 double CpuBackend::MeasureCopyBandwidth(size_t bytes) {
+  Flush();
   // All threads copy disjoint halves of a large buffer; best of five.
   const size_t n = bytes / 2;
   std::unique_ptr<uint8_t[]> a(new (std::nothrow) uint8_t[n]), b(new (std::nothrow) uint8_t[n]);
@@ -480,6 +542,7 @@ double CpuBackend::MeasureCopyBandwidth(size_t bytes) {
 }
 
 absl::Status CpuBackend::ReadToHost(const float* src, float* host, size_t n) {
+  Flush();
   if (src != host) std::memcpy(host, src, n * sizeof(float));
   return absl::OkStatus();
 }

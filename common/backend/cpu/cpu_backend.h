@@ -35,7 +35,7 @@ class CpuBackend : public Backend {
   void Add(float* x, const float* y, int64_t n) override;
   void GatherOutRows(const float* x, int dim, float* out) override;
   absl::Status ReadToHost(const float* src, float* host, size_t n) override;
-  absl::Status Synchronize() override { return absl::OkStatus(); }
+  absl::Status Synchronize() override;
   double MeasureCopyBandwidth(size_t bytes) override;
 
   int threads() const { return pool_.size(); }
@@ -47,7 +47,22 @@ class CpuBackend : public Backend {
   // Address of the K (or V) row of one KV head at one position of a sequence.
   uint8_t* KvRow(int layer, bool is_v, const BatchSeq& s, int pos, int kv_head) const;
 
+  // MatMuls are queued and run together at the next other op (or when one
+  // reads another's output): q/k/v and gate/up then share one ParallelFor and
+  // one activation quantization. Per-row arithmetic is unchanged.
+  struct PendingMatMul {
+    Weight w;
+    const float* bias;
+    const float* x;
+    int n;
+    float* y;
+    bool int8;
+    size_t xq_off;  // quantized input at act_q_ + xq_off (int8)
+  };
+  void Flush();
+
   ThreadPool pool_;
+  std::vector<PendingMatMul> pending_;
   const Batch* batch_ = nullptr;  // set by SetBatch; valid during the forward pass
   KvLayout kv_;
   size_t kv_row_bytes_ = 0;
