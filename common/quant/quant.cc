@@ -257,7 +257,8 @@ inline float RoundEven(float v) {
 }
 
 // One block of `bs` values: d = amax/127, q = round(x * 127/amax).
-inline float QuantBlock(const float* x, int bs, int8_t* q) {
+template <int bs>
+inline float QuantBlock(const float* x, int8_t* q) {
   float amax = 0.0f;
   for (int i = 0; i < bs; ++i) {
     const float a = std::fabs(x[i]);
@@ -278,6 +279,11 @@ inline float QuantBlock(const float* x, int bs, int8_t* q) {
 }
 }  // namespace
 
+// Plain float steps (no FMA: fp-contract is off in this file), so the clones
+// give the same bytes.
+#if defined(__GNUC__) && !defined(__clang__) && (defined(__x86_64__) || defined(__i386__))
+__attribute__((target_clones("avx512f", "avx2", "default")))
+#endif
 void QuantizeInt8Activations(GgmlType type, const float* x, int64_t n, void* dst) {
   const bool kq = quant_internal::IsKQuant(type);
   const quant_internal::Int8ActLayout l = quant_internal::GetInt8ActLayout(n, kq);
@@ -285,7 +291,8 @@ void QuantizeInt8Activations(GgmlType type, const float* x, int64_t n, void* dst
   auto* q = reinterpret_cast<int8_t*>(base);
   auto* d = reinterpret_cast<float*>(base + l.d_off);
   const int64_t nb = n / l.block;
-  for (int64_t b = 0; b < nb; ++b) d[b] = QuantBlock(x + b * l.block, l.block, q + b * l.block);
+  for (int64_t b = 0; b < nb; ++b)
+    d[b] = kq ? QuantBlock<256>(x + b * l.block, q + b * l.block) : QuantBlock<32>(x + b * l.block, q + b * l.block);
   if (kq) {
     auto* bs = reinterpret_cast<int16_t*>(base + l.s_off);
     for (int64_t g = 0; g < n / 16; ++g) {
