@@ -37,6 +37,7 @@ int RunStream(const Config& c, client::GenerateParams p) {
   p.max_tokens = static_cast<int>(c.GetInt("max-tokens"));
   p.sampling = SamplingFromConfig(c);
   if (c.Has("k") && c.IsSet("k")) p.k = static_cast<int>(c.GetInt("k"));
+  if (c.Has("adaptive") && c.IsSet("adaptive")) p.adaptive = c.GetBool("adaptive");
   if (c.Has("no-speculation")) p.disable_speculation = c.GetBool("no-speculation");
   if (c.Has("ignore-eos")) p.ignore_eos = c.GetBool("ignore-eos");
   if (c.Has("stop") && !c.GetString("stop").empty()) p.stop.push_back(c.GetString("stop"));
@@ -94,8 +95,10 @@ int Chat(const std::vector<std::string>& args) {
 int Stats(const std::vector<std::string>& args) {
   Config c("specd stats");
   c.AddString("coordinator", kDefaultCoordinator, "coordinator address (host:port or unix:PATH)");
-  c.AddInt("k", 0, "set the coordinator's k for new requests (0: leave)", 0, 64);
+  c.AddInt("k", 0, "set the coordinator's fixed k for new requests and select fixed mode (0: leave)", 0, 64);
   c.AddString("speculation", "", "on/off: turn speculation on or off (empty: leave)");
+  c.AddString("adaptive", "", "on/off: choose k per step, or use the fixed k (empty: leave)");
+  c.AddInt("draft-max", 0, "set adaptive mode's most drafts per step (0: leave)", 0, 64);
   if (int rc = ParseOrExit(c, args); rc >= 0) return rc;
   auto cl = ConnectTo(c);
   if (!cl.ok()) return Fail(cl.status());
@@ -106,8 +109,15 @@ int Stats(const std::vector<std::string>& args) {
   if (sp == "on") on = true;
   else if (sp == "off") on = false;
   else if (!sp.empty()) return Fail("--speculation takes on or off");
-  if (k || on) {
-    auto r = (*cl)->SetSpeculation(k, on);
+  std::optional<bool> adaptive;
+  std::optional<int> draft_max;
+  const std::string ad = c.GetString("adaptive");
+  if (ad == "on") adaptive = true;
+  else if (ad == "off") adaptive = false;
+  else if (!ad.empty()) return Fail("--adaptive takes on or off");
+  if (c.GetInt("draft-max") > 0) draft_max = static_cast<int>(c.GetInt("draft-max"));
+  if (k || on || adaptive || draft_max) {
+    auto r = (*cl)->SetSpeculation(k, on, adaptive, draft_max);
     if (!r.ok()) return Fail(r.status());
   }
   auto s = (*cl)->GetStats();

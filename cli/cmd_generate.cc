@@ -53,7 +53,11 @@ int Generate(const std::vector<std::string>& args) {
   EngineOptions::AddFlags(&c);
   AddSamplingFlags(&c);
   c.AddString("draft", "", "draft model for in-process speculative decoding");
-  c.AddInt("k", 4, "draft tokens proposed per step", 1, 16);
+  c.AddInt("k", 4, "draft tokens per step; given explicitly: fixed k (unless --adaptive is given too)", 1, 16);
+  c.AddBool("adaptive", true, "choose the speculation length per step (acceptance and measured costs)");
+  c.AddInt("draft-max", 8, "adaptive: most draft tokens per step", 1, 16);
+  c.AddDouble("min-confidence", -1.0, "the draft stops below this top probability (-1: 0 fixed, 0.5 adaptive)", -1.0,
+              1.0);
   c.AddString("coordinator", "", "generate through this coordinator (host:port or unix:PATH) instead of in-process");
   c.AddBool("no-speculation", false, "with --coordinator: target-only decoding for this request");
   c.AddString("stop", "", "stop string");
@@ -95,6 +99,9 @@ int Generate(const std::vector<std::string>& args) {
   std::unique_ptr<Engine> draft_engine;
   std::unique_ptr<LocalDraft> draft;
   const int k = static_cast<int>(c.GetInt("k"));
+  // An explicit --k asks for that k, unless --adaptive is given explicitly too.
+  const bool adaptive = c.GetBool("adaptive") && (!c.IsSet("k") || c.IsSet("adaptive"));
+  const int draft_max = static_cast<int>(c.GetInt("draft-max"));
   LocalTarget target(&e);
   if (!c.GetString("draft").empty()) {
     EngineOptions d = *opts;
@@ -102,7 +109,7 @@ int Generate(const std::vector<std::string>& args) {
     auto de = Engine::Create(d);
     if (!de.ok()) return Fail(de.status());
     draft_engine = std::move(*de);
-    auto ld = LocalDraft::Create(draft_engine.get(), k);
+    auto ld = LocalDraft::Create(draft_engine.get(), adaptive ? std::max(k, draft_max) : k);
     if (!ld.ok()) return Fail(ld.status());
     draft = std::move(*ld);
     if (auto st = target.Attach(draft->exchange().kind(), draft->exchange().name()); !st.ok()) return Fail(st);
@@ -112,6 +119,10 @@ int Generate(const std::vector<std::string>& args) {
   req.sampling = SamplingFromConfig(c);
   req.max_tokens = static_cast<int>(c.GetInt("max-tokens"));
   req.k = draft ? k : 0;
+  req.policy.adaptive = adaptive;
+  req.policy.draft_max = draft_max;
+  const double conf = c.GetDouble("min-confidence");
+  req.min_confidence = conf >= 0 ? static_cast<float>(conf) : adaptive ? 0.5f : 0.0f;
   req.max_context = opts->max_seq_len;
   req.ignore_eos = c.GetBool("ignore-eos");
   if (!c.GetString("stop").empty()) req.stop.push_back(c.GetString("stop"));
@@ -138,9 +149,13 @@ int Generate(const std::vector<std::string>& args) {
                prompt.size(), prompt.size() / std::max(prefill_s, 1e-9), prefill_s, r.tokens.size(),
                r.TokensPerSecond(), r.stats.elapsed_seconds, FinishReasonName(r.reason));
   if (draft) {
-    std::fprintf(stderr, "; k=%d acceptance %.1f%% (%lld/%lld), mean accepted length %.2f tokens/step", k,
-                 100.0 * r.stats.AcceptanceRate(), static_cast<long long>(r.stats.accepted),
-                 static_cast<long long>(r.stats.proposed), r.stats.MeanAcceptedLength());
+    int64_t kw = 0;
+    for (size_t i = 0; i < r.stats.k_hist.size(); ++i) kw += static_cast<int64_t>(i) * r.stats.k_hist[i];
+    std::fprintf(stderr, "; %s (mean k %.2f) acceptance %.1f%% (%lld/%lld), mean accepted length %.2f tokens/step",
+                 adaptive ? absl::StrFormat("adaptive k<=%d", draft_max).c_str() : absl::StrFormat("k=%d", k).c_str(),
+                 r.stats.steps ? static_cast<double>(kw) / r.stats.steps : 0.0, 100.0 * r.stats.AcceptanceRate(),
+                 static_cast<long long>(r.stats.accepted), static_cast<long long>(r.stats.proposed),
+                 r.stats.MeanAcceptedLength());
   }
   std::fprintf(stderr, "\n");
   return 0;

@@ -13,6 +13,7 @@ int Chat(const std::vector<std::string>& args);
 int Stats(const std::vector<std::string>& args);
 int SwapDraft(const std::vector<std::string>& args);
 int Bench(const std::vector<std::string>& args);
+int BenchSpec(const std::vector<std::string>& args);  // target-only vs fixed k vs adaptive, in process
 int Plan(const std::vector<std::string>& args);
 int Loadgen(const std::vector<std::string>& args);  // needs the coordinator client
 int Tune(const std::vector<std::string>& args);     // starts the services itself

@@ -21,6 +21,7 @@ const Cmd kCmds[] = {
     {"stats", specd::cli::Stats, "show a coordinator's statistics"},
     {"swap-draft", specd::cli::SwapDraft, "replace the draft model of a running service"},
     {"bench", specd::cli::Bench, "measure prefill/decode/verify speed of a model or a named shape"},
+    {"bench-spec", specd::cli::BenchSpec, "compare target-only, fixed k and adaptive speculation on a workload"},
     {"plan", specd::cli::Plan, "memory ledger of a target + draft deployment against a budget"},
     {"loadgen", specd::cli::Loadgen, "load a coordinator with concurrent requests; throughput and latency percentiles"},
     {"tune", specd::cli::Tune, "sweep service settings for a workload; write the best as config files"},

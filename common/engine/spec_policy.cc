@@ -66,6 +66,12 @@ std::optional<double> SpecCosts::Estimate(const std::vector<Cell>& cells, double
   return std::max(end.y + slope * (x - end.x), 0.05 * end.y);
 }
 
+int64_t SpecCosts::VerifyCount(int drafted) const {
+  if (drafted < 0 || drafted > kMaxLen) return 0;
+  std::lock_guard<std::mutex> l(mu_);
+  return verify_[static_cast<size_t>(drafted)].n;
+}
+
 std::optional<double> SpecCosts::Draft(double forwards) const {
   std::lock_guard<std::mutex> l(mu_);
   return Estimate(draft_, forwards, /*proportional=*/true);
@@ -169,6 +175,7 @@ int SpecPolicy::Next(int k, int limit) {
   if (!o_.adaptive) return std::min(k, limit);
   const int kmax = std::min(o_.draft_max, limit);
   if (kmax <= 0) return 0;
+  if (costs_ && costs_->VerifyCount(0) == 0 && steps_++ % 8 == 1) return 0;  // measure a target-only step
   const int best = Best(kmax);
   if (best < 0) return std::min(k, kmax);  // costs not known yet
   if (best > 0) {
@@ -176,19 +183,25 @@ int SpecPolicy::Next(int k, int limit) {
     probe_wait_ = o_.probe_after;
     return best;
   }
-  // Target-only pays more now; probe the draft now and then.
-  if (++idle_ < probe_wait_) return 0;
-  idle_ = 0;
-  probe_wait_ = std::min(2 * probe_wait_, o_.probe_max);
-  int probe = 1;
+  // Target-only pays more now; probe the draft now and then, if it could pay.
+  const double t0 = *costs_->Verify(0);
+  int probe = 0;
   double probe_rate = -1;
+  bool could_pay = false;
   for (int j = 1; j <= kmax; ++j) {
+    const double t = *costs_->Draft(j) + *costs_->Verify(j);
+    could_pay |= (j + 1) / t > 1 / t0;  // every draft accepted
     const double r = ExpectedRate(j).value_or(0);
     if (r > probe_rate) {
       probe = j;
       probe_rate = r;
     }
   }
+  if (!could_pay || ++idle_ < probe_wait_) return 0;
+  idle_ = 0;
+  // Space probes so that their expected loss stays near 3% of the time.
+  const double loss = ExpectedTokens(probe) / probe_rate / t0 - ExpectedTokens(probe);  // in target-only steps
+  probe_wait_ = std::clamp(std::max(2 * probe_wait_, static_cast<int>(loss / 0.03)), o_.probe_after, o_.probe_max);
   return probe;
 }
 

@@ -12,8 +12,13 @@
 //   T(k) = Draft(forwards(k)) + Verify(drafted(k)),     T(0) = a target-only step.
 // The policy takes argmax_k E(k) / T(k) over 0..draft_max. When target-only
 // wins, it probes the draft again after probe_after target-only steps
-// (doubling while probes keep losing, up to probe_max), so a sequence whose
-// text turns predictable gets speculation back.
+// (doubling while probes keep losing, up to probe_max, and spaced further
+// when a probe's expected loss is large), so a sequence whose text turns
+// predictable gets speculation back. It never probes when the costs say that
+// drafting could not pay even if every draft were accepted. While the costs
+// hold no measured target-only step, every 8th step is one (its cost cannot
+// be extrapolated from verify costs: on some backends one token is much
+// cheaper than two).
 //
 // Fixed mode (adaptive = false) just returns the given k. Both modes are
 // capped by the loop's limit (tokens left, context room).
@@ -40,6 +45,8 @@ class SpecCosts {
   // Seconds, or nullopt while nothing is known. Fractional lengths interpolate.
   std::optional<double> Draft(double forwards) const;
   std::optional<double> Verify(double drafted) const;
+  // Observations of a verify of `drafted` drafts (0: target-only steps).
+  int64_t VerifyCount(int drafted) const;
   // Ignore further observations (benchmarks: costs calibrated once, so that
   // the policy's choices depend only on the text).
   void Freeze();
@@ -66,7 +73,7 @@ struct SpecPolicyOptions {
   double ewma = 0.15;         // weight of one step in the running estimates
   double prior_accept = 0.6;  // alpha_i before a position was ever drafted
   int probe_after = 8;        // target-only steps before the draft is tried again
-  int probe_max = 32;         // ... doubling up to this while probes lose
+  int probe_max = 128;        // ... doubling up to this while probes lose
 };
 
 class SpecPolicy {
@@ -101,6 +108,7 @@ class SpecPolicy {
   std::vector<int> seen_alpha_, seen_pi_;  // observations of each position
   int idle_ = 0;                    // target-only steps since the last probe
   int probe_wait_ = 0;
+  int64_t steps_ = 0;               // Next calls
 };
 
 }  // namespace specd

@@ -51,6 +51,15 @@ WorkerStats FromInfo(const v1::InfoResponse& i, bool reachable) {
   w.max_batch = i.max_batch();
   w.memory_total = i.ledger().total();
   w.memory_budget = i.ledger().budget();
+  w.memory_weights = i.ledger().weights();
+  w.memory_kv = i.ledger().kv_pool();
+  w.memory_activations = i.ledger().activations();
+  w.memory_exchange = i.ledger().exchange();
+  w.forward_tokens = i.forward_tokens();
+  w.prefill_tokens = i.prefill_tokens();
+  w.forward_seconds = i.forward_seconds();
+  w.prefill_chunk = i.prefill_chunk();
+  w.batch_limit = i.batch_limit();
   return w;
 }
 
@@ -90,6 +99,7 @@ absl::StatusOr<GenerateSummary> Client::Generate(const GenerateParams& p,
   rpc::SamplingToProto(p.sampling, req.mutable_sampling());
   for (const auto& s : p.stop) req.add_stop(s);
   if (p.k) req.mutable_speculation()->set_k(*p.k);
+  if (p.adaptive) req.mutable_speculation()->set_adaptive(*p.adaptive);
   req.mutable_speculation()->set_disable(p.disable_speculation);
   req.mutable_speculation()->set_min_confidence(p.min_confidence);
 
@@ -127,12 +137,18 @@ absl::StatusOr<GenerateSummary> Client::Generate(const GenerateParams& p,
       sum.elapsed_seconds = s.elapsed_seconds();
       sum.draft_failures = s.draft_failures();
       sum.stop = s.stop();
+      sum.queue_seconds = s.queue_seconds();
+      sum.time_to_first_token_seconds = s.time_to_first_token_seconds();
+      sum.prefill_seconds = s.prefill_seconds();
+      sum.k_histogram.assign(s.k_histogram().begin(), s.k_histogram().end());
+      sum.adaptive = s.adaptive();
       have_summary = true;
       continue;
     }
     StreamChunk ch;
     ch.text = m.text();
     ch.token_ids = rpc::ToVector(m.token_ids());
+    ch.k = m.step().k();
     ch.proposed = m.step().proposed();
     ch.accepted = m.step().accepted();
     ch.appended = m.step().appended();
@@ -181,6 +197,8 @@ absl::StatusOr<Health> Client::GetHealth(std::chrono::milliseconds timeout, bool
   h.draft_model = resp.draft_model();
   h.k = resp.k();
   h.speculation_enabled = resp.speculation_enabled();
+  h.adaptive = resp.adaptive();
+  h.draft_max = resp.draft_max();
   return h;
 }
 
@@ -227,6 +245,40 @@ absl::StatusOr<Stats> Client::GetStats(std::chrono::milliseconds timeout) {
   s.draft_reconnects = r.draft_reconnects();
   s.target = FromInfo(r.target(), r.target().pid() != 0);
   s.draft = FromInfo(r.draft(), r.draft().pid() != 0);
+  s.queue_depth = r.queue_depth();
+  s.max_queue = r.max_queue();
+  s.max_batch = r.max_batch();
+  s.max_seq_len = r.max_seq_len();
+  s.requests_running = r.requests_running();
+  s.requests_rejected = r.requests_rejected();
+  s.kv_blocks_reserved = r.kv_blocks_reserved();
+  s.prompt_tokens = r.prompt_tokens();
+  s.busy_seconds = r.busy_seconds();
+  s.throughput_tokens_per_second = r.throughput_tokens_per_second();
+  s.mean_queue_seconds = r.mean_queue_seconds();
+  s.verify_batch_mean = r.verify_batch_mean();
+  s.draft_batch_mean = r.draft_batch_mean();
+  s.adaptive = r.adaptive();
+  s.draft_max = r.draft_max();
+  s.k_histogram.assign(r.k_histogram().begin(), r.k_histogram().end());
+  s.step_costs = r.step_costs();
+  for (const v1::RequestRecord& q : r.recent()) {
+    RequestRecord rec;
+    rec.id = q.id();
+    rec.prompt_tokens = q.prompt_tokens();
+    rec.completion_tokens = q.completion_tokens();
+    rec.finish_reason = q.error().empty() ? ReasonName(q.finish_reason()) : "error";
+    rec.error = q.error();
+    rec.acceptance_rate = q.acceptance_rate();
+    rec.mean_accepted_length = q.mean_accepted_length();
+    rec.tokens_per_second = q.tokens_per_second();
+    rec.queue_seconds = q.queue_seconds();
+    rec.time_to_first_token_seconds = q.time_to_first_token_seconds();
+    rec.elapsed_seconds = q.elapsed_seconds();
+    rec.mean_k = q.mean_k();
+    rec.adaptive = q.adaptive();
+    s.recent.push_back(rec);
+  }
   return s;
 }
 
@@ -241,16 +293,26 @@ absl::StatusOr<WorkerStats> Client::SwapDraft(const std::string& path, std::chro
   return FromInfo(resp.draft(), true);
 }
 
-absl::StatusOr<std::pair<int, bool>> Client::SetSpeculation(std::optional<int> k, std::optional<bool> enabled) {
+absl::StatusOr<SpeculationSettings> Client::SetSpeculation(std::optional<int> k, std::optional<bool> enabled,
+                                                           std::optional<bool> adaptive,
+                                                           std::optional<int> draft_max) {
   v1::SetSpeculationRequest req;
   if (k) req.set_k(*k);
   if (enabled) req.set_enabled(*enabled);
+  if (adaptive) req.set_adaptive(*adaptive);
+  if (draft_max) req.set_draft_max(*draft_max);
   v1::SetSpeculationResponse resp;
   grpc::ClientContext ctx;
   SetTimeout(&ctx, std::chrono::seconds(10));
   const grpc::Status st = impl_->admin->SetSpeculation(&ctx, req, &resp);
   if (!st.ok()) return rpc::FromGrpc(st);
-  return std::make_pair(resp.k(), resp.enabled());
+  return SpeculationSettings{resp.k(), resp.enabled(), resp.adaptive(), resp.draft_max()};
+}
+
+absl::StatusOr<std::pair<int, bool>> Client::SetSpeculation(std::optional<int> k, std::optional<bool> enabled) {
+  auto s = SetSpeculation(k, enabled, std::nullopt, std::nullopt);
+  if (!s.ok()) return s.status();
+  return std::make_pair(s->k, s->enabled);
 }
 
 std::string FormatSummary(const GenerateSummary& s) {
@@ -262,19 +324,48 @@ std::string FormatSummary(const GenerateSummary& s) {
   } else {
     out += "; target-only";
   }
+  if (s.adaptive) out += "; adaptive k";
   if (s.draft_failures > 0) out += absl::StrFormat(" (%d draft failures)", s.draft_failures);
+  if (s.time_to_first_token_seconds > 0)
+    out += absl::StrFormat("; first token %.0f ms (queue %.0f ms)", 1e3 * s.time_to_first_token_seconds,
+                           1e3 * s.queue_seconds);
   return out;
 }
 
+namespace {
+std::string KHist(const std::vector<int64_t>& h) {
+  int64_t total = 0;
+  for (int64_t n : h) total += n;
+  std::string out;
+  for (size_t k = 0; k < h.size(); ++k) {
+    if (h[k] == 0) continue;
+    out += absl::StrFormat("%s%d:%.0f%%", out.empty() ? "" : " ", k, 100.0 * static_cast<double>(h[k]) / total);
+  }
+  return out.empty() ? "-" : out;
+}
+}  // namespace
+
 std::string FormatStats(const Stats& s) {
   std::ostringstream os;
-  os << absl::StrFormat("requests: %d total, %d active, %d failed; uptime %.0f s\n", s.requests_total,
-                        s.requests_active, s.requests_failed, s.uptime_seconds);
-  os << absl::StrFormat("tokens: %d in %d steps, %.1f tok/s per request\n", s.completion_tokens, s.steps,
-                        s.tokens_per_second);
-  os << absl::StrFormat("speculation: %s, k=%d, draft %s; acceptance %.1f%% (%d/%d), mean accepted length %.2f\n",
-                        s.speculation_enabled ? "on" : "off", s.k, s.draft_ready ? "ready" : "not ready",
-                        100.0 * s.acceptance_rate, s.accepted, s.proposed, s.mean_accepted_length);
+  os << absl::StrFormat("requests: %d total, %d running, %d queued (max %d), %d failed, %d rejected; uptime %.0f s\n",
+                        s.requests_total, s.requests_running, s.queue_depth, s.max_queue, s.requests_failed,
+                        s.requests_rejected, s.uptime_seconds);
+  os << absl::StrFormat("admission: max-batch %d, max-seq-len %d, KV blocks reserved %d/%d; mean queue wait %.1f ms\n",
+                        s.max_batch, s.max_seq_len, s.kv_blocks_reserved, s.target.kv_total_blocks,
+                        1e3 * s.mean_queue_seconds);
+  os << absl::StrFormat("tokens: %d prompt, %d generated in %d steps; %.1f tok/s per request, %.1f tok/s aggregate "
+                        "(%.0f s busy)\n",
+                        s.prompt_tokens, s.completion_tokens, s.steps, s.tokens_per_second,
+                        s.throughput_tokens_per_second, s.busy_seconds);
+  os << absl::StrFormat("speculation: %s, %s, draft %s; acceptance %.1f%% (%d/%d), mean accepted length %.2f\n",
+                        s.speculation_enabled ? "on" : "off",
+                        s.adaptive ? absl::StrFormat("adaptive k<=%d", s.draft_max) : absl::StrFormat("k=%d", s.k),
+                        s.draft_ready ? "ready" : "not ready", 100.0 * s.acceptance_rate, s.accepted, s.proposed,
+                        s.mean_accepted_length);
+  os << "k histogram (drafts verified per step: share of steps): " << KHist(s.k_histogram) << "\n";
+  if (!s.step_costs.empty()) os << "step costs: " << s.step_costs << "\n";
+  os << absl::StrFormat("batches: %.2f sequences per verify, %.2f per draft proposal\n", s.verify_batch_mean,
+                        s.draft_batch_mean);
   os << absl::StrFormat("draft: %d failures, %d reconnects, %d swaps\n", s.draft_failures, s.draft_reconnects,
                         s.draft_swaps);
   auto worker = [&](const char* name, const WorkerStats& w) {
@@ -283,13 +374,31 @@ std::string FormatStats(const Stats& s) {
       return;
     }
     os << absl::StrFormat("%s: %s (%s, vocab %d) pid %d; sequences %d/%d, KV blocks %d/%d; %d forwards, "
-                          "%d batches (%d requests, largest %d); memory %s\n",
+                          "%d batches (%d requests, mean %.2f, largest %d); %d prefill + %d step tokens\n",
                           name, w.model_name, w.arch, w.vocab_size, w.pid, w.active_sequences, w.max_seqs,
-                          w.kv_used_blocks, w.kv_total_blocks, w.forwards, w.batches, w.batched_requests, w.max_batch,
-                          Config::FormatBytes(static_cast<int64_t>(w.memory_total)));
+                          w.kv_used_blocks, w.kv_total_blocks, w.forwards, w.batches, w.batched_requests,
+                          w.BatchMean(), w.max_batch, w.prefill_tokens, w.forward_tokens - w.prefill_tokens);
+    os << absl::StrFormat("  memory: weights %s, KV %s, activations %s, exchange %s; total %s of %s\n",
+                          Config::FormatBytes(static_cast<int64_t>(w.memory_weights)),
+                          Config::FormatBytes(static_cast<int64_t>(w.memory_kv)),
+                          Config::FormatBytes(static_cast<int64_t>(w.memory_activations)),
+                          Config::FormatBytes(static_cast<int64_t>(w.memory_exchange)),
+                          Config::FormatBytes(static_cast<int64_t>(w.memory_total)),
+                          w.memory_budget < 0 ? std::string("unbounded") : Config::FormatBytes(w.memory_budget));
   };
   worker("target", s.target);
   worker("draft", s.draft);
+  if (!s.recent.empty()) {
+    os << "recent requests (newest first):\n";
+    os << absl::StrFormat("  %8s %6s %6s %-9s %7s %7s %6s %9s %9s %9s\n", "id", "prompt", "tokens", "finish",
+                          "accept", "acc.len", "mean k", "tok/s", "queue ms", "ttft ms");
+    for (const RequestRecord& r : s.recent) {
+      os << absl::StrFormat("  %8d %6d %6d %-9s %6.1f%% %7.2f %6.2f %9.1f %9.1f %9.1f%s\n", r.id, r.prompt_tokens,
+                            r.completion_tokens, r.finish_reason, 100 * r.acceptance_rate, r.mean_accepted_length,
+                            r.mean_k, r.tokens_per_second, 1e3 * r.queue_seconds,
+                            1e3 * r.time_to_first_token_seconds, r.error.empty() ? "" : "  " + r.error);
+    }
+  }
   return os.str();
 }
 

@@ -36,7 +36,8 @@ struct GenerateParams {
   int max_tokens = 0;                  // 0: the coordinator's default
   SamplingParams sampling;
   std::vector<std::string> stop;
-  std::optional<int> k;                // draft tokens per step (unset: the coordinator's)
+  std::optional<int> k;                // draft tokens per step (unset: the coordinator's); with adaptive: the cap
+  std::optional<bool> adaptive;        // choose k per step (unset: fixed when k is set, else the coordinator's)
   bool disable_speculation = false;
   float min_confidence = 0.0f;
   bool ignore_eos = false;               // generate past end-of-generation tokens
@@ -47,6 +48,7 @@ struct GenerateParams {
 struct StreamChunk {
   std::string text;
   std::vector<int32_t> token_ids;
+  int k = 0;  // drafts asked for
   int proposed = 0, accepted = 0, appended = 0, emitted = 0;
   bool draft_used = false;
 };
@@ -65,6 +67,11 @@ struct GenerateSummary {
   double elapsed_seconds = 0;
   int draft_failures = 0;
   std::string stop;
+  double queue_seconds = 0;                // waiting for admission
+  double time_to_first_token_seconds = 0;  // arrival to the first token (server side)
+  double prefill_seconds = 0;
+  std::vector<int64_t> k_histogram;        // steps by drafts verified (index 0: target-only)
+  bool adaptive = false;
   // Everything streamed, concatenated (filled by the client).
   std::string text;
   std::vector<int32_t> tokens;
@@ -78,6 +85,8 @@ struct Health {
   std::string target_model, draft_model;
   int k = 0;
   bool speculation_enabled = false;
+  bool adaptive = false;
+  int draft_max = 0;
 };
 
 // One worker as Stats reports it.
@@ -92,6 +101,24 @@ struct WorkerStats {
   int max_batch = 0;
   uint64_t memory_total = 0;
   int64_t memory_budget = -1;
+  // The memory ledger by part.
+  uint64_t memory_weights = 0, memory_kv = 0, memory_activations = 0, memory_exchange = 0;
+  int64_t forward_tokens = 0, prefill_tokens = 0;  // prefill: chunked prompt tokens; the rest were steps
+  double forward_seconds = 0;
+  int64_t prefill_chunk = 0;
+  int batch_limit = 0;
+  double BatchMean() const { return batches ? static_cast<double>(batched_requests) / batches : 0.0; }
+};
+
+// One finished request as Stats lists it.
+struct RequestRecord {
+  int64_t id = 0;
+  int prompt_tokens = 0, completion_tokens = 0;
+  std::string finish_reason;  // eos, stop, length, cancelled, deadline; "error" with `error`
+  std::string error;
+  double acceptance_rate = 0, mean_accepted_length = 0, tokens_per_second = 0;
+  double queue_seconds = 0, time_to_first_token_seconds = 0, elapsed_seconds = 0, mean_k = 0;
+  bool adaptive = false;
 };
 
 struct Stats {
@@ -102,6 +129,24 @@ struct Stats {
   bool speculation_enabled = false, draft_ready = false, target_ready = false;
   int64_t draft_swaps = 0, draft_reconnects = 0;
   WorkerStats target, draft;
+  // Scheduling and admission.
+  int queue_depth = 0, max_queue = 0, max_batch = 0, max_seq_len = 0, requests_running = 0;
+  int64_t requests_rejected = 0, kv_blocks_reserved = 0, prompt_tokens = 0;
+  double busy_seconds = 0, throughput_tokens_per_second = 0, mean_queue_seconds = 0;
+  double verify_batch_mean = 0, draft_batch_mean = 0;  // sequences per target / draft batch
+  // Speculation.
+  bool adaptive = false;
+  int draft_max = 0;
+  std::vector<int64_t> k_histogram;  // steps by drafts verified (index 0: target-only)
+  std::string step_costs;            // the measured call times the adaptive policy uses
+  std::vector<RequestRecord> recent;  // newest first
+};
+
+// What SetSpeculation left in force.
+struct SpeculationSettings {
+  int k = 0;
+  bool enabled = false, adaptive = false;
+  int draft_max = 0;
 };
 
 class Client {
@@ -128,8 +173,11 @@ class Client {
   // when its vocabulary differs from the target's.
   absl::StatusOr<WorkerStats> SwapDraft(const std::string& path,
                                         std::chrono::milliseconds timeout = std::chrono::minutes(10));
-  // Unset fields keep their value; returns the settings in force.
+  // Unset fields keep their value; returns the settings in force (k, enabled).
+  // Setting k alone selects fixed-k mode (adaptive off).
   absl::StatusOr<std::pair<int, bool>> SetSpeculation(std::optional<int> k, std::optional<bool> enabled);
+  absl::StatusOr<SpeculationSettings> SetSpeculation(std::optional<int> k, std::optional<bool> enabled,
+                                                     std::optional<bool> adaptive, std::optional<int> draft_max);
 
  private:
   struct Impl;

@@ -16,8 +16,10 @@
 // One round: exclusive tasks, one prefill slice round, one batch. A batch holds
 // at most one job per key (sequence): a second one for the same sequence
 // waits for the next round. With batch_wait > 0 the thread, before a batch,
-// waits up to that long while fewer jobs are pending than sequences were in
-// the previous batch (so that sequences stepping in lockstep stay in one batch).
+// waits up to that long while fewer sequences have a job pending than were in
+// the last two batches together: sequences that split into two cohorts (one
+// job started a batch alone, the rest queued behind it) merge again.
+// Sequences that stopped stepping drop out of that count after two batches.
 #pragma once
 #include <atomic>
 #include <chrono>
@@ -136,7 +138,7 @@ class EngineThread {
   };
 
   void Loop() {
-    int last_batch = 0;
+    std::set<int64_t> prev, prev2;  // keys of the last two batches
     while (true) {
       std::deque<std::function<void()>> tasks;
       std::vector<std::unique_ptr<Pending>> batch;
@@ -144,14 +146,22 @@ class EngineThread {
         std::unique_lock<std::mutex> l(mu_);
         cv_.wait(l, [&] { return stop_ || !tasks_.empty() || !jobs_.empty() || !incoming_.empty() || !prefills_.empty(); });
         if (stop_ && tasks_.empty() && jobs_.empty() && incoming_.empty() && prefills_.empty()) return;
-        // Lockstep batching: give the sequences of the last batch a moment to
-        // come back, unless other work waits.
+        // Lockstep batching: give the sequences of the last batches a moment
+        // to come back, unless other work waits.
         if (opts_.batch_wait.count() > 0 && tasks_.empty() && incoming_.empty() && prefills_.empty() &&
-            !jobs_.empty() && static_cast<int>(jobs_.size()) < std::min(last_batch, opts_.max_batch)) {
-          cv_.wait_for(l, opts_.batch_wait, [&] {
-            return stop_ || !tasks_.empty() || !incoming_.empty() ||
-                   static_cast<int>(jobs_.size()) >= std::min(last_batch, opts_.max_batch);
-          });
+            !jobs_.empty()) {
+          std::set<int64_t> expect = prev;
+          expect.insert(prev2.begin(), prev2.end());
+          const int want = std::min(static_cast<int>(expect.size()), opts_.max_batch);
+          auto pending_keys = [&] {
+            std::set<int64_t> k;
+            for (const auto& p : jobs_) k.insert(key_(p->job));
+            return static_cast<int>(k.size());
+          };
+          if (pending_keys() < want) {
+            cv_.wait_for(l, opts_.batch_wait,
+                         [&] { return stop_ || !tasks_.empty() || !incoming_.empty() || pending_keys() >= want; });
+          }
         }
         tasks.swap(tasks_);
         for (auto& p : incoming_) prefills_.push_back(std::move(p));
@@ -173,13 +183,16 @@ class EngineThread {
       jobs.reserve(batch.size());
       for (auto& p : batch) jobs.push_back(std::move(p->job));
       std::vector<Result> res = batch_(jobs);
-      for (size_t i = 0; i < batch.size(); ++i) {
-        batch[i]->done.set_value(i < res.size() ? std::move(res[i]) : Result(absl::InternalError("batch lost a job")));
-      }
-      last_batch = static_cast<int>(batch.size());
+      // Counted before the callers wake, so that what they read next includes it.
       batches_.fetch_add(1);
       batched_jobs_.fetch_add(static_cast<int64_t>(batch.size()));
       if (static_cast<int>(batch.size()) > max_seen_.load()) max_seen_.store(static_cast<int>(batch.size()));
+      prev2.swap(prev);
+      prev.clear();
+      for (const Job& j : jobs) prev.insert(key_(j));
+      for (size_t i = 0; i < batch.size(); ++i) {
+        batch[i]->done.set_value(i < res.size() ? std::move(res[i]) : Result(absl::InternalError("batch lost a job")));
+      }
     }
   }
 
@@ -213,12 +226,14 @@ class EngineThread {
     std::vector<absl::StatusOr<int64_t>> res = prefill_(reqs);
     prefill_rounds_.fetch_add(1);
     for (size_t i = 0; i < served.size(); ++i) {
+      if (i < res.size() && res[i].ok()) prefill_tokens_.fetch_add(reqs[i].tokens);
+    }
+    for (size_t i = 0; i < served.size(); ++i) {
       PrefillJob& j = *served[i];
       if (i >= res.size() || !res[i].ok()) {
         j.done.set_value(i < res.size() ? res[i].status() : absl::InternalError("prefill lost a slice"));
         continue;
       }
-      prefill_tokens_.fetch_add(reqs[i].tokens);
       if (*res[i] <= 0) {
         j.done.set_value(absl::OkStatus());
         continue;

@@ -111,6 +111,7 @@ struct ServiceOptions {
   int max_seq_len = 1024;
   bool unix_sockets = false;
   std::vector<std::string> coordinator_flags;
+  std::vector<std::string> worker_flags;  // both workers (e.g. --prefill-chunk)
 };
 
 class Service {
@@ -126,8 +127,11 @@ class Service {
   static std::string Bin(const std::string& rel) { return BinaryPath(rel); }
 
   std::vector<std::string> WorkerArgs(const std::string& bin, const std::string& model, const std::string& listen) {
-    return {Bin(bin), "--model", model, "--listen", listen, "--threads", "1", "--max-seqs", std::to_string(o_.max_seqs),
-            "--max-seq-len", std::to_string(o_.max_seq_len), "--kv-type", "f32"};
+    std::vector<std::string> a = {Bin(bin), "--model", model, "--listen", listen, "--threads", "1", "--max-seqs",
+                                  std::to_string(o_.max_seqs), "--max-seq-len", std::to_string(o_.max_seq_len),
+                                  "--kv-type", "f32"};
+    a.insert(a.end(), o_.worker_flags.begin(), o_.worker_flags.end());
+    return a;
   }
   bool StartTarget() {
     return target.Start(WorkerArgs("target_worker/specd-target-worker", o_.target_model, target_address),

@@ -86,7 +86,14 @@ TEST_F(ServiceTest, StreamsGreedyOutputEqualToTargetOnly) {
       EXPECT_EQ(s->prompt_tokens, static_cast<int>(prompt.size()));
       EXPECT_GT(chunks, 1) << "streamed in steps";
       EXPECT_EQ(streamed, s->text);
-      EXPECT_GT(s->speculative_steps, 0);
+      // Unset k: the adaptive default, which may decline the draft when it does not pay.
+      if (k) {
+        EXPECT_GT(s->speculative_steps, 0);
+      }
+      EXPECT_EQ(s->adaptive, !k.has_value());
+      int64_t steps = 0;
+      for (int64_t c : s->k_histogram) steps += c;
+      EXPECT_EQ(steps, s->steps);
       EXPECT_EQ(s->draft_failures, 0);
     }
     client::GenerateParams off;
@@ -154,6 +161,7 @@ TEST_F(ServiceTest, AcceptanceFiguresAddUp) {
   p.prompt = "The quick brown fox";
   p.max_tokens = 64;
   p.ignore_eos = true;
+  p.k = 4;
   int64_t proposed = 0, accepted = 0, appended = 0, emitted = 0, spec_steps = 0, steps = 0;
   std::vector<int32_t> ids;
   auto s = c().Generate(p, [&](const client::StreamChunk& ch) {
@@ -296,6 +304,7 @@ TEST_F(ServiceTest, ConcurrentRequestsAreBatchedAndStayLossless) {
       p.prompt = kPrompts[i % np];
       p.max_tokens = n;
       p.ignore_eos = true;
+      if (i % 2 == 0) p.k = 4;  // half fixed (the draft is surely used), half adaptive
       auto s = c().Generate(p);
       status[i] = s.status();
       if (s.ok()) got[i] = s->tokens;
@@ -346,7 +355,25 @@ TEST_F(ServiceTest, SetSpeculationTurnsTheDraftOffAndOn) {
   ASSERT_TRUE(s.ok());
   EXPECT_GT(s->speculative_steps, 0);
   EXPECT_EQ(max_proposed, 2);
-  ASSERT_TRUE(c().SetSpeculation(4, true).ok());
+  // Setting k alone selected fixed mode; adaptive comes back on request.
+  auto st = c().SetSpeculation(4, true, true, 6);
+  ASSERT_TRUE(st.ok()) << st.status();
+  EXPECT_TRUE(st->adaptive);
+  EXPECT_EQ(st->draft_max, 6);
+  EXPECT_EQ(st->k, 4);
+  auto h = c().GetHealth();
+  ASSERT_TRUE(h.ok());
+  EXPECT_TRUE(h->adaptive);
+  EXPECT_EQ(h->draft_max, 6);
+  s = c().Generate(p, [&](const client::StreamChunk& ch) {
+    EXPECT_LE(ch.k, 6);
+    return true;
+  });
+  ASSERT_TRUE(s.ok());
+  EXPECT_TRUE(s->adaptive);
+  EXPECT_EQ(c().SetSpeculation(std::nullopt, std::nullopt, std::nullopt, 0).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  ASSERT_TRUE(c().SetSpeculation(4, true, true, 8).ok());
 }
 
 }  // namespace

@@ -5,8 +5,10 @@
 #include <map>
 #include <random>
 
+#include "common/engine/spec_bench.h"
 #include "common/engine/spec_local.h"
 #include "common/engine/spec_loop.h"
+#include "common/engine/spec_policy.h"
 #include "common/modelgen/modelgen.h"
 #include "gtest/gtest.h"
 #include "tests/support/test_util.h"
@@ -625,6 +627,182 @@ TEST_F(SpecLoopTest, BadRequestsAreErrors) {
   const SpecResult r = Run(req, draft_.get());
   EXPECT_EQ(r.reason, FinishReason::kError);
   EXPECT_EQ(r.status.code(), absl::StatusCode::kInvalidArgument) << r.status;
+  EXPECT_EQ(target_engine_->active_sequences(), 0);
+}
+
+
+// ---------------------------------------------------------------- chunked prefill
+
+TEST_F(SpecLoopTest, ChunkedPrefillGivesTheSameOutput) {
+  const std::vector<int32_t> prompt = Prompts(4).back();  // a random prompt
+  std::vector<int32_t> long_prompt;
+  for (int i = 0; i < 6; ++i) long_prompt.insert(long_prompt.end(), prompt.begin(), prompt.end());
+  const std::vector<int32_t> ref = ReferenceGreedy(long_prompt, 12);
+  for (int64_t chunk : {1, 7, 64, 1000}) {
+    ASSERT_TRUE(target_->OpenSeq(20, long_prompt, SamplingParams{}, /*prefill=*/false).ok());
+    EXPECT_EQ(target_->core().PrefillPending(20), static_cast<int64_t>(long_prompt.size()) - 1);
+    int rounds = 0;
+    while (true) {
+      auto left = target_->PrefillSeqs({PrefillSlice{20, chunk}});
+      ASSERT_TRUE(left[0].ok()) << left[0].status();
+      ++rounds;
+      if (*left[0] == 0) break;
+    }
+    EXPECT_EQ(rounds, static_cast<int>((long_prompt.size() - 1 + chunk - 1) / chunk));
+    std::vector<int32_t> out;
+    for (int i = 0; i < 12; ++i) {
+      auto step = target_->Verify(20, {}, ExchangeRef{}, kNoDeadline);
+      ASSERT_TRUE(step.ok()) << step.status();
+      out.push_back(step->appended[0]);
+    }
+    EXPECT_EQ(out, ref) << "chunk " << chunk;
+    target_->ReleaseSeq(20);
+  }
+  // Without any prefill the first step feeds the whole prompt itself.
+  ASSERT_TRUE(target_->OpenSeq(21, long_prompt, SamplingParams{}, /*prefill=*/false).ok());
+  auto step = target_->Verify(21, {}, ExchangeRef{}, kNoDeadline);
+  ASSERT_TRUE(step.ok());
+  EXPECT_EQ(step->appended[0], ref[0]);
+  EXPECT_EQ(target_->core().PrefillPending(21), 0);
+  // Slices for sequences that are not open, or twice in one pass, fail alone.
+  ASSERT_TRUE(target_->OpenSeq(22, long_prompt, SamplingParams{}, /*prefill=*/false).ok());
+  auto r = target_->PrefillSeqs({PrefillSlice{99, 4}, PrefillSlice{22, 4}, PrefillSlice{22, 4}});
+  EXPECT_EQ(r[0].status().code(), absl::StatusCode::kNotFound);
+  ASSERT_TRUE(r[1].ok());
+  EXPECT_EQ(*r[1], static_cast<int64_t>(long_prompt.size()) - 1 - 4);
+  EXPECT_EQ(r[2].status().code(), absl::StatusCode::kInvalidArgument);
+  // Bad token ids are refused at Open, before anything is fed.
+  EXPECT_EQ(target_->OpenSeq(23, {1, 2, 1 << 20}, SamplingParams{}, false).code(), absl::StatusCode::kInvalidArgument);
+  target_->ReleaseSeq(21);
+  target_->ReleaseSeq(22);
+  EXPECT_EQ(target_engine_->active_sequences(), 0);
+}
+
+// ---------------------------------------------------------------- adaptive length
+
+// Frozen costs: verify of k+1 tokens barely dearer than one, cheap drafts
+// (speculation pays), or two tokens costing five times one (it never does).
+void CheapVerify(SpecCosts* c) {
+  for (int n = 0; n <= 8; ++n) c->ObserveVerify(n, 0.010 + 0.0005 * n);
+  for (int f = 1; f <= 8; ++f) c->ObserveDraft(f, 0.001 * f);
+  c->Freeze();
+}
+void DearVerify(SpecCosts* c) {
+  c->ObserveVerify(0, 0.001);
+  for (int n = 1; n <= 8; ++n) c->ObserveVerify(n, 0.005 + 0.001 * n);
+  for (int f = 1; f <= 8; ++f) c->ObserveDraft(f, 0.0001 * f);
+  c->Freeze();
+}
+
+TEST_F(SpecLoopTest, AdaptiveLengthIsLosslessAndFollowsTheCosts) {
+  SpecCosts cheap, dear;
+  CheapVerify(&cheap);
+  DearVerify(&dear);
+  int64_t spec_cheap = 0, spec_dear = 0, steps_dear = 0;
+  std::vector<int64_t> hist(9, 0);
+  for (const auto& prompt : Prompts(6)) {
+    const std::vector<int32_t> ref = ReferenceGreedy(prompt, 40);
+    for (SpecCosts* costs : {&cheap, &dear}) {
+      SpecRequest req;
+      req.seq = 30;
+      req.prompt = prompt;
+      req.max_tokens = 40;
+      req.ignore_eos = true;
+      req.k = 4;
+      req.policy.adaptive = true;
+      req.policy.draft_max = 8;
+      req.costs = costs;
+      std::vector<StepEvent> events;
+      const SpecResult r = Run(req, draft_.get(), &events);
+      ASSERT_TRUE(r.status.ok()) << r.status;
+      ASSERT_EQ(r.tokens, ref);
+      int64_t sum = 0;
+      for (size_t k = 0; k < r.stats.k_hist.size(); ++k) sum += r.stats.k_hist[k];
+      EXPECT_EQ(sum, r.stats.steps);
+      for (const StepEvent& ev : events) {
+        EXPECT_LE(ev.proposed, ev.k);
+        EXPECT_LE(ev.k, 8);
+      }
+      if (costs == &cheap) {
+        spec_cheap += r.stats.speculative_steps;
+        for (size_t k = 0; k < r.stats.k_hist.size(); ++k) hist[k] += r.stats.k_hist[k];
+      } else {
+        spec_dear += r.stats.speculative_steps;
+        steps_dear += r.stats.steps;
+      }
+    }
+  }
+  EXPECT_GT(spec_cheap, 0);
+  EXPECT_EQ(spec_dear, 0) << "drafting cannot pay: every step runs target-only";
+  EXPECT_EQ(steps_dear, 14 * 40);
+  // With cheap verifies it drafts more than one token per step on the whole.
+  int64_t w = 0, n = 0;
+  for (size_t k = 0; k < hist.size(); ++k) {
+    w += static_cast<int64_t>(k) * hist[k];
+    n += hist[k];
+  }
+  EXPECT_GT(static_cast<double>(w) / n, 1.0);
+  EXPECT_EQ(draft_engine_->active_sequences(), 0);
+}
+
+TEST_F(SpecLoopTest, GreedyConfidenceIsTheModelsTopProbability) {
+  // Greedy distributions are one-hot; the confidence the draft reports is its
+  // softmax's top probability, so min_confidence can stop a greedy proposal.
+  const std::vector<int32_t> prompt = tok().Encode("Once upon a time", true, false);
+  ASSERT_TRUE(draft_->OpenSeq(31, prompt, SamplingParams{}).ok());
+  auto p = draft_->Propose(31, static_cast<int64_t>(prompt.size()), {}, 8, 0.0f, kNoDeadline);
+  ASSERT_TRUE(p.ok());
+  ASSERT_EQ(p->confidence.size(), 8u);
+  float lowest = 1;
+  for (float c : p->confidence) {
+    EXPECT_GT(c, 0.0f);
+    EXPECT_LE(c, 1.0f);
+    lowest = std::min(lowest, c);
+  }
+  EXPECT_LT(lowest, 1.0f);
+  auto cut = draft_->Propose(31, static_cast<int64_t>(prompt.size()), {}, 8, 1.0f, kNoDeadline);
+  ASSERT_TRUE(cut.ok());
+  EXPECT_EQ(cut->tokens.size(), 1u) << "the first draft is always proposed";
+  draft_->ReleaseSeq(31);
+}
+
+TEST_F(SpecLoopTest, BenchComparesModesOnTheSameOutput) {
+  BenchPair pair{target_.get(), draft_.get(), &tok()};
+  std::vector<BenchPrompt> prompts;
+  for (const auto& p : Prompts(2)) {
+    BenchPrompt b;
+    b.label = p.size() > 10 ? "long" : "short";
+    b.tokens = p;
+    b.max_tokens = 24;
+    prompts.push_back(b);
+  }
+  SpecCosts costs;
+  ASSERT_TRUE(CalibrateCosts(pair, prompts[0].tokens, 8, 2, &costs).ok());
+  for (int n = 0; n <= 8; ++n) EXPECT_EQ(costs.VerifyCount(n), 1) << n;
+  EXPECT_TRUE(costs.Draft(8).has_value());
+  costs.ObserveVerify(0, 100.0);  // frozen
+  EXPECT_LT(*costs.Verify(0), 100.0);
+  std::vector<BenchResult> res;
+  for (const BenchMode& m : {BenchMode::TargetOnly(), BenchMode::Fixed(3), BenchMode::Adaptive(8, 0.5f)}) {
+    auto r = RunSpecBench(pair, prompts, m, &costs);
+    ASSERT_TRUE(r.ok()) << r.status();
+    res.push_back(*r);
+  }
+  for (const BenchResult& r : res) {
+    ASSERT_EQ(r.prompts.size(), prompts.size());
+    EXPECT_EQ(r.tokens, static_cast<int64_t>(prompts.size() * 24));
+    int64_t steps = 0;
+    for (int64_t n : r.k_hist) steps += n;
+    EXPECT_EQ(steps, r.steps);
+    EXPECT_GT(r.TokensPerSecond(), 0);
+    for (size_t i = 0; i < prompts.size(); ++i) EXPECT_EQ(r.prompts[i].output, res[0].prompts[i].output) << r.mode;
+  }
+  EXPECT_EQ(res[0].speculative_steps, 0);
+  EXPECT_LE(res[1].k_hist.size(), 4u) << "fixed k=3 never verifies more than 3 drafts";
+  EXPECT_GT(res[1].speculative_steps, 0);
+  EXPECT_GT(res[1].AcceptanceRate(), 0);
+  EXPECT_EQ(RunSpecBench(BenchPair{target_.get(), nullptr, &tok()}, prompts, BenchMode::Fixed(2), &costs).status().code(),
+            absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(target_engine_->active_sequences(), 0);
 }
 

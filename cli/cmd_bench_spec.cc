@@ -1,0 +1,193 @@
+// specd bench-spec: target-only vs fixed k vs adaptive speculation on one
+// target/draft pair, in process, one request at a time, over a workload of
+// prompts (the built-in mixed one: code the pycode pair predicts well, prose
+// and noise it does not; or --prompt-file). The call costs are calibrated
+// once and frozen, so the adaptive policy's choices are the same run after
+// run; modes run interleaved --repeats times and the median run is reported.
+// Greedy outputs are checked to be identical in every mode (lossless).
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "cli/cli_util.h"
+#include "cli/commands.h"
+#include "common/engine/spec_bench.h"
+#include "common/util/log.h"
+
+namespace specd::cli {
+namespace {
+
+struct TextPrompt {
+  std::string label, text;
+};
+
+// Python the pycode pair was trained on, and text it was not.
+const TextPrompt kMixed[] = {
+    {"code", "def fibonacci(n):\n    if n < 2:\n        return n\n"},
+    {"code", "import os\nimport sys\n\n\ndef main():\n    args = sys.argv[1:]\n"},
+    {"code", "class Stack:\n    def __init__(self):\n        self.items = []\n\n    def push(self, item):\n"},
+    {"code", "for i in range(10):\n    print(i)\n\nwith open(path) as f:\n"},
+    {"prose", "The weather today is quite pleasant and the children are playing outside in the"},
+    {"prose", "In 1848, revolutions spread across Europe as citizens demanded"},
+    {"noise", "zq8#Lk!pX@v 7&^ wQ}{ 93jf;;a"},
+    {"noise", "Qx 0xA7 ~~ |||| vV vV vV ?! ;; 12 kk"},
+};
+
+// Prompts separated by lines "### LABEL".
+absl::StatusOr<std::vector<TextPrompt>> ReadPromptFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot read prompt file ", path));
+  std::vector<TextPrompt> out;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("### ", 0) == 0) {
+      out.push_back({line.substr(4), ""});
+    } else if (!out.empty()) {
+      out.back().text += (out.back().text.empty() ? "" : "\n") + line;
+    }
+  }
+  std::erase_if(out, [](const TextPrompt& p) { return p.text.empty(); });
+  if (out.empty()) return absl::InvalidArgumentError(absl::StrCat(path, ": no prompts (each starts with '### LABEL')"));
+  return out;
+}
+
+absl::StatusOr<std::vector<int>> KList(const std::string& s) {
+  std::vector<int> out;
+  for (absl::string_view part : absl::StrSplit(s, ',', absl::SkipEmpty())) {
+    int v;
+    if (!absl::SimpleAtoi(part, &v) || v < 1 || v > 32) return absl::InvalidArgumentError("bad --ks '" + s + "'");
+    out.push_back(v);
+  }
+  return out;
+}
+
+std::string Hist(const std::vector<int64_t>& h) {
+  std::string s;
+  for (size_t k = 0; k < h.size(); ++k) {
+    if (h[k]) absl::StrAppend(&s, s.empty() ? "" : " ", k, ":", h[k]);
+  }
+  return s;
+}
+
+}  // namespace
+
+int BenchSpec(const std::vector<std::string>& args) {
+  Config c("specd bench-spec");
+  EngineOptions::AddFlags(&c);
+  c.AddString("draft", "", "draft model (same vocabulary as --model)");
+  c.AddString("prompt-file", "", "workload: prompts separated by lines '### LABEL' (default: the built-in mixed one)");
+  c.AddInt("max-tokens", 128, "tokens generated per prompt", 1, 1 << 16);
+  c.AddDouble("temperature", 0.0, "sampling temperature for every prompt (0: greedy; outputs then compared)", 0.0,
+              10.0);
+  c.AddString("ks", "1,2,3,4,6,8", "fixed k values to compare");
+  c.AddInt("draft-max", 8, "adaptive mode's largest k", 1, 32);
+  c.AddDouble("min-confidence", 0.5, "adaptive mode: the draft stops below this top probability", 0.0, 1.0);
+  c.AddInt("repeats", 3, "runs of each mode (interleaved); the median is reported", 1, 100);
+  c.AddInt("calibration-reps", 5, "timed calls per cost-table cell", 1, 100);
+  c.AddString("log-level", "warn", "log level: debug, info, warn, error");
+  c.Set("max-seqs", "2", "default").IgnoreError();
+  c.Set("max-seq-len", "2048", "default").IgnoreError();
+  if (int rc = ParseOrExit(c, args); rc >= 0) return rc;
+  LogLevel lvl;
+  if (!ParseLogLevel(c.GetString("log-level"), &lvl)) return Fail("bad --log-level");
+  SetLogLevel(lvl);
+  if (c.GetString("draft").empty()) return Fail("--draft is required");
+  auto ks = KList(c.GetString("ks"));
+  if (!ks.ok()) return Fail(ks.status());
+  const int draft_max = static_cast<int>(c.GetInt("draft-max"));
+  int k_max = draft_max;
+  for (int k : *ks) k_max = std::max(k_max, k);
+
+  auto opts = EngineOptions::FromConfig(c);
+  if (!opts.ok()) return Fail(opts.status());
+  auto te = Engine::Create(*opts);
+  if (!te.ok()) return Fail(te.status());
+  EngineOptions dopts = *opts;
+  dopts.model_path = c.GetString("draft");
+  auto de = Engine::Create(dopts);
+  if (!de.ok()) return Fail(de.status());
+  LocalTarget target(te->get());
+  auto draft = LocalDraft::Create(de->get(), k_max);
+  if (!draft.ok()) return Fail(draft.status());
+  if (auto st = target.Attach((*draft)->exchange().kind(), (*draft)->exchange().name()); !st.ok()) return Fail(st);
+  const Tokenizer& tok = (*te)->tokenizer();
+
+  std::vector<TextPrompt> texts(std::begin(kMixed), std::end(kMixed));
+  if (!c.GetString("prompt-file").empty()) {
+    auto f = ReadPromptFile(c.GetString("prompt-file"));
+    if (!f.ok()) return Fail(f.status());
+    texts = *f;
+  }
+  std::vector<BenchPrompt> prompts;
+  std::vector<std::string> labels;
+  for (const TextPrompt& t : texts) {
+    BenchPrompt p;
+    p.label = t.label;
+    p.tokens = tok.Encode(t.text, true, false);
+    p.sampling.temperature = static_cast<float>(c.GetDouble("temperature"));
+    p.sampling.seed = 1;
+    p.max_tokens = static_cast<int>(c.GetInt("max-tokens"));
+    if (p.tokens.empty()) return Fail("a prompt encodes to no tokens");
+    prompts.push_back(std::move(p));
+    if (std::find(labels.begin(), labels.end(), t.label) == labels.end()) labels.push_back(t.label);
+  }
+
+  SpecCosts costs;
+  BenchPair pair{&target, draft->get(), &tok};
+  if (auto st = CalibrateCosts(pair, prompts[0].tokens, k_max, static_cast<int>(c.GetInt("calibration-reps")), &costs);
+      !st.ok())
+    return Fail(st);
+  std::fprintf(stderr, "calibrated costs: %s\n", costs.ToString().c_str());
+
+  std::vector<BenchMode> modes = {BenchMode::TargetOnly()};
+  for (int k : *ks) modes.push_back(BenchMode::Fixed(k));
+  modes.push_back(BenchMode::Adaptive(draft_max, static_cast<float>(c.GetDouble("min-confidence"))));
+  std::vector<std::vector<BenchResult>> runs(modes.size());
+  for (int rep = 0; rep < c.GetInt("repeats"); ++rep) {
+    for (size_t m = 0; m < modes.size(); ++m) {
+      auto r = RunSpecBench(pair, prompts, modes[m], &costs);
+      if (!r.ok()) return Fail(r.status());
+      runs[m].push_back(*std::move(r));
+    }
+  }
+  std::vector<BenchResult> res;
+  for (auto& r : runs) res.push_back(MedianRun(std::move(r)));
+
+  const double base = res[0].TokensPerSecond();
+  bool lossless = true;
+  const bool greedy = c.GetDouble("temperature") <= 0;
+  std::printf("%zu prompts x %d tokens, %d repeats (median); model %s, draft %s\n", prompts.size(),
+              static_cast<int>(c.GetInt("max-tokens")), static_cast<int>(c.GetInt("repeats")),
+              opts->model_path.c_str(), dopts.model_path.c_str());
+  std::printf("%-14s %9s %8s %7s %8s %7s", "mode", "tok/s", "vs t-o", "accept", "acc.len", "mean k");
+  for (const std::string& l : labels) std::printf(" %10s", (l + " tok/s").substr(0, 10).c_str());
+  std::printf("  k histogram (drafts verified: steps)\n");
+  for (const BenchResult& r : res) {
+    std::printf("%-14s %9.1f %7.2fx %6.1f%% %8.2f %7.2f", r.mode.c_str(), r.TokensPerSecond(),
+                base > 0 ? r.TokensPerSecond() / base : 0.0, 100 * r.AcceptanceRate(), r.MeanAcceptedLength(),
+                r.MeanK());
+    for (const std::string& l : labels) std::printf(" %10.1f", r.TokensPerSecond(l));
+    std::printf("  %s\n", Hist(r.k_hist).c_str());
+    if (greedy) {
+      for (size_t i = 0; i < r.prompts.size(); ++i) lossless &= r.prompts[i].output == res[0].prompts[i].output;
+    }
+  }
+  double best_fixed = 0;
+  std::string best_name;
+  for (size_t m = 1; m + 1 < res.size(); ++m) {
+    if (res[m].TokensPerSecond() > best_fixed) {
+      best_fixed = res[m].TokensPerSecond();
+      best_name = res[m].mode;
+    }
+  }
+  const double adaptive = res.back().TokensPerSecond();
+  std::printf("adaptive: %.2fx the best fixed k (%s), %.2fx target-only\n", best_fixed > 0 ? adaptive / best_fixed : 0.0,
+              best_name.c_str(), base > 0 ? adaptive / base : 0.0);
+  if (greedy) std::printf("lossless: %s\n", lossless ? "every mode's output equals target-only's" : "OUTPUTS DIFFER");
+  return greedy && !lossless ? 1 : 0;
+}
+
+}  // namespace specd::cli
