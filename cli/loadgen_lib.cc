@@ -418,6 +418,10 @@ absl::StatusOr<LoadReport> RunLoad(const LoadSpec& s) {
       rep.spec_steps += spec_steps;
       rep.spec_appended += spec_appended;
       rep.steps += steps;
+      if (!s.verify_greedy && !s.keep_records) {  // long runs: keep the figures, not the outputs
+        rec.tokens = {};
+        rec.text = {};
+      }
       records.push_back(std::move(rec));
     }
   };
@@ -456,6 +460,7 @@ absl::StatusOr<LoadReport> RunLoad(const LoadSpec& s) {
       if (r.code == "DEADLINE_EXCEEDED") ++rep.deadline_planned;
     } else {
       ++rep.failed;
+      if (r.code == "RESOURCE_EXHAUSTED") ++rep.rejected;
       if (rep.failure_examples.size() < 5)
         rep.failure_examples.push_back(absl::StrCat("request ", r.index, ": ", r.code, ": ", r.error));
     }
@@ -492,6 +497,7 @@ absl::StatusOr<LoadReport> RunLoad(const LoadSpec& s) {
 std::string FormatReport(const LoadReport& r) {
   std::ostringstream os;
   os << absl::StrFormat("requests: %d sent, %d ok, %d failed", r.sent, r.ok, r.failed);
+  if (r.rejected) os << absl::StrFormat(" (%d of them refused: queue full)", r.rejected);
   if (r.cancelled_planned) os << absl::StrFormat(", %d cancelled (planned)", r.cancelled_planned);
   if (r.deadline_planned) os << absl::StrFormat(", %d past their deadline (planned)", r.deadline_planned);
   if (r.aborted) os << absl::StrFormat(", %d cancelled at the time bound", r.aborted);
@@ -579,7 +585,7 @@ std::string ReportToJson(const LoadReport& r, const LoadSpec& s) {
      << (s.disable_speculation ? "true" : "false") << ", \"min_confidence\": " << Num(s.min_confidence)
      << ", \"ignore_eos\": " << (s.ignore_eos ? "true" : "false") << "},\n";
   os << "  \"sent\": " << r.sent << ", \"finished\": " << r.finished << ", \"lost\": " << r.lost << ", \"ok\": " << r.ok
-     << ", \"failed\": " << r.failed << ", \"cancelled_planned\": " << r.cancelled_planned
+     << ", \"failed\": " << r.failed << ", \"rejected\": " << r.rejected << ", \"cancelled_planned\": " << r.cancelled_planned
      << ", \"deadline_planned\": " << r.deadline_planned << ", \"aborted\": " << r.aborted << ",\n";
   os << "  \"by_code\": " << StringMapJson(r.by_code) << ",\n";
   os << "  \"by_finish\": " << StringMapJson(r.by_finish) << ",\n";

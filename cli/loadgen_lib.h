@@ -107,6 +107,7 @@ struct LoadReport {
   int64_t cancelled_planned = 0, deadline_planned = 0;  // ended early as planned
   int64_t aborted = 0;    // cancelled at the end of the time bound (drain_s)
   int64_t failed = 0;     // any other non-OK status
+  int64_t rejected = 0;   // of those, RESOURCE_EXHAUSTED (the coordinator's queue was full)
   std::map<std::string, int64_t> by_code;    // status code name -> requests
   std::map<std::string, int64_t> by_finish;  // finish reason -> OK requests
   std::vector<std::string> failure_examples; // first few unexpected errors
