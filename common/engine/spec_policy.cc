@@ -12,6 +12,9 @@ void SpecCosts::Add(std::vector<Cell>& cells, int i, double seconds) {
   std::lock_guard<std::mutex> l(mu_);
   if (frozen_) return;
   Cell& c = cells[static_cast<size_t>(i)];
+  // One call stuck behind a long prefill must not make a length look
+  // expensive for good: after two observations, outliers count as 4x.
+  if (c.n >= 2) seconds = std::clamp(seconds, c.mean / 4, c.mean * 4);
   // Plain mean for the first observations, then an EWMA (costs drift with load).
   const double w = std::max(ewma_, 1.0 / static_cast<double>(c.n + 1));
   c.mean += w * (seconds - c.mean);
@@ -197,7 +200,9 @@ int SpecPolicy::Next(int k, int limit) {
       probe_rate = r;
     }
   }
-  if (!could_pay || ++idle_ < probe_wait_) return 0;
+  // Even when the costs say drafting cannot pay, probe (rarely) so that
+  // stale costs get measured again.
+  if (++idle_ < (could_pay ? probe_wait_ : 4 * o_.probe_max)) return 0;
   idle_ = 0;
   // Space probes so that their expected loss stays near 3% of the time.
   const double loss = ExpectedTokens(probe) / probe_rate / t0 - ExpectedTokens(probe);  // in target-only steps

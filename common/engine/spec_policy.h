@@ -14,8 +14,9 @@
 // wins, it probes the draft again after probe_after target-only steps
 // (doubling while probes keep losing, up to probe_max, and spaced further
 // when a probe's expected loss is large), so a sequence whose text turns
-// predictable gets speculation back. It never probes when the costs say that
-// drafting could not pay even if every draft were accepted. While the costs
+// predictable gets speculation back. When the costs say that drafting could
+// not pay even if every draft were accepted, it probes only every
+// 4 x probe_max steps (to measure stale costs again). While the costs
 // hold no measured target-only step, every 8th step is one (its cost cannot
 // be extrapolated from verify costs: on some backends one token is much
 // cheaper than two).
