@@ -14,7 +14,7 @@ namespace specd {
 struct DraftWorkerOptions {
   EngineOptions engine;
   int k_max = 8;
-  std::string shm_kind = "posix";
+  std::string shm_kind = "auto";  // LocalDraft::Create's kinds
   rpc::SchedulerOptions scheduler;  // batch size, prefill chunk
 };
 

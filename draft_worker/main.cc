@@ -16,7 +16,8 @@ int Main(int argc, char** argv) {
   EngineOptions::AddFlags(&cfg);
   rpc::AddServiceFlags(&cfg, "127.0.0.1:7812");
   cfg.AddInt("k-max", 8, "longest proposal (exchange-buffer rows per slot)", 1, ExchangeBuffer::kMaxK);
-  cfg.AddString("shm-kind", "posix", "exchange-buffer implementation: posix");
+  cfg.AddString("shm-kind", "auto",
+                "exchange buffer: auto (CUDA IPC device rows with --backend cuda, else posix), posix, or cuda");
   rpc::AddSchedulerFlags(&cfg, "sequences per batched Propose");
   auto run = rpc::ParseServiceFlags(&cfg, argc, argv, "draft-worker");
   if (!run.ok()) return rpc::ExitWith(kProgram, run.status(), 2);
@@ -29,7 +30,7 @@ int Main(int argc, char** argv) {
   o.k_max = static_cast<int>(cfg.GetInt("k-max"));
   o.shm_kind = cfg.GetString("shm-kind");
   o.scheduler = rpc::SchedulerFromConfig(cfg);
-  if (o.shm_kind == "posix") PosixSharedBuffer::RemoveStale();  // left by a crashed draft
+  PosixSharedBuffer::RemoveStale();  // left by a crashed draft (every kind has a POSIX part)
   auto service = DraftService::Create(o);
   if (!service.ok()) return rpc::ExitWith(kProgram, service.status(), 1);
   int port = 0;
@@ -37,7 +38,8 @@ int Main(int argc, char** argv) {
   if (!server.ok()) return rpc::ExitWith(kProgram, server.status(), 1);
   const v1::InfoResponse info = (*service)->CurrentInfo();
   SPECD_LOG(INFO) << "serving" << Kv("listen", cfg.GetString("listen")) << Kv("port", port)
-                  << Kv("model", info.model_name()) << Kv("exchange", info.exchange().name());
+                  << Kv("model", info.model_name()) << Kv("exchange", info.exchange().name())
+                  << Kv("exchange_kind", info.exchange().kind());
   rpc::ServeUntilTerminated(server->get());
   return 0;
 }

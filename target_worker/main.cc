@@ -15,6 +15,9 @@ int Main(int argc, char** argv) {
   EngineOptions::AddFlags(&cfg);
   rpc::AddServiceFlags(&cfg, "127.0.0.1:7811");
   rpc::AddSchedulerFlags(&cfg, "sequences per batched Verify");
+  cfg.AddString("exchange-path", "auto",
+                "auto: accept on the GPU through CUDA IPC when the draft exports device rows and --backend is cuda; "
+                "host: always read the draft's host rows");
   auto run = rpc::ParseServiceFlags(&cfg, argc, argv, "target-worker");
   if (!run.ok()) return rpc::ExitWith(kProgram, run.status(), 2);
   if (!*run) return 0;
@@ -24,6 +27,10 @@ int Main(int argc, char** argv) {
   TargetWorkerOptions o;
   o.engine = *eo;
   o.scheduler = rpc::SchedulerFromConfig(cfg);
+  const std::string path = cfg.GetString("exchange-path");
+  if (path != "auto" && path != "host")
+    return rpc::ExitWith(kProgram, absl::InvalidArgumentError("--exchange-path takes auto or host"), 2);
+  o.prefer_host = path == "host";
   auto service = TargetService::Create(o);
   if (!service.ok()) return rpc::ExitWith(kProgram, service.status(), 1);
   int port = 0;

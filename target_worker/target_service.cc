@@ -13,6 +13,7 @@ absl::StatusOr<std::unique_ptr<TargetService>> TargetService::Create(const Targe
   std::unique_ptr<TargetService> s(new TargetService());
   SPECD_ASSIGN_OR_RETURN(s->engine_, Engine::Create(opts.engine));
   s->target_ = std::make_unique<LocalTarget>(s->engine_.get());
+  s->target_->set_prefer_host(opts.prefer_host);
   SPECD_LOG(INFO) << "target model loaded" << Kv("path", opts.engine.model_path)
                   << Kv("vocab", s->engine_->vocab_size());
   SPECD_LOG(INFO) << s->engine_->ledger().ToString();
@@ -67,9 +68,15 @@ grpc::Status TargetService::Verify(grpc::ServerContext*, const v1::VerifyRequest
 grpc::Status TargetService::AttachDraft(grpc::ServerContext*, const v1::AttachDraftRequest* req,
                                         v1::AttachDraftResponse*) {
   const v1::ExchangeHandle& h = req->exchange();
-  absl::Status st = thread_->Run([&] { return target_->Attach(h.kind(), h.name()); });
+  std::string path;
+  absl::Status st = thread_->Run([&] {
+    absl::Status a = target_->Attach(h.kind(), h.name());
+    path = target_->exchange_path();
+    return a;
+  });
   if (st.ok()) {
-    SPECD_LOG(INFO) << "draft exchange buffer attached" << Kv("kind", h.kind()) << Kv("name", h.name());
+    SPECD_LOG(INFO) << "draft exchange buffer attached" << Kv("kind", h.kind()) << Kv("name", h.name())
+                    << Kv("path", path);
   } else {
     SPECD_LOG(WARN) << "draft exchange buffer refused" << Kv("name", h.name()) << Kv("error", st.ToString());
   }

@@ -13,6 +13,7 @@ namespace specd {
 struct TargetWorkerOptions {
   EngineOptions engine;
   rpc::SchedulerOptions scheduler;  // batch size, prefill chunk
+  bool prefer_host = false;         // --exchange-path host
 };
 
 struct Verified {

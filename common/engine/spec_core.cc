@@ -229,7 +229,7 @@ std::vector<VerifyResult> TargetCore::Verify(const std::vector<VerifyRequest>& r
     }
     const SeqState& s = it->second;
     const int k = static_cast<int>(r.proposals.size());
-    if (k > 0 && r.q == nullptr) {
+    if (k > 0 && r.q == nullptr && !r.accept) {
       out[i].status = absl::InvalidArgumentError("proposals without draft probabilities");
       continue;
     }
@@ -278,9 +278,17 @@ std::vector<VerifyResult> TargetCore::Verify(const std::vector<VerifyRequest>& r
       if (t < k) recent.push_back(r.proposals[t]);
     }
     row += static_cast<size_t>(k) + 1;
-    const AcceptResult ar =
-        VerifyProposals(p, r.q, r.proposals.data(), k, V, s.sampling.seed, static_cast<int64_t>(s.committed.size()));
+    const int64_t pos0 = static_cast<int64_t>(s.committed.size());
+    absl::StatusOr<AcceptResult> accepted =
+        k > 0 && r.accept ? r.accept(p, s.sampling.seed, pos0)
+                          : VerifyProposals(p, r.q, r.proposals.data(), k, V, s.sampling.seed, pos0);
     s.fed.insert(s.fed.end(), feeds[j].tokens.begin(), feeds[j].tokens.end());
+    if (!accepted.ok()) {  // nothing committed: drop the step's KV again
+      const absl::Status rs = Reconcile(r.seq, s);
+      out[i].status = rs.ok() ? accepted.status() : rs;
+      continue;
+    }
+    const AcceptResult& ar = *accepted;
     out[i].n_accepted = ar.n_accepted;
     out[i].appended.assign(r.proposals.begin(), r.proposals.begin() + ar.n_accepted);
     out[i].appended.push_back(ar.next_token);

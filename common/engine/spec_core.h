@@ -16,6 +16,7 @@
 // never in the KV: it is the input of the next step.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <vector>
 
@@ -102,6 +103,11 @@ struct VerifyRequest {
   int32_t seq = 0;
   std::vector<int32_t> proposals;  // x_1..x_k (may be empty: target-only step)
   const float* q = nullptr;        // k x vocab draft probabilities
+  // When set (k > 0), applies the acceptance rule instead of VerifyProposals
+  // on `q`: the CUDA IPC path, where q stays on the device. Gets the k+1
+  // processed target distributions, the seed and the position of x_1. An
+  // error fails this sequence's step and leaves the sequence as it was.
+  std::function<absl::StatusOr<AcceptResult>(const std::vector<TokenDist>& p, uint64_t seed, int64_t pos0)> accept;
 };
 
 struct VerifyResult {

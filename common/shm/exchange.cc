@@ -11,10 +11,21 @@ constexpr size_t kAlign = 64;
 constexpr size_t kHeaderBytes = 256;
 constexpr size_t kDigestBytes = 64;
 
+// Device kinds of the header's device-rows descriptor (0: host rows only).
+constexpr uint32_t kDeviceNone = 0;
+constexpr uint32_t kDeviceCudaIpc = 1;
+
 struct Header {
   uint32_t magic, version, n_slots, k_max, vocab, reserved;
   uint64_t slot_stride, probs_offset;
   char digest[kDigestBytes];
+  // Device rows ("cuda" kind); all zero in a posix buffer.
+  uint32_t dev_kind;
+  int32_t dev_ordinal;
+  uint64_t dev_bytes;
+  int64_t dev_owner_pid;
+  uint64_t dev_owner_ptr;
+  char dev_handle[ExchangeBuffer::kDeviceHandleBytes];
 };
 static_assert(sizeof(Header) <= kHeaderBytes);
 
@@ -88,7 +99,8 @@ absl::StatusOr<std::unique_ptr<ExchangeBuffer>> ExchangeBuffer::Create(const std
 
 absl::StatusOr<std::unique_ptr<ExchangeBuffer>> ExchangeBuffer::Attach(const std::string& kind, const std::string& name) {
   std::unique_ptr<ExchangeBuffer> x(new ExchangeBuffer());
-  SPECD_ASSIGN_OR_RETURN(x->buf_, OpenSharedBuffer(kind, name, /*writable=*/false));
+  // A "cuda" buffer's header, tokens and generations are POSIX shared memory.
+  SPECD_ASSIGN_OR_RETURN(x->buf_, OpenSharedBuffer(kind == "cuda" ? "posix" : kind, name, /*writable=*/false));
   if (x->buf_->size() < kHeaderBytes)
     return absl::InvalidArgumentError(absl::StrCat("exchange buffer '", name, "' is too small for its header"));
   Header h;
@@ -109,7 +121,63 @@ absl::StatusOr<std::unique_ptr<ExchangeBuffer>> ExchangeBuffer::Attach(const std
   x->slot_stride_ = stride;
   x->probs_offset_ = off;
   x->digest_.assign(h.digest, strnlen(h.digest, kDigestBytes));
+  if (h.dev_kind == kDeviceCudaIpc) {
+    if (h.dev_bytes != x->DeviceRowsBytes() || h.dev_ordinal < 0 || h.dev_owner_pid <= 0)
+      return absl::InvalidArgumentError(
+          absl::StrCat("exchange buffer '", name, "' has an inconsistent device-rows descriptor (", h.dev_bytes,
+                       " bytes, device ", h.dev_ordinal, "; its shape needs ", x->DeviceRowsBytes(), " bytes)"));
+    ExchangeDeviceRows d;
+    d.handle.assign(h.dev_handle, kDeviceHandleBytes);
+    d.device = h.dev_ordinal;
+    d.bytes = h.dev_bytes;
+    d.owner_pid = h.dev_owner_pid;
+    d.owner_ptr = h.dev_owner_ptr;
+    x->device_ = std::move(d);
+  } else if (h.dev_kind != kDeviceNone) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("exchange buffer '", name, "' has device rows of unknown kind ", h.dev_kind));
+  }
+  if (kind == "cuda" && !x->device_)
+    return absl::InvalidArgumentError(
+        absl::StrCat("exchange buffer '", name, "' was named as kind cuda but exports no device rows"));
   return x;
+}
+
+size_t ExchangeBuffer::DeviceRowsBytes() const {
+  return sizeof(float) * static_cast<size_t>(n_slots_) * static_cast<size_t>(k_max_) * static_cast<size_t>(vocab_);
+}
+
+size_t ExchangeBuffer::DeviceSlotOffset(int slot) const {
+  return sizeof(float) * static_cast<size_t>(slot) * static_cast<size_t>(k_max_) * static_cast<size_t>(vocab_);
+}
+
+const float* ExchangeBuffer::HostRows(int slot) const {
+  if (slot < 0 || slot >= n_slots_) return nullptr;
+  return reinterpret_cast<const float*>(Slot(slot) + probs_offset_);
+}
+
+absl::Status ExchangeBuffer::SetDeviceRows(const ExchangeDeviceRows& rows) {
+  if (!buf_->writable() || !buf_->owner())
+    return absl::FailedPreconditionError("only the buffer's creator records its device rows");
+  if (device_) return absl::FailedPreconditionError("the exchange buffer already has device rows");
+  if (rows.handle.size() != kDeviceHandleBytes)
+    return absl::InvalidArgumentError(
+        absl::StrCat("device-rows handle has ", rows.handle.size(), " bytes, expected ", kDeviceHandleBytes));
+  if (rows.bytes != DeviceRowsBytes())
+    return absl::InvalidArgumentError(
+        absl::StrCat("device rows of ", rows.bytes, " bytes; this buffer's shape needs ", DeviceRowsBytes()));
+  Header h;
+  std::memcpy(&h, buf_->data(), sizeof(h));
+  h.dev_kind = kDeviceCudaIpc;
+  h.dev_ordinal = rows.device;
+  h.dev_bytes = rows.bytes;
+  h.dev_owner_pid = rows.owner_pid;
+  h.dev_owner_ptr = rows.owner_ptr;
+  std::memcpy(h.dev_handle, rows.handle.data(), kDeviceHandleBytes);
+  std::memcpy(buf_->data(), &h, sizeof(h));
+  std::atomic_thread_fence(std::memory_order_release);
+  device_ = rows;
+  return absl::OkStatus();
 }
 
 uint8_t* ExchangeBuffer::Slot(int slot) const {
@@ -141,8 +209,7 @@ uint64_t ExchangeBuffer::Publish(int slot, int32_t seq, std::span<const int32_t>
   return next;
 }
 
-absl::Status ExchangeBuffer::Read(const ExchangeRef& ref, int32_t seq, std::span<const int32_t> tokens,
-                                  std::vector<float>* q) const {
+absl::Status ExchangeBuffer::Check(const ExchangeRef& ref, int32_t seq, std::span<const int32_t> tokens) const {
   if (ref.slot < 0 || ref.slot >= n_slots_)
     return Stale(ref, absl::StrCat("no such slot (the buffer has ", n_slots_, ")"));
   if (tokens.size() > static_cast<size_t>(k_max_))
@@ -159,11 +226,25 @@ absl::Status ExchangeBuffer::Read(const ExchangeRef& ref, int32_t seq, std::span
     return Stale(ref, absl::StrCat("the slot holds ", head->k, " tokens, the request names ", tokens.size()));
   if (!tokens.empty() && std::memcmp(p + sizeof(SlotHead), tokens.data(), tokens.size() * sizeof(int32_t)) != 0)
     return Stale(ref, "the slot holds other tokens than the request names");
-  const size_t n = tokens.size() * static_cast<size_t>(vocab_);
-  q->resize(n);
-  if (n) std::memcpy(q->data(), p + probs_offset_, n * sizeof(float));
   std::atomic_thread_fence(std::memory_order_acquire);
   if (gen.load(std::memory_order_relaxed) != g1) return Stale(ref, "the draft rewrote the slot while it was read");
+  return absl::OkStatus();
+}
+
+bool ExchangeBuffer::Current(const ExchangeRef& ref) const {
+  if (ref.slot < 0 || ref.slot >= n_slots_) return false;
+  std::atomic_thread_fence(std::memory_order_acquire);
+  return Gen(Slot(ref.slot)).load(std::memory_order_acquire) == ref.generation && (ref.generation & 1) == 0;
+}
+
+absl::Status ExchangeBuffer::Read(const ExchangeRef& ref, int32_t seq, std::span<const int32_t> tokens,
+                                  std::vector<float>* q) const {
+  SPECD_RETURN_IF_ERROR(Check(ref, seq, tokens));
+  const size_t n = tokens.size() * static_cast<size_t>(vocab_);
+  q->resize(n);
+  if (n) std::memcpy(q->data(), Slot(ref.slot) + probs_offset_, n * sizeof(float));
+  std::atomic_thread_fence(std::memory_order_acquire);
+  if (!Current(ref)) return Stale(ref, "the draft rewrote the slot while it was read");
   return absl::OkStatus();
 }
 

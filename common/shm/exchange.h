@@ -8,6 +8,15 @@
 //   slot i   u64 generation (atomic), i32 seq, i32 k, i32 tokens[k_max],
 //            f32 probs[k_max][vocab]   (the draft's processed distributions)
 //
+// Device rows (kind "cuda"): when the draft runs on the CUDA backend it also
+// keeps a copy of every slot's k_max x vocab rows in device memory exported
+// with cudaIpcGetMemHandle, and records that handle, the device, the size and
+// its own pid and device address in the header (so gRPC still carries only
+// the shm name). The host rows above are written as before (they are the
+// staging buffer of the copy), so a target that cannot use the device rows
+// (CPU backend, IPC unavailable) reads the host rows: the same proposals.
+// Device slot s starts at s * k_max * vocab floats.
+//
 // Writing a slot is a seqlock: the generation is odd while the draft writes
 // and is bumped to the next even value when the proposal is published. A
 // Verify names (slot, generation); the reader refuses, with
@@ -18,6 +27,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -32,6 +42,15 @@ struct ExchangeRef {
   uint64_t generation = 0;
 };
 
+// The device half of a "cuda" exchange buffer, as its header records it.
+struct ExchangeDeviceRows {
+  std::string handle;      // opaque IPC handle (kDeviceHandleBytes bytes)
+  int32_t device = 0;      // device ordinal in the creating process
+  uint64_t bytes = 0;      // n_slots * k_max * vocab floats
+  int64_t owner_pid = 0;   // the creating process
+  uint64_t owner_ptr = 0;  // the rows' device address in that process
+};
+
 class ExchangeBuffer {
  public:
   static constexpr uint32_t kMagic = 0x42585053;  // "SPXB"
@@ -39,6 +58,7 @@ class ExchangeBuffer {
   static constexpr int kMaxSlots = 1 << 16;
   static constexpr int kMaxK = 256;
   static constexpr int kMaxVocab = 1 << 24;
+  static constexpr size_t kDeviceHandleBytes = 64;  // sizeof(cudaIpcMemHandle_t)
 
   // Bytes a buffer of this shape takes; 0 when a dimension is out of range.
   static size_t BytesFor(int n_slots, int k_max, int vocab);
@@ -46,27 +66,46 @@ class ExchangeBuffer {
   static absl::StatusOr<std::unique_ptr<ExchangeBuffer>> Create(const std::string& kind, int n_slots, int k_max,
                                                                 int vocab, const std::string& vocab_digest);
   // The target side: maps another process's buffer read-only and validates
-  // its header against the mapping's size.
+  // its header against the mapping's size. Kind "cuda" maps the POSIX part
+  // by `name` and requires device rows in the header.
   static absl::StatusOr<std::unique_ptr<ExchangeBuffer>> Attach(const std::string& kind, const std::string& name);
 
-  std::string kind() const { return buf_->Kind(); }
+  // "cuda" once device rows are recorded, else the shared buffer's kind.
+  std::string kind() const { return device_ ? "cuda" : buf_->Kind(); }
   const std::string& name() const { return buf_->Name(); }
   size_t bytes() const { return buf_->size(); }
   int n_slots() const { return n_slots_; }
   int k_max() const { return k_max_; }
   int vocab() const { return vocab_; }
   const std::string& vocab_digest() const { return digest_; }
+  // The device rows recorded in the header (nullptr: host rows only).
+  const ExchangeDeviceRows* device_rows() const { return device_ ? &*device_ : nullptr; }
+  // Bytes of device rows this shape needs, and where slot `slot` starts in them.
+  size_t DeviceRowsBytes() const;
+  size_t DeviceSlotOffset(int slot) const;
+  // The whole mapping (the writer pins it for device copies).
+  void* mapping() const { return const_cast<void*>(buf_->data()); }
+  // The slot's k_max x vocab host rows (what BeginWrite returns; nullptr for a bad slot).
+  const float* HostRows(int slot) const;
 
   // ---- writer (the draft) ----
   // Marks the slot as being written and returns its k_max x vocab rows.
   float* BeginWrite(int slot);
   // Records the proposal and publishes it; returns its generation.
   uint64_t Publish(int slot, int32_t seq, std::span<const int32_t> tokens);
+  // Records device rows in the header (once, before any reader attaches);
+  // kind() becomes "cuda".
+  absl::Status SetDeviceRows(const ExchangeDeviceRows& rows);
 
   // ---- reader (the target) ----
   // Copies the proposal's k x vocab probabilities into `q` after checking
   // that `ref` is current and holds exactly `tokens` of sequence `seq`.
   absl::Status Read(const ExchangeRef& ref, int32_t seq, std::span<const int32_t> tokens, std::vector<float>* q) const;
+  // Read's checks without the copy: for readers that use the rows in place
+  // (the device rows), which then confirm with Current() after using them.
+  absl::Status Check(const ExchangeRef& ref, int32_t seq, std::span<const int32_t> tokens) const;
+  // Whether the slot still holds generation ref.generation, published.
+  bool Current(const ExchangeRef& ref) const;
 
  private:
   ExchangeBuffer() = default;
@@ -75,6 +114,7 @@ class ExchangeBuffer {
   int n_slots_ = 0, k_max_ = 0, vocab_ = 0;
   size_t slot_stride_ = 0, probs_offset_ = 0;
   std::string digest_;
+  std::optional<ExchangeDeviceRows> device_;
 };
 
 }  // namespace specd

@@ -2,9 +2,10 @@
 //
 // The draft worker's exchange buffer is one: the draft writes proposal
 // probabilities into it, the target reads them, and gRPC carries only the
-// handle. Implementations: "posix" (POSIX shared memory, the CPU backend) now;
-// "cuda" (cudaIpcGetMemHandle) later, behind this same interface, whose
-// Name() will be the encoded IPC handle.
+// handle. Implementation: "posix" (POSIX shared memory). Device memory is not
+// a SharedBuffer (it has no host address): the exchange buffer's "cuda" kind
+// is a posix buffer whose header records CUDA IPC device rows
+// (common/shm/exchange.h, common/engine/exchange_device.h).
 #pragma once
 #include <cstddef>
 #include <memory>

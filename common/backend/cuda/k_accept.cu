@@ -4,6 +4,8 @@
 // VerifyProposals on the host.
 #include <cuda_runtime.h>
 
+#include <algorithm>
+
 #include "common/backend/cuda/k_common.cuh"
 #include "common/sampler/rng.h"
 #include "common/spec/acceptance.h"
@@ -128,7 +130,31 @@ __global__ void __launch_bounds__(kAcceptThreads) AcceptKernel(const float* p, c
   }
 }
 
+// Densifies sparse rows: p[r][ids[j]] = probs[j] for j in [offsets[r],
+// offsets[r + 1]); p is zeroed beforehand. One grid row per p row.
+__global__ void ScatterRowsKernel(const int32_t* offsets, const int32_t* ids, const float* probs, int vocab,
+                                  float* p) {
+  const int r = blockIdx.y;
+  const int j0 = offsets[r], j1 = offsets[r + 1];
+  float* row = p + static_cast<size_t>(r) * vocab;
+  for (int j = j0 + static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x); j < j1;
+       j += static_cast<int>(gridDim.x * blockDim.x)) {
+    const int32_t id = ids[j];
+    if (id >= 0 && id < vocab) row[id] = probs[j];
+  }
+}
+
 }  // namespace
+
+// Declared in cuda_ipc.cc (its only caller).
+cudaError_t LaunchScatterRows(const int32_t* offsets, const int32_t* ids, const float* probs, int rows,
+                              int max_row_entries, int vocab, float* p, cudaStream_t s) {
+  if (rows <= 0) return cudaSuccess;
+  constexpr int kThreads = 256;
+  const int bx = std::max(1, std::min(64, (max_row_entries + kThreads - 1) / kThreads));
+  ScatterRowsKernel<<<dim3(bx, rows), kThreads, 0, s>>>(offsets, ids, probs, vocab, p);
+  return cudaGetLastError();
+}
 
 cudaError_t LaunchAccept(const float* p, const float* q, const int32_t* proposals, int k, int vocab, uint64_t seed,
                          int64_t pos0, int32_t* out_dev, cudaStream_t s) {
