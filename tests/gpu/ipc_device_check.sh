@@ -8,7 +8,8 @@
 #     "target exchange path: device") and the target accepts on the GPU
 #     ("first acceptance on the device"), with no device fault or fallback;
 #   - greedy speculative output (k 2, 4, 6) equals --no-speculation output;
-#   - sampled requests finish and `specd stats` shows acceptance > 0;
+#   - sampled requests finish; `specd stats` shows acceptance > 0 and no
+#     draft failures;
 #   - after `specd swap-draft` the target re-opens the new device rows and
 #     greedy output still equals target-only output;
 #   - the same requests with the target forced to the host path
@@ -22,7 +23,8 @@ set -u
 OUT=${OUT:-/tmp/ipc_out}
 mkdir -p "$OUT"
 root=$(pwd)
-C=$root/.devcarry
+C=${IPC_CARRY:-$root/.devcarry}  # bin/ lib/ models/
+BACKEND=${IPC_BACKEND:-cuda}     # cpu: a dry run of this script's plumbing (the device checks then fail)
 export LD_LIBRARY_PATH="$C/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
 S=$C/bin/specd
 TP=${IPC_TARGET_PORT:-17811}
@@ -54,7 +56,7 @@ trap stop_all EXIT
 # start TAG TARGET DRAFT [target flags...]: the three processes; waits for "draft ready".
 start() {
   local tag=$1 target=$2 draft=$3; shift 3
-  local W="--backend cuda --max-seqs 4 --max-seq-len 1024"
+  local W="--backend $BACKEND --max-seqs 4 --max-seq-len 1024"
   "$C/bin/specd-target-worker" --model "$target" --listen 127.0.0.1:$TP $W "$@" > "$OUT/$tag.target.log" 2>&1 &
   pids+=($!)
   "$C/bin/specd-draft-worker" --model "$draft" --listen 127.0.0.1:$DP $W --k-max 8 > "$OUT/$tag.draft.log" 2>&1 &
@@ -117,6 +119,7 @@ round() {
   check "$n: target accepted on the GPU" logged "$L.target.log" "first acceptance on the device"
   check "$n: no device fault or host fallback" not_logged "$L.target.log" "device acceptance failed\|CUDA IPC open\|copying proposals to the device failed"
   check "$n: stats show acceptance" acceptance_positive "$d/stats.txt"
+  check "$n: no draft failures" grep -q '^draft: 0 failures' "$d/stats.txt"
   grep -h "exchange path" "$L.draft.log" "$L.target.log" | sed 's/^/   /'
   # Swap the draft (the same file: a fresh model and exchange buffer); the
   # target must re-open the new device rows.

@@ -132,6 +132,9 @@ absl::StatusOr<std::unique_ptr<RowsExport>> RowsExport::Create(void* host, size_
   x->stream_ = s;
   // Pinning the shared-memory mapping in place makes the copies DMA; when
   // the driver refuses, cudaMemcpyAsync stages pageable memory itself.
+  // The mapping covers whole pages: register all of them.
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  host_bytes = (host_bytes + page - 1) / page * page;
   if (host && host_bytes && cudaHostRegister(host, host_bytes, cudaHostRegisterDefault) == cudaSuccess) {
     x->host_ = host;
     x->pinned_ = true;
