@@ -53,7 +53,11 @@ int Loadgen(const std::vector<std::string>& args) {
   c.AddInt("top-k", 0, "top-k (0: off)", 0, 1 << 24);
   c.AddDouble("min-p", 0.0, "min-p (0: off)", 0.0, 0.999);
   c.AddInt("k", 0, "draft tokens per step for every request (unset: the coordinator's)", 0, 64);
+  c.AddString("adaptive", "", "on: the speculation length is chosen per step (--k: the cap); off: fixed k; "
+                             "empty: the coordinator's");
   c.AddBool("no-speculation", false, "target-only decoding for every request");
+  c.AddString("spec-mix", "", "instead: each request draws a mode from this list: default, off, adaptive, kN (fixed "
+                              "k=N), aN (adaptive up to N); e.g. k2,k4,a8,off");
   c.AddDouble("min-confidence", 0.0, "stop proposals below this draft probability (0: the coordinator's)", 0.0, 1.0);
   c.AddBool("ignore-eos", false, "generate max_tokens tokens regardless of end-of-generation tokens");
   c.AddString("stop", "", "stop string for a --stop-fraction of the prompts");
@@ -103,7 +107,11 @@ int Loadgen(const std::vector<std::string>& args) {
   s.sampling.min_p = static_cast<float>(c.GetDouble("min-p"));
   s.sampling.seed = s.seed;
   if (c.IsSet("k")) s.k = static_cast<int>(c.GetInt("k"));
+  if (c.GetString("adaptive") == "on") s.adaptive = true;
+  else if (c.GetString("adaptive") == "off") s.adaptive = false;
+  else if (!c.GetString("adaptive").empty()) return Fail("--adaptive takes on or off");
   s.disable_speculation = c.GetBool("no-speculation");
+  if (auto st = loadgen::ParseSpecMix(c.GetString("spec-mix"), &s); !st.ok()) return Fail(st);
   s.min_confidence = static_cast<float>(c.GetDouble("min-confidence"));
   s.ignore_eos = c.GetBool("ignore-eos");
   if (!c.GetString("stop").empty()) {

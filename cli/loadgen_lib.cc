@@ -8,6 +8,7 @@
 #include <sstream>
 #include <thread>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
@@ -95,7 +96,8 @@ struct Samples {
   std::vector<double> itl_ms;
 };
 
-client::GenerateParams ParamsFor(const LoadSpec& s, const Template& t, int64_t index, bool reference) {
+client::GenerateParams ParamsFor(const LoadSpec& s, const Template& t, int64_t index, bool reference,
+                                 const LoadSpec::SpecMode* mode = nullptr) {
   client::GenerateParams p;
   if (!t.tokens.empty()) p.prompt_tokens = t.tokens;
   else p.prompt = t.text;
@@ -106,8 +108,14 @@ client::GenerateParams ParamsFor(const LoadSpec& s, const Template& t, int64_t i
   p.ignore_eos = s.ignore_eos;
   if (reference) {
     p.disable_speculation = true;
+  } else if (mode) {
+    p.k = mode->k;
+    p.adaptive = mode->adaptive;
+    p.disable_speculation = mode->disable;
+    p.min_confidence = s.min_confidence;
   } else {
     p.k = s.k;
+    p.adaptive = s.adaptive;
     p.disable_speculation = s.disable_speculation;
     p.min_confidence = s.min_confidence;
   }
@@ -139,6 +147,30 @@ absl::StatusOr<IntRange> ParseRange(const std::string& in, int min_value, int ma
   }
   if (r.lo < min_value || r.hi > max_value || r.lo > r.hi) return bad();
   return r;
+}
+
+absl::Status ParseSpecMix(const std::string& in, LoadSpec* spec) {
+  std::vector<LoadSpec::SpecMode> mix;
+  for (absl::string_view part : absl::StrSplit(in, ',', absl::SkipWhitespace())) {
+    part = absl::StripAsciiWhitespace(part);
+    LoadSpec::SpecMode m;
+    int k = 0;
+    if (part == "default") {
+    } else if (part == "off") {
+      m.disable = true;
+    } else if (part == "adaptive") {
+      m.adaptive = true;
+    } else if ((part[0] == 'k' || part[0] == 'a') && absl::SimpleAtoi(part.substr(1), &k) && k >= 0 && k <= 64) {
+      m.k = k;
+      m.adaptive = part[0] == 'a';
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat("bad speculation mode '", std::string(part),
+                                                     "' (default, off, adaptive, kN, aN)"));
+    }
+    mix.push_back(m);
+  }
+  spec->spec_mix = std::move(mix);
+  return absl::OkStatus();
 }
 
 std::string FormatRange(const IntRange& r) {
@@ -309,7 +341,8 @@ absl::StatusOr<LoadReport> RunLoad(const LoadSpec& s) {
                    s.duration_s > 0 ? absl::StrFormat("%.1f s", s.duration_s) : std::string("no time bound")));
   std::mutex mu;
   std::vector<RequestRecord> records;
-  std::vector<double> itl_all, ttft_all, tpot_all, total_all;
+  std::vector<double> itl_all, ttft_all, tpot_all, total_all, queue_all;
+  int64_t k_asked = 0;
   std::atomic<int64_t> next{0};
   std::atomic<bool> abort_running{false};
   const auto t0 = Clock::now();
@@ -331,8 +364,10 @@ absl::StatusOr<LoadReport> RunLoad(const LoadSpec& s) {
       plan.cancel_after = rng.In(s.cancel_after_chunks);
       plan.deadline = !plan.cancel && rng.Chance(s.deadline_fraction);
       const int deadline_ms = rng.In(s.deadline_ms);
+      const LoadSpec::SpecMode* mode =
+          s.spec_mix.empty() ? nullptr : &s.spec_mix[rng.Next() % s.spec_mix.size()];
       const Template& t = tmpls[static_cast<size_t>(plan.tmpl)];
-      client::GenerateParams p = ParamsFor(s, t, i, false);
+      client::GenerateParams p = ParamsFor(s, t, i, false, mode);
       p.timeout = plan.deadline ? std::chrono::milliseconds(deadline_ms) : timeout;
 
       RequestRecord rec;
@@ -342,7 +377,8 @@ absl::StatusOr<LoadReport> RunLoad(const LoadSpec& s) {
       rec.deadline_planned = plan.deadline;
       Samples smp;
       bool aborted = false;
-      int64_t proposed = 0, accepted = 0, spec_steps = 0, spec_appended = 0, steps = 0;
+      int64_t proposed = 0, accepted = 0, spec_steps = 0, spec_appended = 0, steps = 0, asked = 0;
+      std::vector<int64_t> khist;
       const auto start = Clock::now();
       auto last = start;
       bool have_token = false;
@@ -354,6 +390,10 @@ absl::StatusOr<LoadReport> RunLoad(const LoadSpec& s) {
         ++steps;
         proposed += ch.proposed;
         accepted += ch.accepted;
+        asked += ch.k;
+        const size_t kb = static_cast<size_t>(std::clamp(ch.proposed, 0, 256));
+        if (khist.size() <= kb) khist.resize(kb + 1);
+        ++khist[kb];
         if (ch.proposed > 0) {
           ++spec_steps;
           spec_appended += ch.appended;
@@ -387,6 +427,7 @@ absl::StatusOr<LoadReport> RunLoad(const LoadSpec& s) {
         rec.tokens = std::move(r->tokens);
         rec.text = std::move(r->text);
         rec.output_tokens = static_cast<int>(rec.tokens.size());
+        rec.queue_s = r->queue_seconds;
       } else {
         rec.code = CodeName(r.status().code());
         rec.error = std::string(r.status().message());
@@ -411,7 +452,13 @@ absl::StatusOr<LoadReport> RunLoad(const LoadSpec& s) {
         if (rec.output_tokens > 1 && last_s > first_s)
           tpot_all.push_back(1000.0 * (last_s - first_s) / (rec.output_tokens - 1));
       }
-      if (rec.code == "OK") total_all.push_back(1000.0 * rec.total_s);
+      if (rec.code == "OK") {
+        total_all.push_back(1000.0 * rec.total_s);
+        queue_all.push_back(1000.0 * rec.queue_s);
+      }
+      k_asked += asked;
+      if (rep.k_histogram.size() < khist.size()) rep.k_histogram.resize(khist.size());
+      for (size_t j = 0; j < khist.size(); ++j) rep.k_histogram[j] += khist[j];
       itl_all.insert(itl_all.end(), smp.itl_ms.begin(), smp.itl_ms.end());
       rep.proposed += proposed;
       rep.accepted += accepted;
@@ -483,6 +530,8 @@ absl::StatusOr<LoadReport> RunLoad(const LoadSpec& s) {
   rep.itl_ms = Summarize(itl_all);
   rep.tpot_ms = Summarize(tpot_all);
   rep.total_ms = Summarize(total_all);
+  rep.queue_ms = Summarize(queue_all);
+  rep.mean_k = rep.steps ? static_cast<double>(k_asked) / static_cast<double>(rep.steps) : 0;
   rep.acceptance_rate = rep.proposed ? static_cast<double>(rep.accepted) / static_cast<double>(rep.proposed) : 0;
   rep.mean_accepted_length =
       rep.spec_steps ? static_cast<double>(rep.spec_appended) / static_cast<double>(rep.spec_steps) : 0;
@@ -518,12 +567,20 @@ std::string FormatReport(const LoadReport& r) {
   row("inter-token gap", r.itl_ms);
   row("time per output token", r.tpot_ms);
   row("request total (ok)", r.total_ms);
+  row("queue wait (server)", r.queue_ms);
   if (r.proposed > 0)
     os << absl::StrFormat("speculation: acceptance %.1f%% (%d/%d), mean accepted length %.2f tokens/step, %d of %d steps speculative\n",
                           100.0 * r.acceptance_rate, r.accepted, r.proposed, r.mean_accepted_length, r.spec_steps,
                           r.steps);
   else
     os << absl::StrFormat("speculation: none (%d target-only steps)\n", r.steps);
+  if (r.proposed > 0) {
+    os << absl::StrFormat("  drafts asked per step: mean %.2f; steps by drafts verified:", r.mean_k);
+    for (size_t j = 0; j < r.k_histogram.size(); ++j) {
+      if (r.k_histogram[j]) os << " " << j << ":" << r.k_histogram[j];
+    }
+    os << "\n";
+  }
   if (r.verified)
     os << absl::StrFormat("verify-greedy: %d outputs checked against %d target-only references: %d mismatches%s\n",
                           r.verify_checked, r.references, r.verify_mismatches,
@@ -581,7 +638,8 @@ std::string ReportToJson(const LoadReport& r, const LoadSpec& s) {
      << "\", \"distinct_prompts\": " << (s.prompts.empty() ? s.distinct_prompts : static_cast<int>(s.prompts.size()))
      << ", \"seed\": " << s.seed << ", \"temperature\": " << Num(s.sampling.temperature)
      << ", \"top_p\": " << Num(s.sampling.top_p) << ", \"top_k\": " << s.sampling.top_k << ", \"k\": "
-     << (s.k ? std::to_string(*s.k) : std::string("null")) << ", \"disable_speculation\": "
+     << (s.k ? std::to_string(*s.k) : std::string("null"))
+     << ", \"adaptive\": " << (s.adaptive ? (*s.adaptive ? "true" : "false") : "null") << ", \"disable_speculation\": "
      << (s.disable_speculation ? "true" : "false") << ", \"min_confidence\": " << Num(s.min_confidence)
      << ", \"ignore_eos\": " << (s.ignore_eos ? "true" : "false") << "},\n";
   os << "  \"sent\": " << r.sent << ", \"finished\": " << r.finished << ", \"lost\": " << r.lost << ", \"ok\": " << r.ok
@@ -599,6 +657,10 @@ std::string ReportToJson(const LoadReport& r, const LoadSpec& s) {
   os << "  \"itl_ms\": " << PercentilesJson(r.itl_ms) << ",\n";
   os << "  \"tpot_ms\": " << PercentilesJson(r.tpot_ms) << ",\n";
   os << "  \"total_ms\": " << PercentilesJson(r.total_ms) << ",\n";
+  os << "  \"queue_ms\": " << PercentilesJson(r.queue_ms) << ",\n";
+  std::string kh = "[";
+  for (size_t j = 0; j < r.k_histogram.size(); ++j) absl::StrAppend(&kh, j ? ", " : "", r.k_histogram[j]);
+  os << "  \"mean_k\": " << Num(r.mean_k) << ", \"k_histogram\": " << kh << "],\n";
   os << "  \"steps\": " << r.steps << ", \"spec_steps\": " << r.spec_steps << ", \"proposed\": " << r.proposed
      << ", \"accepted\": " << r.accepted << ", \"acceptance_rate\": " << Num(r.acceptance_rate)
      << ", \"mean_accepted_length\": " << Num(r.mean_accepted_length) << ",\n";

@@ -33,6 +33,11 @@ struct IntRange {
   int lo = 0, hi = 0;
 };
 absl::StatusOr<IntRange> ParseRange(const std::string& s, int min_value, int max_value);
+
+struct LoadSpec;
+// "default,off,k4,a8,adaptive": the coordinator's settings, target-only, fixed
+// k=4, adaptive up to 8, adaptive with the coordinator's cap.
+absl::Status ParseSpecMix(const std::string& s, LoadSpec* spec);
 std::string FormatRange(const IntRange& r);
 
 struct LoadSpec {
@@ -56,9 +61,17 @@ struct LoadSpec {
   // Sampling; request i uses seed sampling.seed + i.
   SamplingParams sampling;
   // Speculation, per request.
-  std::optional<int> k;              // unset: the coordinator's k
+  std::optional<int> k;              // unset: the coordinator's k (with adaptive: the cap)
+  std::optional<bool> adaptive;      // choose k per step (unset: fixed when k is set, else the coordinator's)
   bool disable_speculation = false;  // target-only
   float min_confidence = 0;          // 0: the coordinator's
+  // A mix instead: each request draws one of these (overrides the three above).
+  struct SpecMode {
+    std::optional<int> k;
+    std::optional<bool> adaptive;
+    bool disable = false;
+  };
+  std::vector<SpecMode> spec_mix;
 
   // Requests that end early on purpose (the soak test's mix).
   double cancel_fraction = 0;        // cancelled by the client after some chunks
@@ -93,6 +106,7 @@ struct RequestRecord {
   int output_tokens = 0;          // streamed
   int chunks = 0;
   double ttft_s = -1, total_s = 0;
+  double queue_s = 0;             // server side, from the summary (OK only)
   std::vector<int32_t> tokens;
   std::string text;
   bool expected = true;           // OK, or the planned early end
@@ -118,9 +132,12 @@ struct LoadReport {
   int64_t prompt_tokens = 0, output_tokens = 0;
   double output_tokens_per_s = 0, requests_per_s = 0;
   Percentiles ttft_ms, itl_ms, tpot_ms, total_ms;  // itl: per token (chunk gap / its tokens)
+  Percentiles queue_ms;  // server side: waiting for admission (completed requests)
 
   int64_t proposed = 0, accepted = 0, spec_steps = 0, spec_appended = 0, steps = 0;
   double acceptance_rate = 0, mean_accepted_length = 0;
+  double mean_k = 0;                 // drafts asked for per step
+  std::vector<int64_t> k_histogram;  // steps by drafts verified (index 0: target-only steps)
 
   bool verified = false;
   int64_t verify_checked = 0, verify_mismatches = 0;

@@ -71,6 +71,23 @@ TEST(Loadgen, SynthesizedPromptsAreDeterministicAndExact) {
   EXPECT_FALSE(SynthesizePrompt(1, 0, tok).ok());
 }
 
+TEST(Loadgen, SpecMix) {
+  LoadSpec s;
+  ASSERT_TRUE(ParseSpecMix("default, off,adaptive,k4,a8", &s).ok());
+  ASSERT_EQ(s.spec_mix.size(), 5u);
+  EXPECT_FALSE(s.spec_mix[0].k || s.spec_mix[0].adaptive || s.spec_mix[0].disable);
+  EXPECT_TRUE(s.spec_mix[1].disable);
+  EXPECT_TRUE(*s.spec_mix[2].adaptive);
+  EXPECT_FALSE(s.spec_mix[2].k);
+  EXPECT_EQ(*s.spec_mix[3].k, 4);
+  EXPECT_FALSE(*s.spec_mix[3].adaptive);
+  EXPECT_EQ(*s.spec_mix[4].k, 8);
+  EXPECT_TRUE(*s.spec_mix[4].adaptive);
+  for (const char* bad : {"k", "k-1", "x4", "a65", "on"}) EXPECT_FALSE(ParseSpecMix(bad, &s).ok()) << bad;
+  EXPECT_TRUE(ParseSpecMix("", &s).ok());
+  EXPECT_TRUE(s.spec_mix.empty());
+}
+
 TEST(Loadgen, JsonEscape) {
   EXPECT_EQ(JsonEscape("a\"b\\c\nd\x01"), "a\\\"b\\\\c\\nd\\u0001");
 }
