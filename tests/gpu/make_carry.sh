@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Builds what the device run needs here (sm_90, Release) and gathers it in
+# .devcarry/: the binaries, every shared library they need that is not part
+# of the C runtime or the CUDA driver/toolkit (the device supplies those),
+# and the trained model pair from ../shared/models when present.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+B=${BUILD_DIR:-build-dev}
+cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 -DSPECD_BUILD_TESTS=OFF >/dev/null
+cmake --build "$B" -j"${JOBS:-2}" --target specd specd-coordinator specd-draft-worker specd-target-worker
+rm -rf .devcarry
+mkdir -p .devcarry/bin .devcarry/lib
+cp "$B/cli/specd" "$B/coordinator/specd-coordinator" "$B/draft_worker/specd-draft-worker" \
+   "$B/target_worker/specd-target-worker" .devcarry/bin/
+strip .devcarry/bin/* || true
+for b in .devcarry/bin/*; do
+  ldd "$b" | awk '/=> \//{print $3}'
+done | sort -u | grep -vE '/(libc|libm|libpthread|libdl|librt|ld-linux|libcuda|libcudart|libcublas|libcublasLt)[.-]' |
+  while read -r lib; do cp -L "$lib" .devcarry/lib/; done
+strip --strip-unneeded .devcarry/lib/* 2>/dev/null || true
+if [ -d ../shared/models ]; then
+  mkdir -p .devcarry/models
+  cp ../shared/models/*.gguf .devcarry/models/
+fi
+du -sh .devcarry .devcarry/*
