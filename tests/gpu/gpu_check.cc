@@ -35,6 +35,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "common/backend/backend.h"
@@ -229,7 +230,11 @@ struct Runner {
     o.threads = 0;
     o.cuda_graphs = graphs;
     if (backend == "cpu") {
-      be = std::make_unique<CpuBackend>(0);
+      // The exact reference: float activations (the CPU backend's default
+      // quantizes them to int8, ~5e-3 relative error).
+      auto cpu = std::make_unique<CpuBackend>(0);
+      cpu->set_float_activations(true);
+      be = std::move(cpu);
     } else {
       SPECD_ASSIGN_OR_RETURN(be, CreateCudaBackend(o));
     }
@@ -517,7 +522,9 @@ void CheckMatMul(OpEnv& env, GgmlType type, int64_t rows, int64_t k) {
   CHECK_OK(yd.status());
   CUDA_OK(cudaMemcpy(*xd, x.data(), x.size() * 4, cudaMemcpyHostToDevice));
   std::vector<float> yc(static_cast<size_t>(kMaxN) * rows), yg(yc.size());
+  env.cpu.set_float_activations(true);  // exact reference (int8 activations are the CPU default)
   env.cpu.MatMul(*wc, &*bc, x.data(), kMaxN, yc.data());
+  CHECK_OK(env.cpu.Synchronize());  // the CPU backend queues MatMuls until the next op or sync
   auto gpu_mm = [&](int n, const float* xp, std::vector<float>* out) -> absl::Status {
     CUDA_OK(cudaMemsetAsync(*yd, 0xff, static_cast<size_t>(n) * rows * 4,
                             static_cast<cudaStream_t>(env.ctl->Stream())));  // poison: NaN
@@ -750,64 +757,121 @@ struct MatvecBench {
   }
 };
 
-// Sweeps the matvec K-split target and keeps the fastest for what follows.
-void TuneMmq() {
-  std::string line = "BENCH matvec K-split sweep (Q4_K, us at n=1/8; blocks per SM):";
-  int best = 8;
-  double best_t = 1e30;
-  for (int bps : {2, 4, 8, 16}) {
-    cuda::SetMmqBlocksPerSm(bps);
-    double tot = 0;
-    std::string part;
-    for (auto [rows, k] : {std::pair<int64_t, int64_t>{25600, 5120}, {5120, 25600}}) {
-      MatvecBench mb;
-      if (!mb.Init(GgmlType::Q4_K, rows, k).ok()) return;
-      const double t1 = mb.Ms(1), t8 = mb.Ms(8);
-      tot += t1 + t8;
-      absl::StrAppend(&part, absl::StrFormat(" %lldx%lld %.1f/%.1f", static_cast<long long>(rows),
-                                             static_cast<long long>(k), t1 * 1e3, t8 * 1e3));
-    }
-    absl::StrAppend(&line, absl::StrFormat("\n  bps=%d:%s", bps, part));
-    if (tot < best_t) {
-      best_t = tot;
-      best = bps;
-    }
-  }
-  cuda::SetMmqBlocksPerSm(best);
-  std::printf("%s\n  -> using %d blocks per SM\n", line.c_str(), best);
-  std::fflush(stdout);
-}
-
-void BenchMatvec(double copy_gbs) {
-  std::printf("BENCH matvec: weight GB/s (%% of copy bandwidth) per type, matrix rows x K, columns n\n");
+void BenchMatvec(double copy_gbs, std::vector<GgmlType> types = {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K,
+                                                                  GgmlType::Q8_0}) {
+  std::printf("BENCH matvec: weight GB/s (%% of copy bandwidth) per kernel, type, matrix rows x K, columns n\n");
   struct M {
     int64_t rows, k;
   };
+  const int kernel = cuda::GetMmqKernel();
   for (M m : {M{25600, 5120}, M{5120, 25600}}) {
-    for (GgmlType type : {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q8_0, GgmlType::Q4_0,
-                          GgmlType::Q4_1, GgmlType::F16, GgmlType::BF16}) {
-      MatvecBench mb;
-      CHECK_OK(mb.Init(type, m.rows, m.k));
-      std::string line = absl::StrCat("  ", std::string(TypeName(type)), " ", m.rows, "x", m.k, ":");
-      for (int n : {1, 2, 4, 8, 16}) {
-        const double ms = mb.Ms(n);
-        const double gbs = mb.ws[0].nbytes / (ms * 1e-3) / 1e9;
-        absl::StrAppend(&line, absl::StrFormat("  n=%d %.0f (%.0f%%) %.1fus", n, gbs, 100.0 * gbs / copy_gbs, ms * 1e3));
+    for (GgmlType type : types) {
+      for (int ver : {1, 2}) {
+        cuda::SetMmqKernel(ver);
+        MatvecBench mb;
+        CHECK_OK(mb.Init(type, m.rows, m.k));
+        std::string line = absl::StrCat("  v", ver, " ", std::string(TypeName(type)), " ", m.rows, "x", m.k, ":");
+        for (int n : ver == 1 ? std::vector<int>{1, 7} : std::vector<int>{1, 2, 4, 7, 8, 16}) {
+          const double ms = mb.Ms(n);
+          const double gbs = mb.ws[0].nbytes / (ms * 1e-3) / 1e9;
+          absl::StrAppend(&line, absl::StrFormat("  n=%d %.0f (%.0f%%) %.1fus", n, gbs, 100.0 * gbs / copy_gbs, ms * 1e3));
+        }
+        std::printf("%s\n", line.c_str());
+        std::fflush(stdout);
       }
-      std::printf("%s\n", line.c_str());
-      std::fflush(stdout);
     }
   }
+  cuda::SetMmqKernel(kernel);
 }
 
-// One Q4_K matvec (n=1) and one 7-query attention at ctx 4096, for ncu.
+// v2 tuning: blocks per SM (K-split) and the L2 prefetch, Q4_K/Q6_K, n = 1 and 7.
+void TuneMv2() {
+  std::string line = "BENCH v2 sweep (us at n=1/7: Q4_K 25600x5120, 5120x25600, Q6_K 5120x25600):";
+  int best = 8;
+  bool best_pf = false;
+  double best_t = 1e30;
+  for (bool pf : {false, true}) {
+    for (int bps : {4, 8, 16}) {
+      if (pf && bps != 8) continue;
+      cuda::SetMmqBlocksPerSm(bps);
+      cuda::SetMmqPrefetch(pf);
+      double tot = 0;
+      std::string part;
+      for (auto [type, rows, k] : {std::tuple<GgmlType, int64_t, int64_t>{GgmlType::Q4_K, 25600, 5120},
+                                   {GgmlType::Q4_K, 5120, 25600}, {GgmlType::Q6_K, 5120, 25600}}) {
+        MatvecBench mb;
+        if (!mb.Init(type, rows, k).ok()) return;
+        const double t1 = mb.Ms(1), t7 = mb.Ms(7);
+        tot += t1 + t7;
+        absl::StrAppend(&part, absl::StrFormat(" %.1f/%.1f", t1 * 1e3, t7 * 1e3));
+      }
+      absl::StrAppend(&line, absl::StrFormat("\n  prefetch=%d bps=%d:%s", pf, bps, part));
+      if (tot < best_t) {
+        best_t = tot;
+        best = bps;
+        best_pf = pf;
+      }
+    }
+  }
+  cuda::SetMmqBlocksPerSm(best);
+  cuda::SetMmqPrefetch(best_pf);
+  std::printf("%s\n  -> using %d blocks per SM, prefetch %d\n", line.c_str(), best, best_pf);
+  std::fflush(stdout);
+}
+
+// Q4_K 25600x5120 matvecs for ncu: a warm-up, then n = 1 and n = 7 (the
+// profiled launches: --launch-skip 1 --launch-count 2).
 int RunProfile() {
   MatvecBench mb;
   if (!mb.Init(GgmlType::Q4_K, 25600, 5120).ok()) return 1;
   mb.env.gpu->MatMul(mb.ws[0], nullptr, mb.xs[0], 1, mb.y);
   if (!mb.env.gpu->Synchronize().ok()) return 1;
-  mb.env.gpu->MatMul(mb.ws[1], nullptr, mb.xs[0], 1, mb.y);
+  mb.env.gpu->MatMul(mb.ws[1], nullptr, mb.xs[1], 1, mb.y);
   if (!mb.env.gpu->Synchronize().ok()) return 1;
+  mb.env.gpu->MatMul(mb.ws[2], nullptr, mb.xs[2], 7, mb.y);
+  if (!mb.env.gpu->Synchronize().ok()) return 1;
+  return 0;
+}
+
+// Attention of a 32B-class layer at context 4096 (KV F16, zeros), for ncu:
+// a warm-up, then 1 query and 7 queries (graphs off: one launch per kernel).
+int ProfileAttention() {
+  const int H = 64, KVH = 8, HD = 128, ctx = 4096;
+  BackendOptions o;
+  o.name = "cuda";
+  o.cuda_graphs = false;
+  auto be = CreateCudaBackend(o);
+  if (!be.ok()) return 1;
+  KvLayout kv;
+  kv.n_layers = 1;
+  kv.n_kv_heads = KVH;
+  kv.head_dim = HD;
+  kv.block_size = 16;
+  kv.n_blocks = ctx / 16;
+  kv.type = GgmlType::F16;
+  if (!(*be)->InitKv(kv).ok()) return 1;
+  auto q = (*be)->AllocActivations(static_cast<size_t>(8) * H * HD);
+  auto kk = (*be)->AllocActivations(static_cast<size_t>(8) * KVH * HD);
+  auto vv = (*be)->AllocActivations(static_cast<size_t>(8) * KVH * HD);
+  auto out = (*be)->AllocActivations(static_cast<size_t>(8) * H * HD);
+  if (!q.ok() || !kk.ok() || !vv.ok() || !out.ok()) return 1;
+  AttentionParams ap{0, H, KVH, HD, 1.0f / std::sqrt(128.0f)};
+  for (int n : {1, 1, 7}) {
+    Batch b;
+    BatchSeq sq;
+    sq.slot = 0;
+    sq.kv_len = ctx;
+    for (int i = 0; i < ctx / 16; ++i) sq.blocks.push_back(i);
+    b.seqs = {sq};
+    for (int i = 0; i < n; ++i) {
+      b.tokens.push_back(0);
+      b.pos.push_back(ctx - n + i);
+      b.seq_index.push_back(0);
+    }
+    if (!(*be)->SetBatch(b).ok()) return 1;
+    (*be)->Attention(*q, *kk, *vv, ap, *out);
+    if (!(*be)->Synchronize().ok()) return 1;
+  }
   return 0;
 }
 
@@ -820,7 +884,7 @@ void BenchAttention() {
     GgmlType kvt;
     int split;
   };
-  for (Cfg cfg : {Cfg{GgmlType::F16, 64}, Cfg{GgmlType::F16, 128}, Cfg{GgmlType::F16, 256}, Cfg{GgmlType::Q8_0, 0}}) {
+  for (Cfg cfg : {Cfg{GgmlType::F16, 128}, Cfg{GgmlType::Q8_0, 0}}) {
     const GgmlType kvt = cfg.kvt;
     cuda::SetAttnSplit(cfg.split > 0 ? cfg.split : best_split);
     double sum_t = 0;
@@ -1054,7 +1118,10 @@ absl::Status MakeBigModel(const Shape& s, const std::string& mix, BigModel* out)
   return absl::OkStatus();
 }
 
-void BenchModel(const char* label, const Shape& s, const std::string& mix, GgmlType kvt, double copy_gbs) {
+// prefill == false: the KV cache keeps the zeros InitKv wrote (the attention
+// costs the same; the logits are not meaningful) and the load is faster.
+void BenchModel(const char* label, const Shape& s, const std::string& mix, GgmlType kvt, double copy_gbs,
+                bool prefill = true, std::vector<int> ks = {1, 2, 4, 6, 8}) {
   BigModel bm;
   CHECK_OK(MakeBigModel(s, mix, &bm));
   BackendOptions o;
@@ -1097,7 +1164,7 @@ void BenchModel(const char* label, const Shape& s, const std::string& mix, GgmlT
   // Prefill to ctx - 16 in chunks of 256 (cuBLAS), timed as a whole.
   const auto p0 = std::chrono::steady_clock::now();
   int pos = 0;
-  while (pos < ctx - 16) {
+  while (prefill && pos < ctx - 16) {
     const int n = std::min(max_batch, ctx - 16 - pos);
     Batch b = batch(pos, n, 1);
     auto out = (*model)->Forward(b);
@@ -1109,9 +1176,9 @@ void BenchModel(const char* label, const Shape& s, const std::string& mix, GgmlT
   bool finite = true;
   for (int i = 0; i < c.vocab_size; ++i) finite = finite && std::isfinite(logits[i]);
   Timer timer(ctl->Stream());
-  auto step = [&](int n) {
+  auto step = [&](int n, int pos0 = -1) {
     return timer.Median(3, 20, [&] {
-      Batch b = batch(ctx - 16, n, n);
+      Batch b = batch(pos0 < 0 ? ctx - 16 : pos0, n, n);
       auto out = (*model)->Forward(b);
       if (!out.ok() || !be.ReadToHost(*out, logits.data(), static_cast<size_t>(n) * c.vocab_size).ok()) std::exit(3);
     });
@@ -1120,17 +1187,23 @@ void BenchModel(const char* label, const Shape& s, const std::string& mix, GgmlT
   const double roof_ms = bm.weight_bytes / (copy_gbs * 1e9) * 1e3;
   std::string line = absl::StrFormat(
       "BENCH model %s (%s, %s, kv %s; matvec %d blocks/SM, attention split %d): weights %.2f GB, load %.1f s, "
-      "prefill %d tok %.2f s (%.0f tok/s), finite=%d\n"
+      "prefill %d tok %.2f s (%.0f tok/s), finite=%d, matvec kernel v%d\n"
       "  ledger: weights %.2f GB kv %.2f GB act %.2f GB other %.3f GB\n"
       "  decode ctx %d: %.2f ms/token (%.1f tok/s); roofline %.2f ms -> %.0f%% of copy bandwidth\n  verify:",
       label, s.arch, mix, std::string(TypeName(kvt)), cuda::GetMmqBlocksPerSm(), cuda::GetAttnSplit(),
-      bm.weight_bytes / 1e9, load_s, pos, pre_s, pos / pre_s, finite,
+      bm.weight_bytes / 1e9, load_s, pos, pre_s, pos > 0 ? pos / pre_s : 0.0, finite, cuda::GetMmqKernel(),
       mem.weights / 1e9, mem.kv_pool / 1e9, mem.activations / 1e9, mem.other / 1e9, ctx - 15, dec, 1e3 / dec, roof_ms,
       100.0 * roof_ms / dec);
-  for (int k : {1, 2, 4, 6, 8}) {
+  for (int k : ks) {
     const double v = step(k + 1);
     absl::StrAppend(&line, absl::StrFormat(" k=%d %.2f ms (%.2fx)", k, v, v / dec));
   }
+  // The same steps at context 32: the difference is (mostly) attention over 4096 positions.
+  const double dec32 = step(1, 16);
+  absl::StrAppend(&line, absl::StrFormat("\n  at context 32: decode %.2f ms (%.0f%% of roofline)", dec32,
+                                         100.0 * roof_ms / dec32));
+  if (std::find(ks.begin(), ks.end(), 6) != ks.end())
+    absl::StrAppend(&line, absl::StrFormat(", verify k=6 %.2f ms", step(7, 16)));
   const auto st = ctl->GetStats();
   absl::StrAppend(&line, absl::StrFormat("\n  graphs: %lld captures, %lld launches", static_cast<long long>(st.graph_captures),
                                          static_cast<long long>(st.graph_launches)));
@@ -1159,6 +1232,13 @@ int RunChecks(const char* self, bool quick) {
     }
     CheckMatMul(env, GgmlType::Q4_K, 1000, 256);
     CheckMatMul(env, GgmlType::Q6_K, 40, 5120);
+    // v2 register-streaming kernel: an odd number of 256-element groups (Q6_K
+    // rows then alternate between 4- and 2-byte alignment), rows not a
+    // multiple of its 128-row blocks, and a long K (K-split).
+    for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q8_0}) {
+      CheckMatMul(env, t, 130, 768);
+      CheckMatMul(env, t, 130, 25600);
+    }
   }
   CheckIpc(self);
   CheckAcceptance();
@@ -1178,15 +1258,37 @@ int RunChecks(const char* self, bool quick) {
   return g_failures == 0 ? 0 : 1;
 }
 
+// A short benchmark for a tight device budget: copy bandwidth, Q4_K/Q6_K
+// matvec v1 vs v2, the 32B-class decode and k=6 verify with v2 and v1.
+int RunBenchMin() {
+  const double copy = BenchCopy();
+  BenchMatvec(copy, {GgmlType::Q4_K, GgmlType::Q6_K});
+  const Shape q32 = {"qwen3", 64, 5120, 64, 8, 128, 25600, 151936, false, 1e6f};
+  BenchModel("32B-class target", q32, "Q4_K_M", GgmlType::F16, copy, false, {1, 6});
+  cuda::SetMmqKernel(1);
+  BenchModel("32B-class target", q32, "Q4_K_M", GgmlType::F16, copy, false, {6});
+  cuda::SetMmqKernel(2);
+  std::printf("SUMMARY: bench done, %d failed checks\n", g_failures);
+  return g_failures == 0 ? 0 : 1;
+}
+
 int RunBench() {
   const double copy = BenchCopy();
-  TuneMmq();
+  TuneMv2();
   BenchMatvec(copy);
   BenchAttention();
   const Shape q32 = {"qwen3", 64, 5120, 64, 8, 128, 25600, 151936, false, 1e6f};
   const Shape q3b = {"qwen2", 36, 2048, 16, 2, 128, 11008, 151936, true, 1e6f};
-  BenchModel("32B-class target", q32, "Q4_K_M", GgmlType::F16, copy);
-  BenchModel("3B-class draft", q3b, "Q4_K_M", GgmlType::Q8_0, copy);
+  BenchModel("32B-class target", q32, "Q4_K_M", GgmlType::F16, copy, false);
+  BenchModel("3B-class draft", q3b, "Q4_K_M", GgmlType::Q8_0, copy, false);
+  {  // the shared-memory kernel (v1) for comparison
+    const int bps = cuda::GetMmqBlocksPerSm();
+    cuda::SetMmqKernel(1);
+    cuda::SetMmqBlocksPerSm(8);
+    BenchModel("32B-class target", q32, "Q4_K_M", GgmlType::F16, copy, false, {6});
+    cuda::SetMmqKernel(2);
+    cuda::SetMmqBlocksPerSm(bps);
+  }
   std::printf("SUMMARY: bench done, %d failed checks\n", g_failures);
   return g_failures == 0 ? 0 : 1;
 }
@@ -1204,10 +1306,13 @@ int main(int argc, char** argv) {
     return 0;
   }
   bool bench = false, quick = false;
+  for (int i = 1; i < argc; ++i)
+    if (std::strcmp(argv[i], "--bench-min") == 0) return specd::RunBenchMin();
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--bench") == 0) bench = true;
     if (std::strcmp(argv[i], "--quick") == 0) quick = true;
     if (std::strcmp(argv[i], "--profile") == 0) return specd::RunProfile();
+    if (std::strcmp(argv[i], "--profile-attn") == 0) return specd::ProfileAttention();
   }
   return bench ? specd::RunBench() : specd::RunChecks(argv[0], quick);
 }

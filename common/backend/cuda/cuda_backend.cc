@@ -915,8 +915,8 @@ void CudaBackend::MatMul(const Weight& w, const Weight* bias, const float* x, in
     int blocks = 0;
     int64_t part_rows = 0;
     for (int j = 0; j < grp->i[7]; ++j) {
-      blocks += cuda::MmqRowBlocks(w.type, grp->i[kMmRows[j]]);
-      part_rows += cuda::MmqPartRows(w.type, grp->i[kMmRows[j]]);
+      blocks += cuda::MmqRowBlocks(w.type, grp->i[kMmRows[j]], k);
+      part_rows += cuda::MmqPartRows(w.type, grp->i[kMmRows[j]], k);
     }
     grp->i[5] = cuda::MmqKSplit(w.type, blocks, k);
     grp->i[8] = part_rows;

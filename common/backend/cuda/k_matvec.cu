@@ -20,6 +20,10 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <cstdlib>
+#include <cstring>
+#include <type_traits>
+
 #include "common/backend/cuda/k_common.cuh"
 
 namespace specd::cuda {
@@ -47,6 +51,28 @@ SPECD_MQ(Q6_K, 210, 0)
 #undef SPECD_MQ
 }  // namespace mmq
 using mmq::Mq;
+
+// v2 format traits (see mv2 below): bytes per 256 elements, A encoding, min term, 16-element scales.
+namespace mv2t {
+template <GgmlType T> struct Fmt;
+template <> struct Fmt<GgmlType::Q4_K> {
+  static constexpr int kGroup = 144;
+  static constexpr bool kU8 = true, kMin = true, kHalves = false;
+};
+template <> struct Fmt<GgmlType::Q5_K> {
+  static constexpr int kGroup = 176;
+  static constexpr bool kU8 = true, kMin = true, kHalves = false;
+};
+template <> struct Fmt<GgmlType::Q6_K> {
+  static constexpr int kGroup = 210;
+  static constexpr bool kU8 = false, kMin = false, kHalves = true;
+};
+template <> struct Fmt<GgmlType::Q8_0> {
+  static constexpr int kGroup = 272;
+  static constexpr bool kU8 = false, kMin = false, kHalves = false;
+};
+
+}  // namespace mv2t
 
 namespace {
 
@@ -552,6 +578,761 @@ bool DispatchMmq(GgmlType t, F&& f) {
   }
 }
 
+// ======================================================================
+// v2: register-streaming matvec for Q4_K, Q5_K, Q6_K and Q8_0 (K % 256 == 0).
+//
+// No shared memory for weights: each warp owns 32 rows (two 16-row MMA
+// tiles) and streams its quants from global memory straight into the A
+// fragments of the integer MMA (8-byte loads, one K-stage of 128 elements
+// in flight while the previous one is computed, an optional L2 prefetch two
+// 256-element groups ahead). The activations are the same hi/lo int8 units
+// as v1 (QuantizeUnitWarp), read from L1/L2 as B fragments. A block is 4
+// warps on 128 consecutive rows and one K-chunk; grid.y splits K like v1
+// (partials summed in split order by the last block).
+//
+// Per 256-element group, per output element (row r, column c), every unit
+// (Q6_K: every 16-element half) gives an exact int32 dot D = 254*D_hi + D_lo
+// and a float term e = D * (coef_r * s_c) [+ mcoef_r * sum_c]; the group's
+// terms are summed by a fixed binary tree per 128-element stage (pairs of
+// units, then pairs of pairs) and the two stage sums are added to the row's
+// accumulator in order. The tree is the same for
+// every column count; only where its levels run changes: with n == 1 the
+// units of a group occupy the 8 MMA columns (masked activations), so the low
+// levels are across lanes (shuffles) and the epilogue runs on 1/8 of the
+// (row, column) pairs; with n >= 2 each lane holds all units of its columns.
+// Integer dots are exact and fp additions commute, so a column's bits never
+// depend on n.
+// ======================================================================
+namespace mv2 {
+
+constexpr int kWarps = 4;
+constexpr int kRowsW = 32;
+constexpr int kRowsB = kWarps * kRowsW;
+constexpr int kTab = 16;  // table floats per row
+
+__device__ __forceinline__ uint2 Ld64(const uint8_t* p) {
+  uint2 v;
+  asm("ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%2];" : "=r"(v.x), "=r"(v.y) : "l"(p));
+  return v;
+}
+__device__ __forceinline__ uint32_t Ld32(const uint8_t* p) {
+  uint32_t v;
+  asm("ld.global.nc.L1::no_allocate.u32 %0, [%1];" : "=r"(v) : "l"(p));
+  return v;
+}
+__device__ __forceinline__ uint4 Ld128(const uint8_t* p) {
+  uint4 v;
+  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+      : "l"(p));
+  return v;
+}
+__device__ __forceinline__ uint32_t Ld16(const uint8_t* p) {
+  unsigned short v;
+  asm("ld.global.nc.L1::no_allocate.u16 %0, [%1];" : "=h"(v) : "l"(p));
+  return v;
+}
+__device__ __forceinline__ void PrefetchL2(const uint8_t* p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
+
+// Activations (read by every warp of a block: cached in L1).
+__device__ __forceinline__ uint4 XFrag(const uint8_t* p) { return __ldg(reinterpret_cast<const uint4*>(p)); }
+
+template <bool kU8>
+__device__ __forceinline__ void Mma(int (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  if constexpr (kU8) {
+    asm("mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+        : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  } else {
+    asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+        : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+}
+
+// d = A * B (no accumulator input: the C operand is the zero register).
+template <bool kU8>
+__device__ __forceinline__ void Mma0(int (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  if constexpr (kU8) {
+    asm("mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%10,%10,%10};\n"
+        : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "r"(0));
+  } else {
+    asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%10,%10,%10};\n"
+        : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "r"(0));
+  }
+}
+
+// Level-1 pair of the tree: units a, b of one row and column.
+__device__ __forceinline__ float PairMin(int da, int db, float ca, float mca, float cb, float mcb, float sa, float sua,
+                                         float sb, float sub) {
+  float x = __fmul_rn(mca, sua);
+  x = __fmaf_rn(__int2float_rn(da), __fmul_rn(ca, sa), x);
+  x = __fmaf_rn(mcb, sub, x);
+  return __fmaf_rn(__int2float_rn(db), __fmul_rn(cb, sb), x);
+}
+// Q6_K: the two 16-element halves of one unit (one activation scale s).
+__device__ __forceinline__ float PairHalves(int d0, int d1, float c0, float c1, float s) {
+  return __fmul_rn(__fmaf_rn(__int2float_rn(d1), c1, __fmul_rn(__int2float_rn(d0), c0)), s);
+}
+__device__ __forceinline__ float PairNoMin(int da, int db, float ca, float cb, float sa, float sb) {
+  const float x = __fmul_rn(__int2float_rn(da), __fmul_rn(ca, sa));
+  return __fmaf_rn(__int2float_rn(db), __fmul_rn(cb, sb), x);
+}
+
+// Quant registers of one 128-element stage for the lane's 4 rows
+// [m-tile][row g / g+8].
+template <GgmlType T> struct Raw;
+template <> struct Raw<GgmlType::Q4_K> {
+  uint2 q[2][2][2];  // [mt][h][pair of the stage]
+};
+template <> struct Raw<GgmlType::Q5_K> {
+  uint2 q[2][2][2];
+  uint2 qh[2][2];
+};
+template <> struct Raw<GgmlType::Q6_K> {
+  uint32_t w[2][2][3][3];  // chunks ql(q even), ql(q odd), qh; 3 aligned words each
+};
+template <> struct Raw<GgmlType::Q8_0> {
+  uint32_t w[2][2][4][3];  // 4 blocks, up to 3 words each
+};
+
+// Loads stage st (0/1) of the group that starts kOff bytes after rp[mt][h]
+// (row g + 8h + 16mt); kOff is 0 or the group size (the next group).
+template <GgmlType T, int kOff>
+__device__ __forceinline__ void LoadStage(Raw<T>& r, const uint8_t* const (&rp)[2][2], int st, int t) {
+#pragma unroll
+  for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const uint8_t* p = rp[mt][h] + kOff;
+      if constexpr (T == GgmlType::Q4_K) {
+#pragma unroll
+        for (int pp = 0; pp < 2; ++pp) r.q[mt][h][pp] = Ld64(p + 16 + 32 * (2 * st + pp) + 8 * t);
+      } else if constexpr (T == GgmlType::Q5_K) {
+#pragma unroll
+        for (int pp = 0; pp < 2; ++pp) r.q[mt][h][pp] = Ld64(p + 48 + 32 * (2 * st + pp) + 8 * t);
+        r.qh[mt][h] = Ld64(p + 16 + 8 * t);
+      } else if constexpr (T == GgmlType::Q6_K) {
+        // Chunks start at multiples of 8 from the (2-byte aligned) group start.
+        const uint8_t* pa =
+            reinterpret_cast<const uint8_t*>(reinterpret_cast<uintptr_t>(p) & ~uintptr_t{3}) + 8 * t;
+        const int off[3] = {64 * st, 64 * st + 32, 128 + 32 * st};
+#pragma unroll
+        for (int c = 0; c < 3; ++c) {
+          r.w[mt][h][c][0] = Ld32(pa + off[c]);
+          r.w[mt][h][c][1] = Ld32(pa + off[c] + 4);
+          r.w[mt][h][c][2] = Ld32(pa + off[c] + 8);
+        }
+      } else {  // Q8_0: the group (272 B) starts 16-byte aligned; block u at 34u, quants at +2
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const uint8_t* q = p + 34 * (4 * st + j) + 2 + 8 * t;  // q % 8 == {2, 4, 6, 0}[j]
+          if (j == 0) {
+            const uint2 v = Ld64(q - 2);
+            r.w[mt][h][j][0] = v.x, r.w[mt][h][j][1] = v.y, r.w[mt][h][j][2] = Ld32(q + 6);
+          } else if (j == 1) {
+            r.w[mt][h][j][0] = Ld32(q), r.w[mt][h][j][1] = Ld32(q + 4);
+          } else if (j == 2) {
+            const uint2 v = Ld64(q + 2);
+            r.w[mt][h][j][0] = Ld32(q - 2), r.w[mt][h][j][1] = v.x, r.w[mt][h][j][2] = v.y;
+          } else {
+            const uint2 v = Ld64(q);
+            r.w[mt][h][j][0] = v.x, r.w[mt][h][j][1] = v.y;
+          }
+        }
+      }
+    }
+}
+
+// The two quant words (elements 8t..8t+3, 8t+4..8t+7 of unit j of the stage)
+// of row (mt, h), as the MMA's int8/uint8 A values.
+template <GgmlType T>
+__device__ __forceinline__ void AWords(const Raw<T>& r, int mt, int h, int j, int st, uint32_t misb, uint32_t* w0,
+                                       uint32_t* w1) {
+  if constexpr (T == GgmlType::Q4_K) {
+    // Low nibbles: unit 2p; high nibbles as 16*q (uint8), 1/16 folded into the coefficient.
+    const uint32_t m = (j & 1) ? 0xF0F0F0F0u : 0x0F0F0F0Fu;
+    *w0 = r.q[mt][h][j >> 1].x & m;
+    *w1 = r.q[mt][h][j >> 1].y & m;
+  } else if constexpr (T == GgmlType::Q5_K) {
+    const int u = 4 * st + j;
+    uint32_t x = r.q[mt][h][j >> 1].x, y = r.q[mt][h][j >> 1].y;
+    if (j & 1) x >>= 4, y >>= 4;
+    const uint32_t hx = u <= 4 ? r.qh[mt][h].x << (4 - u) : r.qh[mt][h].x >> (u - 4);
+    const uint32_t hy = u <= 4 ? r.qh[mt][h].y << (4 - u) : r.qh[mt][h].y >> (u - 4);
+    *w0 = (x & 0x0F0F0F0Fu) | (hx & 0x10101010u);
+    *w1 = (y & 0x0F0F0F0Fu) | (hy & 0x10101010u);
+  } else if constexpr (T == GgmlType::Q6_K) {
+    // Byte = 4 * (q - 32) as int8: ((lo4 | hi2 << 4) ^ 0x20) << 2; 1/4 folded into the coefficient.
+    // r.w[mt][h][c][0..1]: the aligned words (Q6View).
+    const int c = j & 1;
+    const uint32_t l0 = r.w[mt][h][c][0], l1 = r.w[mt][h][c][1];
+    const uint32_t q0 = r.w[mt][h][2][0], q1 = r.w[mt][h][2][1];
+    const uint32_t lo0 = (j >> 1) ? (l0 >> 2) : (l0 << 2), lo1 = (j >> 1) ? (l1 >> 2) : (l1 << 2);
+    const int sh = 6 - 2 * j;
+    *w0 = (lo0 & 0x3C3C3C3Cu) | ((q0 << sh) & 0xC0C0C0C0u);
+    *w1 = (lo1 & 0x3C3C3C3Cu) | ((q1 << sh) & 0xC0C0C0C0u);
+  } else {  // Q8_0
+    if (j == 0 || j == 2) {
+      *w0 = __funnelshift_r(r.w[mt][h][j][0], r.w[mt][h][j][1], 16);
+      *w1 = __funnelshift_r(r.w[mt][h][j][1], r.w[mt][h][j][2], 16);
+    } else {
+      *w0 = r.w[mt][h][j][0];
+      *w1 = r.w[mt][h][j][1];
+    }
+  }
+}
+
+// Q6_K: the stage's chunks shifted into place once (and the qh words' bit-1
+// flip of the -32 encoding applied) before the units read them.
+template <GgmlType T>
+__device__ __forceinline__ Raw<T> Align(const Raw<T>& r, const uint32_t (&misb)[2][2]) {
+  if constexpr (T == GgmlType::Q6_K) {
+    Raw<T> o;
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+#pragma unroll
+        for (int c = 0; c < 3; ++c) {
+          const uint32_t x = c == 2 ? 0xAAAAAAAAu : 0u;
+          o.w[mt][h][c][0] = __funnelshift_r(r.w[mt][h][c][0], r.w[mt][h][c][1], misb[mt][h]) ^ x;
+          o.w[mt][h][c][1] = __funnelshift_r(r.w[mt][h][c][1], r.w[mt][h][c][2], misb[mt][h]) ^ x;
+          o.w[mt][h][c][2] = 0;
+        }
+    return o;
+  } else {
+    return r;
+  }
+}
+
+template <GgmlType T>
+__device__ __forceinline__ void AFrag(const Raw<T>& r, int mt, int j, int st, const uint32_t (&misb)[2][2],
+                                      uint32_t (&a)[4]) {
+  AWords<T>(r, mt, 0, j, st, misb[mt][0], &a[0], &a[2]);
+  AWords<T>(r, mt, 1, j, st, misb[mt][1], &a[1], &a[3]);
+}
+
+// Per-group data of the lane's table row (lane L builds row L of its warp).
+template <GgmlType T> struct Hdr;
+template <> struct Hdr<GgmlType::Q4_K> { uint4 h; };
+template <> struct Hdr<GgmlType::Q5_K> { uint4 h; };
+template <> struct Hdr<GgmlType::Q6_K> { uint32_t w[5]; };
+template <> struct Hdr<GgmlType::Q8_0> { uint32_t d[8]; };
+
+template <GgmlType T>
+__device__ __forceinline__ void LoadHdr(Hdr<T>& hd, const uint8_t* p) {
+  if constexpr (T == GgmlType::Q4_K || T == GgmlType::Q5_K) {
+    hd.h = Ld128(p);
+  } else if constexpr (T == GgmlType::Q6_K) {
+    const uint8_t* a = reinterpret_cast<const uint8_t*>(reinterpret_cast<uintptr_t>(p + 192) & ~uintptr_t{3});
+#pragma unroll
+    for (int i = 0; i < 5; ++i) hd.w[i] = Ld32(a + 4 * i);
+  } else {
+#pragma unroll
+    for (int u = 0; u < 8; ++u) hd.d[u] = Ld16(p + 34 * u);
+  }
+}
+
+// Byte k of w as float.
+__device__ __forceinline__ float ByteF(uint32_t w, int k) { return static_cast<float>((w >> (8 * k)) & 0xFFu); }
+__device__ __forceinline__ float SByteF(uint32_t w, int k) {
+  return static_cast<float>(static_cast<int8_t>((w >> (8 * k)) & 0xFFu));
+}
+
+// Table row (kTab floats): Q4_K/Q5_K {coef, mcoef} per unit; Q6_K coef per
+// 16-element half (index 2u + h); Q8_0 coef per block. Coefficients are exact
+// products (fp16 scale x small integer), with the A encodings' factors
+// (Q4_K odd units 16, Q6_K 4) divided out exactly.
+template <GgmlType T>
+__device__ __forceinline__ void BuildTable(const Hdr<T>& hd, uint32_t misb, float* row) {
+  if constexpr (T == GgmlType::Q4_K || T == GgmlType::Q5_K) {
+    const uint4 h = hd.h;
+    const float d = H2F(static_cast<uint16_t>(h.x & 0xFFFFu)), dm = H2F(static_cast<uint16_t>(h.x >> 16));
+    const float dodd = T == GgmlType::Q4_K ? __fmul_rn(d, 0.0625f) : d;
+    const uint32_t sc03 = h.y & 0x3F3F3F3Fu, m03 = h.z & 0x3F3F3F3Fu;
+    const uint32_t sc47 = (h.w & 0x0F0F0F0Fu) | ((h.y >> 2) & 0x30303030u);
+    const uint32_t m47 = ((h.w >> 4) & 0x0F0F0F0Fu) | ((h.z >> 2) & 0x30303030u);
+    float v[16];
+#pragma unroll
+    for (int u = 0; u < 8; ++u) {
+      const uint32_t sw = u < 4 ? sc03 : sc47, mw = u < 4 ? m03 : m47;
+      v[2 * u] = __fmul_rn((u & 1) ? dodd : d, ByteF(sw, u & 3));
+      v[2 * u + 1] = -__fmul_rn(dm, ByteF(mw, u & 3));
+    }
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+      reinterpret_cast<float4*>(row)[i] = make_float4(v[4 * i], v[4 * i + 1], v[4 * i + 2], v[4 * i + 3]);
+  } else if constexpr (T == GgmlType::Q6_K) {
+    uint32_t sw[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) sw[i] = __funnelshift_r(hd.w[i], hd.w[i + 1], misb);
+    const float d4 = __fmul_rn(H2F(static_cast<uint16_t>((hd.w[4] >> misb) & 0xFFFFu)), 0.25f);
+    float v[16];
+#pragma unroll
+    for (int q = 0; q < 16; ++q) v[q] = __fmul_rn(d4, SByteF(sw[q >> 2], q & 3));
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+      reinterpret_cast<float4*>(row)[i] = make_float4(v[4 * i], v[4 * i + 1], v[4 * i + 2], v[4 * i + 3]);
+  } else {
+    float v[8];
+#pragma unroll
+    for (int u = 0; u < 8; ++u) v[u] = H2F(static_cast<uint16_t>(hd.d[u]));
+    reinterpret_cast<float4*>(row)[0] = make_float4(v[0], v[1], v[2], v[3]);
+    reinterpret_cast<float4*>(row)[1] = make_float4(v[4], v[5], v[6], v[7]);
+  }
+}
+
+// Runtime options (process-wide, set before recording).
+struct Opts {
+  int prefetch = 0;  // prefetch.global.L2 of the lane's table row two groups ahead
+};
+
+// MODE 1: n == 1; 8: n <= 8; 16: n <= 16.
+// Resident blocks per multiprocessor the register allocation aims for
+// (from -Xptxas -v on sm_90: Q4_K n == 1 fits 128 registers without spills;
+// the others fit 168 with at most ~100 bytes of spills).
+template <GgmlType T, int MODE>
+constexpr int Mv2MinBlocks() {
+  if (MODE == 16) return 1;
+  if (MODE == 1) return T == GgmlType::Q4_K ? 4 : 3;
+  return 3;
+}
+
+template <GgmlType T, int MODE>
+__global__ void __launch_bounds__(kWarps * 32, (Mv2MinBlocks<T, MODE>())) Mv2Kernel(MmqArgs a, Opts o) {
+  using F = mv2t::Fmt<T>;
+  constexpr int NT = MODE == 16 ? 2 : 1;
+  constexpr bool kU8 = F::kU8;
+  __shared__ __align__(16) float tab_all[kWarps][kRowsW * kTab];
+  __shared__ int last;
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+  const int bx = blockIdx.x, ks = blockIdx.y;
+  int mi = 0;
+#pragma unroll
+  for (int i = 1; i < kMmqMaxMats; ++i)
+    if (i < a.n_mats && bx >= a.m[i].rb0) mi = i;
+  const uint8_t* W = a.m[0].w;
+  size_t row_bytes = a.m[0].row_bytes;
+  int64_t rows = a.m[0].rows;
+  const float* bias = a.m[0].bias;
+  float* Y = a.m[0].y;
+  int rb0 = a.m[0].rb0;
+  int64_t row0g = a.m[0].row0g;
+#pragma unroll
+  for (int i = 1; i < kMmqMaxMats; ++i)
+    if (mi == i) {
+      W = a.m[i].w, row_bytes = a.m[i].row_bytes, rows = a.m[i].rows, bias = a.m[i].bias, Y = a.m[i].y;
+      rb0 = a.m[i].rb0, row0g = a.m[i].row0g;
+    }
+  const int64_t rw0 = static_cast<int64_t>(bx - rb0) * kRowsB + warp * kRowsW;  // this warp's first row
+  const int S = static_cast<int>(a.k / 256);
+  const int s0 = static_cast<int>(static_cast<int64_t>(ks) * S / a.ksplit);
+  const int s1 = static_cast<int>(static_cast<int64_t>(ks + 1) * S / a.ksplit);
+  const int n = a.n;
+  const uint8_t* xq = a.xq;
+  float* tab = tab_all[warp];
+
+  // Current-group pointers (advanced by one group per iteration): the lane's 4
+  // rows, its table row, and its activation bases (MODE 1: the frag of its
+  // unit and the scales of its units; MODE 8/16: the frag of column g and the
+  // scales of columns 2t, 2t+1), all of group s0.
+  const uint8_t* rp[2][2];
+#pragma unroll
+  for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+      rp[mt][h] = W + min(rw0 + 16 * mt + 8 * h + g, rows - 1) * row_bytes + static_cast<size_t>(s0) * F::kGroup;
+  const uint8_t* tp = W + min(rw0 + lane, rows - 1) * row_bytes + static_cast<size_t>(s0) * F::kGroup;
+  const uint8_t* xa;
+  const uint8_t* xb;
+  {
+    const uint8_t* xg0 = xq + static_cast<int64_t>(8 * s0) * kXqUnit;
+    if constexpr (MODE == 1) {
+      xa = xg0 + (F::kHalves ? (g >> 1) : g) * kXqUnit + 16 * t;
+      xb = xg0 + (F::kHalves ? t : 2 * t) * kXqUnit + kXqFrag;
+    } else {
+      xa = xg0 + (g * 4 + t) * 16;
+      xb = xg0 + kXqFrag + 2 * t * 8;
+    }
+  }
+  constexpr int kXg = 8 * kXqUnit;  // activation bytes per group
+  const bool live = (t >> 1) == (g & 1);  // MODE 1 Q6_K: this lane's activations are used
+  bool colv[NT], col2v[NT];           // MODE 8/16: column g / 2t of N-tile nt exists
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt) colv[nt] = 8 * nt + g < n, col2v[nt] = 8 * nt + 2 * t < n;
+
+  // Accumulators. MODE 1: [mt][row half] (every lane of a quad holds the same
+  // value); MODE 8/16: [mt][nt][d fragment element].
+  constexpr int kAcc = MODE == 1 ? 2 : 4 * NT;
+  float acc[2][kAcc];
+#pragma unroll
+  for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+    for (int i = 0; i < kAcc; ++i) acc[mt][i] = 0.0f;
+
+  Raw<T> r0, r1;
+  Hdr<T> hd;
+  // MODE 1 activations of a group (kOff: 0 this group, kXg the next):
+  // Q4_K/Q5_K/Q8_0: the lane's unit g and {scale, sum} of units 2t, 2t+1;
+  // Q6_K: unit g/2 of each stage (if live) and the scales of units t, 4+t.
+  uint4 fr1 = make_uint4(0, 0, 0, 0), fr1b = make_uint4(0, 0, 0, 0);
+  float4 sc1 = make_float4(0, 0, 0, 0);
+  auto load_act1 = [&](auto offc) {
+    constexpr int kOff = decltype(offc)::value;
+    if constexpr (F::kHalves) {
+      fr1 = live ? XFrag(xa + kOff) : make_uint4(0, 0, 0, 0);
+      fr1b = live ? XFrag(xa + kOff + 4 * kXqUnit) : make_uint4(0, 0, 0, 0);
+      sc1.x = __ldg(reinterpret_cast<const float*>(xb + kOff));
+      sc1.y = __ldg(reinterpret_cast<const float*>(xb + kOff + 4 * kXqUnit));
+    } else {
+      fr1 = XFrag(xa + kOff);
+      const float2 p = __ldg(reinterpret_cast<const float2*>(xb + kOff));
+      const float2 q = __ldg(reinterpret_cast<const float2*>(xb + kOff + kXqUnit));
+      sc1 = make_float4(p.x, p.y, q.x, q.y);
+    }
+  };
+  // Q6_K rows are only 2-byte aligned: the shift of the lane's rows in this group.
+  auto misbs = [&](uint32_t (&mb)[2][2]) {
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) mb[mt][h] = static_cast<uint32_t>(reinterpret_cast<uintptr_t>(rp[mt][h]) & 3) * 8;
+  };
+  // The next group's stage 0 (and table header, MODE 1 activations).
+  auto load_next = [&]() {
+    LoadStage<T, F::kGroup>(r0, rp, 0, t);
+    LoadHdr<T>(hd, tp + F::kGroup);
+    if constexpr (MODE == 1) load_act1(std::integral_constant<int, kXg>{});
+  };
+
+  if (s0 < s1) {
+    LoadStage<T, 0>(r0, rp, 0, t);
+    LoadHdr<T>(hd, tp);
+    if constexpr (MODE == 1) load_act1(std::integral_constant<int, 0>{});
+  }
+  for (int s = s0; s < s1; ++s) {
+    LoadStage<T, 0>(r1, rp, 1, t);
+    if (o.prefetch && s + 2 < s1) {
+      PrefetchL2(tp + 2 * F::kGroup);
+      PrefetchL2(tp + 2 * F::kGroup + 128);
+      PrefetchL2(tp + 3 * F::kGroup - 1);
+    }
+    uint32_t misb[2][2] = {{0, 0}, {0, 0}};
+    if constexpr (T == GgmlType::Q6_K) misbs(misb);
+    const uint32_t tmisb =
+        T == GgmlType::Q6_K ? static_cast<uint32_t>(reinterpret_cast<uintptr_t>(tp + 192) & 3) * 8 : 0;
+    __syncwarp();  // every lane is done reading the previous group's table
+    BuildTable<T>(hd, tmisb, tab + lane * kTab);
+    __syncwarp();
+    // This group's MODE 1 activations; the next group's are loaded during stage 1.
+    const uint4 frA = fr1, frB = fr1b;
+    const float4 scA = sc1;
+    const bool more = s + 1 < s1;
+
+    if constexpr (MODE == 1) {
+      if constexpr (!F::kHalves) {
+        // One chain of 8 units: unit u's activations sit in MMA column u.
+        int dh[2][4] = {}, dl[2][4] = {};
+        auto stage = [&](auto stc, const Raw<T>& rin) {
+          constexpr int st = decltype(stc)::value;
+          if (st == 1 && more) load_next();  // the next group's stage 0 streams in during stage 1
+          const Raw<T> r = Align<T>(rin, misb);
+#pragma unroll
+          for (int j = 0; j < 4; ++j) {
+            const int u = 4 * st + j;
+            const bool mine = g == u;
+            const uint32_t bh0 = mine ? frA.x : 0u, bh1 = mine ? frA.y : 0u;
+            const uint32_t bl0 = mine ? frA.z : 0u, bl1 = mine ? frA.w : 0u;
+#pragma unroll
+            for (int mt = 0; mt < 2; ++mt) {
+              uint32_t af[4];
+              AFrag<T>(r, mt, j, st, misb, af);
+              Mma<kU8>(dh[mt], af, bh0, bh1);
+              Mma<kU8>(dl[mt], af, bl0, bl1);
+            }
+          }
+        };
+        stage(std::integral_constant<int, 0>{}, r0);
+        stage(std::integral_constant<int, 1>{}, r1);
+        // Lane t: units 2t, 2t+1 of rows g (d0, d1) and g+8 (d2, d3).
+#pragma unroll
+        for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+          for (int hr = 0; hr < 2; ++hr) {
+            const int rr = 16 * mt + 8 * hr + g;
+            const int da = dh[mt][2 * hr] * 254 + dl[mt][2 * hr];
+            const int db = dh[mt][2 * hr + 1] * 254 + dl[mt][2 * hr + 1];
+            float p;
+            if constexpr (F::kMin) {
+              const float4 cf = reinterpret_cast<const float4*>(tab + rr * kTab)[t];
+              p = PairMin(da, db, cf.x, cf.y, cf.z, cf.w, scA.x, scA.y, scA.z, scA.w);
+            } else {
+              const float2 cf = reinterpret_cast<const float2*>(tab + rr * kTab)[t];
+              p = PairNoMin(da, db, cf.x, cf.y, scA.x, scA.z);
+            }
+            p = __fadd_rn(p, __shfl_xor_sync(kFull, p, 1));  // lanes 0,1: stage 0's units; 2,3: stage 1's
+            const float q = __shfl_xor_sync(kFull, p, 2);
+            acc[mt][hr] = __fadd_rn(__fadd_rn(acc[mt][hr], t < 2 ? p : q), t < 2 ? q : p);
+          }
+      } else {
+        // Q6_K: per stage a chain of 4 units; column 2v + h holds half h of unit v.
+        auto stage = [&](auto stc, const Raw<T>& rin) {
+          constexpr int st = decltype(stc)::value;
+          if (st == 1 && more) load_next();
+          const Raw<T> r = Align<T>(rin, misb);
+          const uint4 fr = st ? frB : frA;
+          int dh[2][4] = {}, dl[2][4] = {};
+#pragma unroll
+          for (int v = 0; v < 4; ++v) {
+            const bool mine = (g >> 1) == v;
+            const uint32_t bh0 = mine ? fr.x : 0u, bh1 = mine ? fr.y : 0u;
+            const uint32_t bl0 = mine ? fr.z : 0u, bl1 = mine ? fr.w : 0u;
+#pragma unroll
+            for (int mt = 0; mt < 2; ++mt) {
+              uint32_t af[4];
+              AFrag<T>(r, mt, v, st, misb, af);
+              Mma<kU8>(dh[mt], af, bh0, bh1);
+              Mma<kU8>(dl[mt], af, bl0, bl1);
+            }
+          }
+          const float sx = st ? scA.y : scA.x;  // scale of unit 4st + t, column 0
+#pragma unroll
+          for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+            for (int hr = 0; hr < 2; ++hr) {
+              const int rr = 16 * mt + 8 * hr + g;
+              const float2 cf = reinterpret_cast<const float2*>(tab + rr * kTab)[4 * st + t];
+              float p = PairHalves(dh[mt][2 * hr] * 254 + dl[mt][2 * hr], dh[mt][2 * hr + 1] * 254 + dl[mt][2 * hr + 1],
+                                   cf.x, cf.y, sx);
+              p = __fadd_rn(p, __shfl_xor_sync(kFull, p, 1));
+              p = __fadd_rn(p, __shfl_xor_sync(kFull, p, 2));
+              acc[mt][hr] = __fadd_rn(acc[mt][hr], p);
+            }
+        };
+        stage(std::integral_constant<int, 0>{}, r0);
+        stage(std::integral_constant<int, 1>{}, r1);
+      }
+    } else {
+      // MODE 8/16: lane (g, t) holds columns 8nt + 2t, +1 of every unit.
+      auto stage = [&](auto stc, const Raw<T>& rin) {
+        constexpr int st = decltype(stc)::value;
+        if (st == 1 && more) load_next();
+        const Raw<T> r = Align<T>(rin, misb);
+        float sub[2][4 * NT];
+        if constexpr (!F::kHalves) {
+#pragma unroll
+          for (int jp = 0; jp < 2; ++jp) {
+            uint4 fr[2][NT];
+            float4 sc[2][NT];
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+              const int uo = (4 * st + 2 * jp + e) * kXqUnit;
+#pragma unroll
+              for (int nt = 0; nt < NT; ++nt) {
+                fr[e][nt] = colv[nt] ? XFrag(xa + uo + nt * 512) : make_uint4(0, 0, 0, 0);
+                sc[e][nt] = col2v[nt] ? __ldg(reinterpret_cast<const float4*>(xb + uo + nt * 64))
+                                      : make_float4(0, 0, 0, 0);
+              }
+            }
+            const int u0 = 4 * st + 2 * jp;
+#pragma unroll
+            for (int mt = 0; mt < 2; ++mt) {
+              int dd[2][NT][4];  // [unit of the pair][nt][elem]
+#pragma unroll
+              for (int e = 0; e < 2; ++e) {
+                uint32_t af[4];
+                AFrag<T>(r, mt, 2 * jp + e, st, misb, af);
+#pragma unroll
+                for (int nt = 0; nt < NT; ++nt) {
+                  int dh[4], dl[4];
+                  Mma0<kU8>(dh, af, fr[e][nt].x, fr[e][nt].y);
+                  Mma0<kU8>(dl, af, fr[e][nt].z, fr[e][nt].w);
+#pragma unroll
+                  for (int i = 0; i < 4; ++i) dd[e][nt][i] = dh[i] * 254 + dl[i];
+                }
+              }
+#pragma unroll
+              for (int hr = 0; hr < 2; ++hr) {
+                const int rr = 16 * mt + 8 * hr + g;
+                float4 cf;
+                if constexpr (F::kMin) {
+                  cf = reinterpret_cast<const float4*>(tab + rr * kTab)[u0 >> 1];
+                } else {
+                  const float2 c2 = reinterpret_cast<const float2*>(tab + rr * kTab)[u0 >> 1];
+                  cf = make_float4(c2.x, 0.0f, c2.y, 0.0f);
+                }
+#pragma unroll
+                for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+                  for (int ci = 0; ci < 2; ++ci) {
+                    const int i = 2 * hr + ci;
+                    const float sa = ci ? sc[0][nt].z : sc[0][nt].x, sb = ci ? sc[1][nt].z : sc[1][nt].x;
+                    float p;
+                    if constexpr (F::kMin) {
+                      const float sua = ci ? sc[0][nt].w : sc[0][nt].y, sub_b = ci ? sc[1][nt].w : sc[1][nt].y;
+                      p = PairMin(dd[0][nt][i], dd[1][nt][i], cf.x, cf.y, cf.z, cf.w, sa, sua, sb, sub_b);
+                    } else {
+                      p = PairNoMin(dd[0][nt][i], dd[1][nt][i], cf.x, cf.z, sa, sb);
+                    }
+                    if (jp == 0) sub[mt][4 * nt + i] = p;
+                    else sub[mt][4 * nt + i] = __fadd_rn(sub[mt][4 * nt + i], p);
+                  }
+              }
+            }
+          }
+        } else {
+          // Q6_K: per unit, the two halves from two MMAs (activations masked to the half's lanes).
+          float q2[2][2][4 * NT];  // [mt][unit pair][elem]
+#pragma unroll
+          for (int j = 0; j < 4; ++j) {
+            const int u = 4 * st + j;
+            const int uo = u * kXqUnit;
+            uint4 frh0[NT], frh1[NT];
+            float4 sc[NT];
+#pragma unroll
+            for (int nt = 0; nt < NT; ++nt) {
+              const uint4 fr = colv[nt] ? XFrag(xa + uo + nt * 512) : make_uint4(0, 0, 0, 0);
+              sc[nt] = col2v[nt] ? __ldg(reinterpret_cast<const float4*>(xb + uo + nt * 64)) : make_float4(0, 0, 0, 0);
+              // The activations of half h sit in lanes t = 2h, 2h+1: each half's MMA sees only its own.
+              frh0[nt] = t < 2 ? fr : make_uint4(0, 0, 0, 0);
+              frh1[nt] = t < 2 ? make_uint4(0, 0, 0, 0) : fr;
+            }
+#pragma unroll
+            for (int mt = 0; mt < 2; ++mt) {
+              int dd[2][NT][4];  // [half][nt][elem]
+              uint32_t af[4];
+              AFrag<T>(r, mt, j, st, misb, af);
+#pragma unroll
+              for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+                for (int hf = 0; hf < 2; ++hf) {
+                  const uint4 b = hf ? frh1[nt] : frh0[nt];
+                  int dh[4], dl[4];
+                  Mma0<kU8>(dh, af, b.x, b.y);
+                  Mma0<kU8>(dl, af, b.z, b.w);
+#pragma unroll
+                  for (int i = 0; i < 4; ++i) dd[hf][nt][i] = dh[i] * 254 + dl[i];
+                }
+#pragma unroll
+              for (int hr = 0; hr < 2; ++hr) {
+                const int rr = 16 * mt + 8 * hr + g;
+                const float2 cf = reinterpret_cast<const float2*>(tab + rr * kTab)[u];
+#pragma unroll
+                for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+                  for (int ci = 0; ci < 2; ++ci) {
+                    const int i = 2 * hr + ci;
+                    const float sx = ci ? sc[nt].z : sc[nt].x;
+                    const float p = PairHalves(dd[0][nt][i], dd[1][nt][i], cf.x, cf.y, sx);
+                    const int k = 4 * nt + i;
+                    if (j == 0) q2[mt][0][k] = p;
+                    else if (j == 1) q2[mt][0][k] = __fadd_rn(q2[mt][0][k], p);
+                    else if (j == 2) q2[mt][1][k] = p;
+                    else {
+                      q2[mt][1][k] = __fadd_rn(q2[mt][1][k], p);
+                      sub[mt][k] = __fadd_rn(q2[mt][0][k], q2[mt][1][k]);
+                    }
+                  }
+              }
+            }
+          }
+        }
+#pragma unroll
+        for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+          for (int k = 0; k < 4 * NT; ++k) acc[mt][k] = __fadd_rn(acc[mt][k], sub[mt][k]);
+      };
+      stage(std::integral_constant<int, 0>{}, r0);
+      stage(std::integral_constant<int, 1>{}, r1);
+    }
+    // Next group.
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) rp[mt][h] += F::kGroup;
+    tp += F::kGroup;
+    xa += kXg;
+    xb += kXg;
+  }
+
+  // Output element e of this lane: (row, column, value).
+  auto elem = [&](int mt, int k, int64_t* row, int* col) {
+    if constexpr (MODE == 1) {
+      *row = rw0 + 16 * mt + 8 * k + g;
+      *col = 0;
+    } else {
+      const int nt = k >> 2, i = k & 3;
+      *row = rw0 + 16 * mt + g + 8 * (i >> 1);
+      *col = 8 * nt + 2 * t + (i & 1);
+    }
+  };
+  auto owner = [&](int col) { return MODE == 1 ? t == 0 : col < n; };
+  if (a.ksplit == 1) {
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+      for (int k = 0; k < kAcc; ++k) {
+        int64_t row;
+        int col;
+        elem(mt, k, &row, &col);
+        if (row < rows && owner(col)) {
+          float v = acc[mt][k];
+          if (bias) v = __fadd_rn(v, bias[row]);
+          Y[col * rows + row] = v;
+        }
+      }
+    return;
+  }
+#pragma unroll
+  for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+    for (int k = 0; k < kAcc; ++k) {
+      int64_t row;
+      int col;
+      elem(mt, k, &row, &col);
+      if (row < rows && owner(col))
+        a.part[(static_cast<int64_t>(ks) * 16 + col) * a.part_rows + row0g + row] = acc[mt][k];
+    }
+  __threadfence();
+  __syncthreads();
+  if (tid == 0) last = atomicAdd(&a.counters[bx], 1) == a.ksplit - 1;
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+#pragma unroll
+  for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+    for (int k = 0; k < kAcc; ++k) {
+      int64_t row;
+      int col;
+      elem(mt, k, &row, &col);
+      if (row < rows && owner(col)) {
+        const float* p = a.part + static_cast<int64_t>(col) * a.part_rows + row0g + row;
+        float v = __ldcg(p);
+        for (int k2 = 1; k2 < a.ksplit; ++k2) v = __fadd_rn(v, __ldcg(p + static_cast<int64_t>(k2) * 16 * a.part_rows));
+        if (bias) v = __fadd_rn(v, bias[row]);
+        Y[col * rows + row] = v;
+      }
+    }
+  if (tid == 0) a.counters[bx] = 0;
+}
+
+template <class F>
+bool Dispatch(GgmlType t, F&& f) {
+  switch (t) {
+    case GgmlType::Q4_K: f.template operator()<GgmlType::Q4_K>(); return true;
+    case GgmlType::Q5_K: f.template operator()<GgmlType::Q5_K>(); return true;
+    case GgmlType::Q6_K: f.template operator()<GgmlType::Q6_K>(); return true;
+    case GgmlType::Q8_0: f.template operator()<GgmlType::Q8_0>(); return true;
+    default: return false;
+  }
+}
+
+}  // namespace mv2
+
 // ---- float weights: FP32 FMA ----
 template <GgmlType T>
 __device__ __forceinline__ void Load8(const uint8_t* row, int64_t k, float (&w)[8]) {
@@ -679,31 +1460,60 @@ int MmqWarps(GgmlType type) {
   return w;
 }
 
+namespace {
+// SPECD_CUDA_MMQ=1 selects the v1 kernel for every type (default v2).
+int InitialMmqKernel() {
+  const char* e = std::getenv("SPECD_CUDA_MMQ");
+  return e && (std::strcmp(e, "1") == 0 || std::strcmp(e, "v1") == 0) ? 1 : 2;
+}
+int g_mmq_kernel = InitialMmqKernel();
+int g_mmq_blocks_per_sm = 8;
+// The L2 prefetch measured slower on the H200 (46.7 vs 39.2 us at n = 1, Q4_K
+// 25600x5120): off by default.
+mv2::Opts MakeMv2Opts() {
+  mv2::Opts o;
+  o.prefetch = 0;
+  return o;
+}
+mv2::Opts g_mv2_opts = MakeMv2Opts();
+// v2 serves Q4_K, Q5_K, Q6_K and Q8_0 with K a multiple of 256 (whole groups).
+bool UseV2(GgmlType type, int64_t k) {
+  return g_mmq_kernel == 2 && k % 256 == 0 &&
+         (type == GgmlType::Q4_K || type == GgmlType::Q5_K || type == GgmlType::Q6_K || type == GgmlType::Q8_0);
+}
+}  // namespace
+
+void SetMmqKernel(int version) { g_mmq_kernel = version == 1 ? 1 : 2; }
+int GetMmqKernel() { return g_mmq_kernel; }
+void SetMmqPrefetch(bool on) { g_mv2_opts.prefetch = on ? 1 : 0; }
+void SetMmqBlocksPerSm(int n) { g_mmq_blocks_per_sm = n > 0 ? n : 8; }
+int GetMmqBlocksPerSm() { return g_mmq_blocks_per_sm; }
+
 bool MmqSupported(GgmlType type, int64_t rows, int64_t k, size_t row_bytes) {
-  if (MmqWarps(type) == 0 || rows < 1 || k < 32 || k % 32 != 0) return false;
+  if (rows < 1 || k < 32 || k % 32 != 0) return false;
+  if (row_bytes != RowBytes(type, k)) return false;
+  if (UseV2(type, k)) return true;
+  if (MmqWarps(type) == 0) return false;
   const bool kquant = type == GgmlType::Q4_K || type == GgmlType::Q5_K || type == GgmlType::Q6_K;
   if (kquant && k % 256 != 0) return false;
-  if (row_bytes != RowBytes(type, k)) return false;
   // Q4_K/Q5_K read their headers and quants with aligned vector loads.
   if ((type == GgmlType::Q4_K || type == GgmlType::Q5_K) && row_bytes % 16 != 0) return false;
   return true;
 }
 
-int MmqRowBlocks(GgmlType type, int64_t rows) {
-  const int64_t per = 32LL * MmqWarps(type);
+int MmqRowBlocks(GgmlType type, int64_t rows, int64_t k) {
+  const int64_t per = UseV2(type, k) ? mv2::kRowsB : 32LL * MmqWarps(type);
   return static_cast<int>((rows + per - 1) / per);
 }
 
-int64_t MmqPartRows(GgmlType type, int64_t rows) { return static_cast<int64_t>(MmqRowBlocks(type, rows)) * 32 * MmqWarps(type); }
-
-namespace {
-int g_mmq_blocks_per_sm = 8;
-}  // namespace
-void SetMmqBlocksPerSm(int n) { g_mmq_blocks_per_sm = n > 0 ? n : 8; }
-int GetMmqBlocksPerSm() { return g_mmq_blocks_per_sm; }
+int64_t MmqPartRows(GgmlType type, int64_t rows, int64_t k) {
+  const int64_t per = UseV2(type, k) ? mv2::kRowsB : 32LL * MmqWarps(type);
+  return static_cast<int64_t>(MmqRowBlocks(type, rows, k)) * per;
+}
 
 int MmqKSplit(GgmlType type, int row_blocks, int64_t k) {
   const DeviceInfo& d = GetDeviceInfo();
+  // K-stages of 256 elements (v2: groups).
   const int64_t stages = (k / 32 + kUnitsPerStage - 1) / kUnitsPerStage;
   // About g_mmq_blocks_per_sm blocks per multiprocessor in total, at least 2
   // stages per block.
@@ -725,21 +1535,33 @@ cudaError_t LaunchMmq(GgmlType type, const MmqMatrix* mats, int n_mats, int64_t 
   a.part_rows = part_rows;
   a.part = part;
   a.counters = counters;
-  const int warps = MmqWarps(type);
+  const bool v2 = UseV2(type, k);
+  const int64_t per = v2 ? mv2::kRowsB : 32LL * MmqWarps(type);
   int rb = 0;
   int64_t r0 = 0;
   for (int i = 0; i < n_mats; ++i) {
     a.m[i] = MmqMatArgs{static_cast<const uint8_t*>(mats[i].w), mats[i].row_bytes, mats[i].rows, mats[i].bias,
                         mats[i].y, rb, r0};
-    rb += MmqRowBlocks(type, mats[i].rows);
-    r0 += static_cast<int64_t>(MmqRowBlocks(type, mats[i].rows)) * 32 * warps;
+    const int nb = static_cast<int>((mats[i].rows + per - 1) / per);
+    rb += nb;
+    r0 += static_cast<int64_t>(nb) * per;
   }
   if (ksplit > 1 && (!part || !counters || part_rows < r0)) return cudaErrorInvalidValue;
-  const bool ok = DispatchMmq(type, [&]<GgmlType T>() {
-    dim3 grid(rb, ksplit);
-    if (n <= 8) MmqKernel<T, 1><<<grid, warps * 32, SmemBytes<T, 1>(warps), s>>>(a);
-    else MmqKernel<T, 2><<<grid, warps * 32, SmemBytes<T, 2>(warps), s>>>(a);
-  });
+  dim3 grid(rb, ksplit);
+  bool ok;
+  if (v2) {
+    ok = mv2::Dispatch(type, [&]<GgmlType T>() {
+      if (n == 1) mv2::Mv2Kernel<T, 1><<<grid, mv2::kWarps * 32, 0, s>>>(a, g_mv2_opts);
+      else if (n <= 8) mv2::Mv2Kernel<T, 8><<<grid, mv2::kWarps * 32, 0, s>>>(a, g_mv2_opts);
+      else mv2::Mv2Kernel<T, 16><<<grid, mv2::kWarps * 32, 0, s>>>(a, g_mv2_opts);
+    });
+  } else {
+    const int warps = MmqWarps(type);
+    ok = DispatchMmq(type, [&]<GgmlType T>() {
+      if (n <= 8) MmqKernel<T, 1><<<grid, warps * 32, SmemBytes<T, 1>(warps), s>>>(a);
+      else MmqKernel<T, 2><<<grid, warps * 32, SmemBytes<T, 2>(warps), s>>>(a);
+    });
+  }
   if (!ok) return cudaErrorInvalidValue;
   return LaunchResult();
 }

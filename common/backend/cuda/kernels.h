@@ -60,6 +60,11 @@ cudaError_t LaunchQuantizeX(const float* x, int n, int64_t k, void* xq, cudaStre
 // (part: ksplit x 16 x part_rows floats) and the last block of each row block
 // sums them in split order (counters: one int per row block, zero before the
 // first launch; the kernel leaves them zero).
+//
+// Two kernels: v2 (default) streams Q4_K, Q5_K, Q6_K and Q8_0 weights with
+// K % 256 == 0 straight into MMA registers (128 rows per block); v1 (all
+// other cases, or everything after SetMmqKernel(1)) stages them through
+// shared memory. The choice depends on the type and K only.
 constexpr int kMmqMaxMats = 3;
 struct MmqMatrix {
   const void* w;
@@ -69,14 +74,20 @@ struct MmqMatrix {
   float* y;  // n x rows
 };
 bool MmqSupported(GgmlType type, int64_t rows, int64_t k, size_t row_bytes);
-int MmqRowBlocks(GgmlType type, int64_t rows);
-int64_t MmqPartRows(GgmlType type, int64_t rows);  // rows of the partials' row space taken by a matrix
+int MmqRowBlocks(GgmlType type, int64_t rows, int64_t k);
+int64_t MmqPartRows(GgmlType type, int64_t rows, int64_t k);  // rows of the partials' row space taken by a matrix
 int MmqKSplit(GgmlType type, int row_blocks, int64_t k);
-// Tuning knob of MmqKSplit (total blocks per multiprocessor it aims for;
-// default 8). Changing it changes summation orders: set it once, before any
-// batch is recorded.
+// Tuning knobs, process-wide. Changing them changes summation orders: set
+// them once, before any batch is recorded. Blocks per multiprocessor that
+// MmqKSplit aims for (default 8); kernel version (2 default, 1 = the
+// shared-memory kernel for every type; the environment variable
+// SPECD_CUDA_MMQ=1 sets 1 at start-up); v2's L2 prefetch two groups ahead
+// (default off: slower on the H200; does not change results).
 void SetMmqBlocksPerSm(int n);
 int GetMmqBlocksPerSm();
+void SetMmqKernel(int version);
+int GetMmqKernel();
+void SetMmqPrefetch(bool on);
 // y_i[c * rows_i + r] = W_i[r] . x_c (+ bias_i[r]) for c < n <= 16; xq: the
 // column group holding these n columns (LaunchQuantizeX layout).
 cudaError_t LaunchMmq(GgmlType type, const MmqMatrix* mats, int n_mats, int64_t k, const void* xq, int n, int ksplit,
