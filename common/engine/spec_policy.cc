@@ -29,14 +29,15 @@ void SpecCosts::Freeze() {
   frozen_ = true;
 }
 
-std::optional<double> SpecCosts::Estimate(const std::vector<Cell>& cells, double x, bool proportional) {
-  struct Pt {
-    double x, y, w;
-  };
+std::vector<SpecCosts::Pt> SpecCosts::Points(const std::vector<Cell>& cells) {
   std::vector<Pt> pts;
   for (size_t i = 0; i < cells.size(); ++i) {
     if (cells[i].n > 0) pts.push_back({static_cast<double>(i), cells[i].mean, std::min<double>(cells[i].n, 16)});
   }
+  return pts;
+}
+
+std::optional<double> SpecCosts::Estimate(const std::vector<Pt>& pts, double x, bool proportional) {
   if (pts.empty()) return std::nullopt;
   if (pts.size() == 1) {
     // One length seen: draft time scales with forwards; a verify is assumed
@@ -69,20 +70,45 @@ std::optional<double> SpecCosts::Estimate(const std::vector<Cell>& cells, double
   return std::max(end.y + slope * (x - end.x), 0.05 * end.y);
 }
 
-int64_t SpecCosts::VerifyCount(int drafted) const {
-  if (drafted < 0 || drafted > kMaxLen) return 0;
-  std::lock_guard<std::mutex> l(mu_);
-  return verify_[static_cast<size_t>(drafted)].n;
-}
-
 std::optional<double> SpecCosts::Draft(double forwards) const {
   std::lock_guard<std::mutex> l(mu_);
-  return Estimate(draft_, forwards, /*proportional=*/true);
+  return Estimate(Points(draft_), forwards, /*proportional=*/true);
 }
 
 std::optional<double> SpecCosts::Verify(double drafted) const {
   std::lock_guard<std::mutex> l(mu_);
-  return Estimate(verify_, drafted, /*proportional=*/false);
+  return Estimate(Points(verify_), drafted, /*proportional=*/false);
+}
+
+CostTable SpecCosts::Table(int n) const {
+  n = std::clamp(n, 0, kMaxLen);
+  CostTable t;
+  t.draft.assign(static_cast<size_t>(n) + 1, 0.0);
+  t.verify.assign(static_cast<size_t>(n) + 1, 0.0);
+  std::lock_guard<std::mutex> l(mu_);
+  const std::vector<Pt> d = Points(draft_), v = Points(verify_);
+  t.known = !d.empty() && !v.empty();
+  if (!t.known) return t;
+  for (int i = 0; i <= n; ++i) {
+    t.draft[static_cast<size_t>(i)] = i == 0 ? 0.0 : *Estimate(d, i, /*proportional=*/true);
+    t.verify[static_cast<size_t>(i)] = *Estimate(v, i, /*proportional=*/false);
+  }
+  return t;
+}
+
+double CostTable::At(const std::vector<double>& v, double x) {
+  if (v.empty()) return 0;
+  if (x <= 0) return v[0];
+  const size_t i = static_cast<size_t>(x);
+  if (i + 1 >= v.size()) return v.back();
+  const double f = x - static_cast<double>(i);
+  return v[i] + f * (v[i + 1] - v[i]);
+}
+
+int64_t SpecCosts::VerifyCount(int drafted) const {
+  if (drafted < 0 || drafted > kMaxLen) return 0;
+  std::lock_guard<std::mutex> l(mu_);
+  return verify_[static_cast<size_t>(drafted)].n;
 }
 
 std::string SpecCosts::ToString() const {
@@ -115,10 +141,18 @@ SpecPolicy::SpecPolicy(const SpecPolicyOptions& opts, const SpecCosts* costs) : 
   probe_wait_ = o_.probe_after;
 }
 
+double SpecPolicy::alpha(int i) const {
+  const double parent = i <= 1 ? o_.prior_accept : alpha(i - 1);
+  const int n = seen_alpha_[static_cast<size_t>(i)];
+  if (n >= 3) return alpha_[static_cast<size_t>(i)];
+  const double w = n / 3.0;
+  return w * alpha_[static_cast<size_t>(i)] + (1 - w) * parent;
+}
+
 double SpecPolicy::ExpectedTokens(int k) const {
   double e = 1, run = 1;
   for (int i = 1; i <= std::min(k, o_.draft_max); ++i) {
-    run *= pi_[static_cast<size_t>(i)] * alpha_[static_cast<size_t>(i)];
+    run *= pi_[static_cast<size_t>(i)] * alpha(i);
     e += run;
   }
   return e;
@@ -143,34 +177,36 @@ double SpecPolicy::ExpectedForwards(int k) const {
   return e;
 }
 
-std::optional<double> SpecPolicy::ExpectedRate(int k) const {
-  if (!costs_) return std::nullopt;
-  double t = 0;
-  if (k == 0) {
-    auto v = costs_->Verify(0);
-    if (!v) return std::nullopt;
-    t = *v;
-  } else {
-    auto d = costs_->Draft(ExpectedForwards(k));
-    auto v = costs_->Verify(ExpectedDrafted(k));
-    if (!d || !v) return std::nullopt;
-    t = *d + *v;
-  }
-  return ExpectedTokens(k) / std::max(t, 1e-9);
+double SpecPolicy::Rate(const CostTable& t, int k) const {
+  const double secs = k == 0 ? t.Verify(0) : t.Draft(ExpectedForwards(k)) + t.Verify(ExpectedDrafted(k));
+  return ExpectedTokens(k) / std::max(secs, 1e-9);
 }
 
-int SpecPolicy::Best(int kmax) const {
-  int best = -1;
-  double best_rate = 0;
+std::optional<double> SpecPolicy::ExpectedRate(int k) const {
+  if (!costs_) return std::nullopt;
+  const CostTable t = costs_->Table(std::max(k, 1));
+  if (!t.known) return std::nullopt;
+  return Rate(t, k);
+}
+
+int SpecPolicy::Best(const CostTable& t, int kmax) const {
+  int best = 0;
+  double best_rate = -1;
   for (int k = 0; k <= kmax; ++k) {
-    const std::optional<double> r = ExpectedRate(k);
-    if (!r) return -1;
-    if (best < 0 || *r > best_rate) {
+    const double r = Rate(t, k);
+    if (r > best_rate) {
       best = k;
-      best_rate = *r;
+      best_rate = r;
     }
   }
   return best;
+}
+
+bool SpecPolicy::CouldPay(const CostTable& t, int kmax) {
+  for (int j = 1; j <= kmax; ++j) {
+    if ((j + 1) / std::max(t.Draft(j) + t.Verify(j), 1e-12) > 1 / std::max(t.Verify(0), 1e-12)) return true;
+  }
+  return false;
 }
 
 int SpecPolicy::Next(int k, int limit) {
@@ -178,33 +214,35 @@ int SpecPolicy::Next(int k, int limit) {
   if (!o_.adaptive) return std::min(k, limit);
   const int kmax = std::min(o_.draft_max, limit);
   if (kmax <= 0) return 0;
-  if (costs_ && costs_->VerifyCount(0) == 0 && steps_++ % 8 == 1) return 0;  // measure a target-only step
-  const int best = Best(kmax);
-  if (best < 0) return std::min(k, kmax);  // costs not known yet
+  if (!costs_) return std::min(k, kmax);
+  if (costs_->VerifyCount(0) == 0 && steps_++ % 8 == 1) return 0;  // measure a target-only step
+  const CostTable t = costs_->Table(kmax);
+  if (!t.known) return std::min(k, kmax);  // costs not known yet
+  const bool could_pay = CouldPay(t, kmax);
+  // Warm-up: measure this request's acceptance before the estimates decide.
+  if (observed_ < o_.warmup_steps && could_pay) return std::min(k, kmax);
+  const int best = Best(t, kmax);
   if (best > 0) {
     idle_ = 0;
     probe_wait_ = o_.probe_after;
     return best;
   }
-  // Target-only pays more now; probe the draft now and then, if it could pay.
-  const double t0 = *costs_->Verify(0);
-  int probe = 0;
+  // Target-only pays more now; probe the draft now and then. Even when the
+  // costs say drafting cannot pay, probe (rarely) so that stale costs get
+  // measured again.
+  if (++idle_ < (could_pay ? probe_wait_ : 4 * o_.probe_max)) return 0;
+  idle_ = 0;
+  int probe = 1;
   double probe_rate = -1;
-  bool could_pay = false;
   for (int j = 1; j <= kmax; ++j) {
-    const double t = *costs_->Draft(j) + *costs_->Verify(j);
-    could_pay |= (j + 1) / t > 1 / t0;  // every draft accepted
-    const double r = ExpectedRate(j).value_or(0);
+    const double r = Rate(t, j);
     if (r > probe_rate) {
       probe = j;
       probe_rate = r;
     }
   }
-  // Even when the costs say drafting cannot pay, probe (rarely) so that
-  // stale costs get measured again.
-  if (++idle_ < (could_pay ? probe_wait_ : 4 * o_.probe_max)) return 0;
-  idle_ = 0;
   // Space probes so that their expected loss stays near 3% of the time.
+  const double t0 = t.Verify(0);
   const double loss = ExpectedTokens(probe) / probe_rate / t0 - ExpectedTokens(probe);  // in target-only steps
   probe_wait_ = std::clamp(std::max(2 * probe_wait_, static_cast<int>(loss / 0.03)), o_.probe_after, o_.probe_max);
   return probe;
@@ -214,15 +252,17 @@ void SpecPolicy::Observe(int k, int drafted, int accepted) {
   k = std::min(k, o_.draft_max);
   drafted = std::clamp(drafted, 0, k);
   accepted = std::clamp(accepted, 0, drafted);
-  // The first observations of a position replace the prior quickly; then EWMA.
-  auto update = [&](std::vector<double>& v, std::vector<int>& seen, int i, bool hit) {
+  ++observed_;
+  // The first observations of a position are averaged (alpha: from nothing,
+  // the prior enters through alpha(); pi: from the prior 1), then EWMA.
+  auto update = [&](std::vector<double>& v, std::vector<int>& seen, int i, bool hit, double extra) {
     const size_t u = static_cast<size_t>(i);
-    const double w = std::max(o_.ewma, 1.0 / (seen[u] + 2.0));
+    const double w = std::max(o_.ewma, 1.0 / (seen[u] + extra));
     v[u] += w * ((hit ? 1.0 : 0.0) - v[u]);
     ++seen[u];
   };
-  for (int i = 2; i <= std::min(k, drafted + 1); ++i) update(pi_, seen_pi_, i, drafted >= i);
-  for (int i = 1; i <= std::min(drafted, accepted + 1); ++i) update(alpha_, seen_alpha_, i, i <= accepted);
+  for (int i = 2; i <= std::min(k, drafted + 1); ++i) update(pi_, seen_pi_, i, drafted >= i, 2.0);
+  for (int i = 1; i <= std::min(drafted, accepted + 1); ++i) update(alpha_, seen_alpha_, i, i <= accepted, 1.0);
 }
 
 }  // namespace specd

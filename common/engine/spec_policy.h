@@ -5,12 +5,17 @@
 //            probability falls under min_confidence; pi_1 = 1), and
 //   alpha_i  position i is accepted, given that it was drafted and every
 //            earlier position was accepted,
-// give the expected tokens a step that asks for k drafts decides:
+// (a position seen fewer than 3 times leans on the estimate of the position
+// before it: acceptance is similar along a proposal, and a depth never tried
+// must not look worse than the last one tried) give the expected tokens a
+// step that asks for k drafts decides:
 //   E(k) = 1 + sum_{i<=k} prod_{j<=i} pi_j alpha_j      (the 1: correction/bonus)
 // and the measured cost of the step's two calls (SpecCosts, shared by every
 // request that uses the same workers):
 //   T(k) = Draft(forwards(k)) + Verify(drafted(k)),     T(0) = a target-only step.
-// The policy takes argmax_k E(k) / T(k) over 0..draft_max. When target-only
+// The policy takes argmax_k E(k) / T(k) over 0..draft_max, after a warm-up
+// of `warmup_steps` steps with the fixed k that measures this request's
+// acceptance (skipped when the costs say drafting cannot pay). When target-only
 // wins, it probes the draft again after probe_after target-only steps
 // (doubling while probes keep losing, up to probe_max, and spaced further
 // when a probe's expected loss is large), so a sequence whose text turns
@@ -31,6 +36,18 @@
 
 namespace specd {
 
+// Estimated call times at lengths 0..n (a snapshot of SpecCosts); fractional
+// lengths interpolate linearly between the integers.
+struct CostTable {
+  std::vector<double> draft, verify;  // draft[0] is unused (0)
+  bool known = false;                 // something was observed of both calls
+  double Draft(double forwards) const { return At(draft, forwards); }
+  double Verify(double drafted) const { return At(verify, drafted); }
+
+ private:
+  static double At(const std::vector<double>& v, double x);
+};
+
 // Call times, per drafted length: Verify(n) for a verify of n drafts (n + 1
 // tokens scored; n = 0 is a target-only step) and Draft(f) for a proposal of
 // f draft forwards. Each cell is an EWMA of the times observed with that
@@ -48,6 +65,8 @@ class SpecCosts {
   std::optional<double> Verify(double drafted) const;
   // Observations of a verify of `drafted` drafts (0: target-only steps).
   int64_t VerifyCount(int drafted) const;
+  // Both estimates at lengths 0..n under one lock (what the policy reads each step).
+  CostTable Table(int n) const;
   // Ignore further observations (benchmarks: costs calibrated once, so that
   // the policy's choices depend only on the text).
   void Freeze();
@@ -59,7 +78,11 @@ class SpecCosts {
     double mean = 0;
     int64_t n = 0;
   };
-  static std::optional<double> Estimate(const std::vector<Cell>& cells, double x, bool proportional);
+  struct Pt {
+    double x, y, w;
+  };
+  static std::vector<Pt> Points(const std::vector<Cell>& cells);
+  static std::optional<double> Estimate(const std::vector<Pt>& pts, double x, bool proportional);
   void Add(std::vector<Cell>& cells, int i, double seconds);
 
   const double ewma_;
@@ -75,6 +98,7 @@ struct SpecPolicyOptions {
   double prior_accept = 0.6;  // alpha_i before a position was ever drafted
   int probe_after = 8;        // target-only steps before the draft is tried again
   int probe_max = 128;        // ... doubling up to this while probes lose
+  int warmup_steps = 2;       // steps with the fixed k before the estimates decide
 };
 
 class SpecPolicy {
@@ -93,15 +117,19 @@ class SpecPolicy {
   // E(k) / T(k) in tokens per second; nullopt while costs are unknown.
   std::optional<double> ExpectedRate(int k) const;
   bool adaptive() const { return o_.adaptive; }
-  double alpha(int i) const { return alpha_[static_cast<size_t>(i)]; }  // 1-based position
+  // The estimates in use for position i (1-based).
+  double alpha(int i) const;
   double pi(int i) const { return pi_[static_cast<size_t>(i)]; }
 
  private:
   // Expected drafts and draft forwards when asking for k.
   double ExpectedDrafted(int k) const;
   double ExpectedForwards(int k) const;
-  // argmax_k rate over 0..kmax (-1 when costs are unknown).
-  int Best(int kmax) const;
+  double Rate(const CostTable& t, int k) const;
+  // argmax_k rate over 0..kmax.
+  int Best(const CostTable& t, int kmax) const;
+  // Whether some k <= kmax beats target-only if every draft is accepted.
+  static bool CouldPay(const CostTable& t, int kmax);
 
   SpecPolicyOptions o_;
   const SpecCosts* costs_;
@@ -110,6 +138,7 @@ class SpecPolicy {
   int idle_ = 0;                    // target-only steps since the last probe
   int probe_wait_ = 0;
   int64_t steps_ = 0;               // Next calls
+  int observed_ = 0;                // Observe calls
 };
 
 }  // namespace specd

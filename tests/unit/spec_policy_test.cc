@@ -88,7 +88,7 @@ TEST(SpecPolicy, ExpectedTokensFollowTheEstimates) {
   p.Observe(4, 4, 1);
   EXPECT_GT(p.alpha(1), 0.5);
   EXPECT_LT(p.alpha(2), 0.5);
-  EXPECT_DOUBLE_EQ(p.alpha(3), 0.5);  // not reached: unchanged
+  EXPECT_DOUBLE_EQ(p.alpha(3), p.alpha(2));  // not reached: leans on the position before
   // The draft stopped after 2 of 4 (unsure): pi_2 up, pi_3 down, pi_4 not seen.
   p.Observe(4, 2, 2);
   EXPECT_DOUBLE_EQ(p.pi(2), 1.0);
@@ -96,6 +96,25 @@ TEST(SpecPolicy, ExpectedTokensFollowTheEstimates) {
   EXPECT_DOUBLE_EQ(p.pi(4), 1.0);
   // Without costs the fixed k is used.
   EXPECT_EQ(p.Next(3, 10), 3);
+  // A position seen 3 times stands on its own observations.
+  for (int i = 0; i < 3; ++i) p.Observe(4, 4, 2);
+  EXPECT_DOUBLE_EQ(p.alpha(3), 0.0);
+}
+
+TEST(SpecPolicy, WarmsUpWithTheFixedKThenDecides) {
+  SpecCosts c;
+  GpuLike(&c);
+  SpecPolicyOptions o;
+  o.adaptive = true;
+  o.warmup_steps = 2;
+  o.prior_accept = 0.05;  // a prior that alone would say target-only
+  SpecPolicy p(o, &c);
+  EXPECT_EQ(p.Next(3, 100), 3);
+  p.Observe(3, 3, 3);
+  EXPECT_EQ(p.Next(3, 100), 3);
+  p.Observe(3, 3, 3);
+  // Two steps with every draft accepted: deeper positions inherit that, so it drafts long.
+  EXPECT_GE(p.Next(3, 100), 6);
 }
 
 TEST(SpecPolicy, HighAcceptanceWithCheapVerifyDraftsLong) {
