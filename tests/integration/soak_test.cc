@@ -7,10 +7,7 @@
 // Also runs `specd tune --quick` and starts the services from the config
 // files it writes. Bounded: a thousand requests on tiny models (about 20 s
 // on 2 cores), every call with its own timeout.
-//
-// The load generator is not a library target of its own (it lives in cli/,
-// compiled into `specd`); the test compiles its one source file in.
-#include "cli/loadgen_lib.cc"  // NOLINT(build/include): see above
+#include "cli/loadgen_lib.h"
 
 #include <fstream>
 #include <set>

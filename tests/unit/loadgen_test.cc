@@ -1,8 +1,7 @@
 // The load generator's and the tuner's pure parts: ranges, percentiles,
-// prompt synthesis, JSON, spec checks, config-file rendering. (The sources
-// live in cli/, compiled into `specd`; the test compiles them in.)
-#include "cli/loadgen_lib.cc"  // NOLINT(build/include)
-#include "cli/tune_service.cc"  // NOLINT(build/include)
+// prompt synthesis, JSON, spec checks, config-file rendering.
+#include "cli/loadgen_lib.h"
+#include "cli/tune_service.h"
 
 #include <fstream>
 
