@@ -1,5 +1,6 @@
 // specd-coordinator: the public gRPC API. Runs the speculative loop per
 // request against a draft worker and a target worker.
+#include "absl/strings/str_cat.h"
 #include "common/metrics/http_server.h"
 #include "common/util/log.h"
 #include "coordinator/frontend.h"
@@ -97,7 +98,7 @@ int Main(int argc, char** argv) {
   if (!server.ok()) return rpc::ExitWith(kProgram, server.status(), 1);
   SPECD_LOG(INFO) << "serving" << Kv("listen", cfg.GetString("listen")) << Kv("port", port)
                   << Kv("target", co.target_address) << Kv("draft", co.draft_address);
-  rpc::ServeUntilTerminated(server->get());
+  rpc::ServeUntilTerminated(server->get(), absl::StrCat("serving on ", cfg.GetString("listen"), " (target ", co.target_address, ")"));
   return 0;
 }
 

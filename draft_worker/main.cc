@@ -1,5 +1,6 @@
 // specd-draft-worker: hosts the draft model; answers Propose with tokens and
 // leaves their probabilities in its exchange buffer for the target.
+#include "absl/strings/str_cat.h"
 #include "common/shm/posix_shared_buffer.h"
 #include "common/util/log.h"
 #include "draft_worker/draft_service.h"
@@ -40,7 +41,7 @@ int Main(int argc, char** argv) {
   SPECD_LOG(INFO) << "serving" << Kv("listen", cfg.GetString("listen")) << Kv("port", port)
                   << Kv("model", info.model_name()) << Kv("exchange", info.exchange().name())
                   << Kv("exchange_kind", info.exchange().kind());
-  rpc::ServeUntilTerminated(server->get());
+  rpc::ServeUntilTerminated(server->get(), absl::StrCat("serving ", info.model_name(), " on ", cfg.GetString("listen")));
   return 0;
 }
 

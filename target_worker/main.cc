@@ -1,5 +1,6 @@
 // specd-target-worker: hosts the target model; verifies the draft's
 // proposals (read from the draft's exchange buffer) in one batched forward.
+#include "absl/strings/str_cat.h"
 #include "common/util/log.h"
 #include "proto/rpc/server.h"
 #include "target_worker/target_service.h"
@@ -39,7 +40,7 @@ int Main(int argc, char** argv) {
   const v1::InfoResponse info = (*service)->CurrentInfo();
   SPECD_LOG(INFO) << "serving" << Kv("listen", cfg.GetString("listen")) << Kv("port", port)
                   << Kv("model", info.model_name());
-  rpc::ServeUntilTerminated(server->get());
+  rpc::ServeUntilTerminated(server->get(), absl::StrCat("serving ", info.model_name(), " on ", cfg.GetString("listen")));
   return 0;
 }
 

@@ -8,6 +8,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "common/util/log.h"
+#include "common/util/sd_notify.h"
 
 namespace specd::rpc {
 
@@ -74,9 +75,14 @@ int ExitWith(const std::string& program, const absl::Status& st, int code) {
   return code;
 }
 
-void ServeUntilTerminated(grpc::Server* server) {
+void ServeUntilTerminated(grpc::Server* server, const std::string& status) {
+  // Type=notify units: the service counts as started only now (model loaded,
+  // port bound), so units ordered after this one start when it can serve.
+  if (auto st = SdNotify("READY=1\nSTATUS=" + status); !st.ok())
+    SPECD_LOG(WARN) << "systemd readiness notification failed" << Kv("error", st.ToString());
   const int sig = WaitForTermination();
   SPECD_LOG(INFO) << "shutting down" << Kv("signal", sig);
+  SdNotify("STOPPING=1").IgnoreError();
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
 }
 

@@ -42,7 +42,9 @@ absl::StatusOr<std::unique_ptr<grpc::Server>> StartServer(const std::string& lis
                                                           const std::vector<grpc::Service*>& services,
                                                           int* bound_port = nullptr);
 
-// Waits for SIGINT/SIGTERM, then shuts `server` down (in-flight calls get 5 s).
-void ServeUntilTerminated(grpc::Server* server);
+// Tells systemd the service is ready (Type=notify; `status` becomes the unit's
+// status line), waits for SIGINT/SIGTERM, then shuts `server` down (in-flight
+// calls get 5 s).
+void ServeUntilTerminated(grpc::Server* server, const std::string& status = "serving");
 
 }  // namespace specd::rpc

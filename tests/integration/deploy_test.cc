@@ -3,11 +3,13 @@
 // quickstart answers a request through three processes.
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
 #include "gtest/gtest.h"
+#include "tests/integration/service_harness.h"
 #include "tests/support/test_util.h"
 
 namespace specd::testing {
@@ -56,7 +58,7 @@ TEST(Deploy, SystemdUnitsVerify) {
 TEST(Deploy, UnitsKeepSharedMemoryReachableAndAreHardened) {
   for (const Unit& u : kUnits) {
     const std::string text = Read(SourcePath("deploy/systemd/") + u.file);
-    for (const char* key : {"User=specd", "Restart=on-failure", "NoNewPrivileges=yes", "ProtectSystem=strict",
+    for (const char* key : {"Type=notify", "User=specd", "Restart=on-failure", "NoNewPrivileges=yes", "ProtectSystem=strict",
                             "ProtectHome=yes", "PrivateTmp=yes"}) {
       EXPECT_NE(text.find(key), std::string::npos) << u.file << " lacks " << key;
     }
@@ -91,6 +93,37 @@ TEST(Deploy, ExampleConfigsAreAccepted) {
                        &out),
             2);
   EXPECT_NE(out.find("speculatoin"), std::string::npos) << out;
+}
+
+// Type=notify: each process tells systemd READY=1 once it serves (model
+// loaded, port bound) and STOPPING=1 on SIGTERM.
+TEST(Deploy, ServicesNotifySystemdWhenReadyAndStopping) {
+  TestModels models;
+  ASSERT_TRUE(models.Make().ok());
+  TempDir dir;
+  const std::string sock = dir.File("notify.sock");
+  NotifyListener listener(sock);
+  ASSERT_TRUE(listener.ok());
+  setenv("NOTIFY_SOCKET", sock.c_str(), 1);  // inherited by the three processes
+  std::vector<std::string> ready;
+  {
+    ServiceOptions o;
+    o.target_model = models.target;
+    o.draft_model = models.draft;
+    Service svc(dir.path(), o);
+    const absl::Status st = svc.Start();
+    unsetenv("NOTIFY_SOCKET");
+    ASSERT_TRUE(st.ok()) << st << "\n" << svc.Logs();
+    for (int i = 0; i < 3; ++i) ready.push_back(listener.Receive(10));
+  }  // SIGTERM to all three
+  std::sort(ready.begin(), ready.end());
+  ASSERT_EQ(ready.size(), 3u);
+  EXPECT_EQ(ready[0].rfind("READY=1\nSTATUS=serving on ", 0), 0u) << ready[0];  // the coordinator
+  EXPECT_EQ(ready[1].rfind("READY=1\nSTATUS=serving test-draft on ", 0), 0u) << ready[1];
+  EXPECT_EQ(ready[2].rfind("READY=1\nSTATUS=serving test-target on ", 0), 0u) << ready[2];
+  int stopping = 0;
+  for (int i = 0; i < 3; ++i) stopping += listener.Receive(10) == "STOPPING=1";
+  EXPECT_EQ(stopping, 3);
 }
 
 TEST(Deploy, QuickstartAnswersThroughThreeProcesses) {

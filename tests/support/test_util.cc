@@ -1,12 +1,16 @@
 #include "tests/support/test_util.h"
 
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <array>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 
 namespace specd::testing {
@@ -79,6 +83,33 @@ std::string SharedModelsDir() {
   struct stat st;
   if (stat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) return dir;
   return "";
+}
+
+NotifyListener::NotifyListener(const std::string& name) : name_(name) {
+  fd_ = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  if (fd_ < 0 || name.empty() || name.size() >= sizeof(a.sun_path)) return;
+  std::memcpy(a.sun_path, name.data(), name.size());
+  if (name[0] == '@') {
+    a.sun_path[0] = '\0';
+  } else {
+    unlink(name.c_str());
+  }
+  ok_ = bind(fd_, reinterpret_cast<sockaddr*>(&a), static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + name.size())) == 0;
+}
+
+NotifyListener::~NotifyListener() {
+  if (fd_ >= 0) close(fd_);
+  if (!name_.empty() && name_[0] != '@') unlink(name_.c_str());
+}
+
+std::string NotifyListener::Receive(int timeout_s) {
+  timeval tv{timeout_s, 0};
+  setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  char buf[1024];
+  const ssize_t n = recv(fd_, buf, sizeof buf, 0);
+  return n < 0 ? std::string("<nothing>") : std::string(buf, static_cast<size_t>(n));
 }
 
 }  // namespace specd::testing

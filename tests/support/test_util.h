@@ -36,6 +36,22 @@ std::string BinaryPath(const std::string& rel);
 std::string SharedModelsDir();
 std::string ShellQuote(const std::string& s);
 
+// A bound unix datagram socket standing in for systemd's $NOTIFY_SOCKET
+// (`name` starting with '@': abstract namespace).
+class NotifyListener {
+ public:
+  explicit NotifyListener(const std::string& name);
+  ~NotifyListener();
+  bool ok() const { return ok_; }
+  // The next datagram, or "<nothing>" after `timeout_s` seconds.
+  std::string Receive(int timeout_s = 2);
+
+ private:
+  std::string name_;
+  int fd_ = -1;
+  bool ok_ = false;
+};
+
 }  // namespace specd::testing
 
 // Fails when the reference python is unusable, unless SPECD_ALLOW_MISSING_PYREF=1
