@@ -23,6 +23,7 @@
 #include "common/sampler/sampler.h"
 #include "coordinator/client/client.h"
 #include "gtest/gtest.h"
+#include "tests/support/test_models.h"
 #include "tests/support/test_util.h"
 
 namespace specd::testing {
@@ -220,35 +221,6 @@ class Service {
 
   std::string dir_;
   ServiceOptions o_;
-};
-
-// Generated models shared by a test binary: a target, a draft derived from it,
-// an unrelated model with the same vocabulary (a second draft), and one with
-// another vocabulary.
-struct TestModels {
-  TempDir dir;
-  std::string target, draft, other, foreign;
-  absl::Status Make() {
-    GenOptions g;
-    SPECD_ASSIGN_OR_RETURN(g.shape, PresetShape("tiny"));
-    g.seed = 1;
-    g.name = "test-target";
-    target = dir.File("target.gguf");
-    SPECD_RETURN_IF_ERROR(GenerateModel(g, target));
-    DeriveOptions d;
-    d.layers = 1;
-    d.name = "test-draft";
-    draft = dir.File("draft.gguf");
-    SPECD_RETURN_IF_ERROR(DeriveDraft(target, d, draft));
-    g.seed = 7;
-    g.name = "test-other-draft";
-    other = dir.File("other.gguf");
-    SPECD_RETURN_IF_ERROR(GenerateModel(g, other));
-    g.shape.vocab_size = 300;
-    g.name = "test-foreign-vocab";
-    foreign = dir.File("foreign.gguf");
-    return GenerateModel(g, foreign);
-  }
 };
 
 // Greedy target-only decoding on an in-process Engine: the reference output.

@@ -15,12 +15,14 @@
 #include "common/engine/spec_loop.h"
 #include "common/modelgen/modelgen.h"
 #include "gtest/gtest.h"
+#include "tests/support/test_models.h"
 #include "tests/support/test_util.h"
 
 namespace specd {
 namespace {
 
-using testing::TempDir;
+using testing::MakeTestEngine;
+using testing::TestModels;
 
 // ---------------------------------------------------------------- header
 
@@ -182,30 +184,13 @@ DeviceExchangeHooks FakeHooks() {
 
 // ---------------------------------------------------------------- engines
 
-struct Models {
-  TempDir dir;
-  std::string target, draft, other;
-};
-Models* g_models = nullptr;
+TestModels* g_models = nullptr;
 
 class ExchangeDeviceTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    g_models = new Models();
-    GenOptions g;
-    auto shape = PresetShape("tiny");
-    ASSERT_TRUE(shape.ok());
-    g.shape = *shape;
-    g.seed = 1;
-    g_models->target = g_models->dir.File("target.gguf");
-    ASSERT_TRUE(GenerateModel(g, g_models->target).ok());
-    DeriveOptions d;
-    d.layers = 1;
-    g_models->draft = g_models->dir.File("draft.gguf");
-    ASSERT_TRUE(DeriveDraft(g_models->target, d, g_models->draft).ok());
-    g.seed = 7;
-    g_models->other = g_models->dir.File("other.gguf");
-    ASSERT_TRUE(GenerateModel(g, g_models->other).ok());
+    g_models = new TestModels();
+    ASSERT_TRUE(g_models->Make().ok());
   }
   static void TearDownTestSuite() {
     delete g_models;
@@ -213,15 +198,7 @@ class ExchangeDeviceTest : public ::testing::Test {
   }
 
   static std::unique_ptr<Engine> MakeEngine(const std::string& path, int max_seqs = 4) {
-    EngineOptions o;
-    o.model_path = path;
-    o.backend.threads = 1;
-    o.max_seqs = max_seqs;
-    o.max_seq_len = 512;
-    o.max_batch_tokens = 64;
-    auto e = Engine::Create(o);
-    EXPECT_TRUE(e.ok()) << e.status();
-    return e.ok() ? std::move(*e) : nullptr;
+    return MakeTestEngine(path, max_seqs);
   }
 
   void SetUp() override {

@@ -11,12 +11,15 @@
 #include "common/engine/spec_policy.h"
 #include "common/modelgen/modelgen.h"
 #include "gtest/gtest.h"
+#include "tests/support/test_models.h"
 #include "tests/support/test_util.h"
 
 namespace specd {
 namespace {
 
+using testing::MakeTestEngine;
 using testing::TempDir;
+using testing::TestModels;
 
 // ---------------------------------------------------------------- StopMatcher
 
@@ -49,31 +52,13 @@ TEST(StopMatcher, FlushReturnsTheHeldTailAndEmptyStopsAreIgnored) {
 
 // ---------------------------------------------------------------- engines
 
-struct Models {
-  TempDir dir;
-  std::string target, draft, other;  // other: same vocabulary, unrelated weights
-};
-
-Models* g_models = nullptr;
+TestModels* g_models = nullptr;  // other: same vocabulary, unrelated weights
 
 class SpecLoopTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    g_models = new Models();
-    GenOptions g;
-    auto shape = PresetShape("tiny");
-    ASSERT_TRUE(shape.ok());
-    g.shape = *shape;
-    g.seed = 1;
-    g_models->target = g_models->dir.File("target.gguf");
-    ASSERT_TRUE(GenerateModel(g, g_models->target).ok());
-    DeriveOptions d;
-    d.layers = 1;
-    g_models->draft = g_models->dir.File("draft.gguf");
-    ASSERT_TRUE(DeriveDraft(g_models->target, d, g_models->draft).ok());
-    g.seed = 7;
-    g_models->other = g_models->dir.File("other.gguf");
-    ASSERT_TRUE(GenerateModel(g, g_models->other).ok());
+    g_models = new TestModels();
+    ASSERT_TRUE(g_models->Make().ok());
   }
   static void TearDownTestSuite() {
     delete g_models;
@@ -81,15 +66,7 @@ class SpecLoopTest : public ::testing::Test {
   }
 
   static std::unique_ptr<Engine> MakeEngine(const std::string& path, int max_seqs = 4) {
-    EngineOptions o;
-    o.model_path = path;
-    o.backend.threads = 1;
-    o.max_seqs = max_seqs;
-    o.max_seq_len = 512;
-    o.max_batch_tokens = 64;
-    auto e = Engine::Create(o);
-    EXPECT_TRUE(e.ok()) << e.status();
-    return e.ok() ? std::move(*e) : nullptr;
+    return MakeTestEngine(path, max_seqs);
   }
 
   void SetUp() override {

@@ -1,0 +1,26 @@
+// Generated models shared by the engine and service tests.
+#pragma once
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "common/engine/engine.h"
+#include "tests/support/test_util.h"
+
+namespace specd::testing {
+
+// A tiny target, a draft derived from it (1 of its layers), an unrelated
+// model with the same vocabulary (a second draft), and one with another
+// vocabulary; all in a temporary directory.
+struct TestModels {
+  TempDir dir;
+  std::string target, draft, other, foreign;
+  absl::Status Make();
+};
+
+// An in-process engine on the CPU backend (1 thread, default KV type):
+// `max_seqs` sequences of up to 512 tokens, 64-token batches. Null (and a
+// test failure) when it cannot be created.
+std::unique_ptr<Engine> MakeTestEngine(const std::string& path, int max_seqs = 4);
+
+}  // namespace specd::testing
