@@ -5,6 +5,8 @@
 #   ipc     the CUDA IPC exchange through the three services (ipc_device_check.sh)
 #   spec    specd bench-spec: target-only vs fixed k vs adaptive on the mixed
 #           workload, CUDA backend, for the trained pair and a derived 1b pair
+#   cpuspec the same on the CPU backend (the lent machine's 16 idle cores): the
+#           trained pair and a derived 100m Q8_0 pair
 #   bench   gpu_check --bench (matvec/attention microbenchmarks, model decode/verify)
 #   e2e     tests/gpu/e2e_device.sh bench (specd bench on the 27B/32B shapes)
 # Carries: .gpu_carry (gpu_check + abseil) and .devpack/devcarry.tar.xz (the
@@ -51,6 +53,22 @@ for stage in "$@"; do
       timeout 200 "$S" bench-spec $G --model $P/target.gguf --draft $P/draft.gguf --max-tokens 128 --repeats 3 \
         --ks 1,2,3,4,6 > "$OUT/spec_1b_cuda.txt" 2>&1
       echo "rc=$?"; tail -n 12 "$OUT/spec_1b_cuda.txt" ;;
+    cpuspec)
+      export LD_LIBRARY_PATH="$C/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+      G="--backend cpu --threads ${CPU_THREADS:-8} --max-seqs 2 --max-seq-len 2048"
+      if [ -f "$C/models/pycode-target-10m-f16.gguf" ]; then
+        stamp "bench-spec, trained pair, cpu"
+        timeout 200 "$S" bench-spec $G --model "$C/models/pycode-target-10m-f16.gguf" \
+          --draft "$C/models/pycode-draft-0.4m-f16.gguf" --max-tokens 128 --repeats 3 --ks 1,2,3,4,6,8 \
+          > "$OUT/spec_pycode_cpu.txt" 2>&1
+        echo "rc=$?"; tail -n 14 "$OUT/spec_pycode_cpu.txt"
+      fi
+      P=/tmp/pair100m
+      [ -f $P/target.gguf ] || "$S" make-model --preset 100m --type Q8_0 --pair --draft-layers 2 --out $P > /dev/null 2>&1
+      stamp "bench-spec, derived 100m Q8_0 pair, cpu"
+      timeout 200 "$S" bench-spec $G --model $P/target.gguf --draft $P/draft.gguf --max-tokens 96 --repeats 3 \
+        --ks 1,2,3,4,6 > "$OUT/spec_100m_cpu.txt" 2>&1
+      echo "rc=$?"; tail -n 12 "$OUT/spec_100m_cpu.txt" ;;
     *) echo "unknown stage $stage"; rc=2 ;;
   esac
 done
