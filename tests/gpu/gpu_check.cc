@@ -1396,10 +1396,12 @@ int RunChecks(const char* self, bool quick) {
 }
 
 // A short benchmark for a tight device budget: copy bandwidth, Q4_K/Q6_K
-// matvec v1 vs v2, the 32B-class decode and k=6 verify with v2 and v1.
+// matvec v1 vs v2, attention v1 vs v2, the 32B-class decode and k=6 verify
+// with v2 and v1 matvec (attention v2).
 int RunBenchMin() {
   const double copy = BenchCopy();
   BenchMatvec(copy, {GgmlType::Q4_K, GgmlType::Q6_K});
+  BenchAttention();  // v1 vs v2, 1 and 7 queries at context 4096
   const Shape q32 = {"qwen3", 64, 5120, 64, 8, 128, 25600, 151936, false, 1e6f};
   BenchModel("32B-class target", q32, "Q4_K_M", GgmlType::F16, copy, false, {1, 6});
   cuda::SetMmqKernel(1);
@@ -1425,6 +1427,11 @@ int RunBench() {
     BenchModel("32B-class target", q32, "Q4_K_M", GgmlType::F16, copy, false, {6});
     cuda::SetMmqKernel(2);
     cuda::SetMmqBlocksPerSm(bps);
+  }
+  {  // the FP32 attention (v1) for comparison
+    cuda::SetAttnKernel(1);
+    BenchModel("32B-class target (attention v1)", q32, "Q4_K_M", GgmlType::F16, copy, false, {6});
+    cuda::SetAttnKernel(2);
   }
   std::printf("SUMMARY: bench done, %d failed checks\n", g_failures);
   return g_failures == 0 ? 0 : 1;
