@@ -307,7 +307,8 @@ __device__ __forceinline__ void LdMatrixX4Trans(uint32_t& r0, uint32_t& r1, uint
   const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(p));
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
-               : "r"(s));
+               : "r"(s)
+               : "memory");
 }
 __device__ __forceinline__ uint32_t PackH2(__half lo, __half hi) {
   return static_cast<uint32_t>(__half_as_ushort(lo)) | (static_cast<uint32_t>(__half_as_ushort(hi)) << 16);
