@@ -774,12 +774,13 @@ cudaError_t LaunchAttention(const float* q, const KvDev& kv, int n_heads, int n_
   dim3 cgrid(tok1 - tok0, n_heads);
   if (xq && head_dim % 32 != 0) return cudaErrorInvalidValue;
   if (plan.kernel == 2) {
+    if (plan.rows_max > kAttnV2Rows) return cudaErrorInvalidValue;
     const size_t smem = AttnV2SmemBytes(kv.type, head_dim, plan.split_len);
     const bool ok = DispatchV2(kv.type, head_dim, [&]<int HD, bool kQ8>() {
       AttnSplitV2Kernel<HD, kQ8><<<grid, plan.split_len, smem, s>>>(a);
       return true;
     });
-    if (!ok || plan.rows_max > kAttnV2Rows) return cudaErrorInvalidValue;
+    if (!ok) return cudaErrorInvalidValue;
     const cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) return e;
     const size_t csmem = sizeof(float) * (((plan.max_splits + 3) & ~3) + 4 + 1024);
