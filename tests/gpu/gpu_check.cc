@@ -18,6 +18,10 @@
 //    prefill close to 80 single steps; KV truncate/rollback then re-extend
 //    bit-identical; two sequences batched bit-identical to each alone;
 //    greedy speculative decoding equal to greedy target-only decoding.
+//  * One attention layer vs the CPU backend (kernels v2 and v1; KV F16, Q8_0,
+//    F32; head_dim 32..256; groups 1..48; contexts crossing chunk, split and
+//    block boundaries): verify(7) and decode within 1e-4, and decode ==
+//    verify == 16-token batch bit for bit.
 //  * CUDA IPC export/open across processes; the device acceptance rule equal
 //    to VerifyProposals.
 #include <cuda_runtime.h>
@@ -566,6 +570,126 @@ void CheckMatMul(OpEnv& env, GgmlType type, int64_t rows, int64_t k) {
   Check(e_gemm <= gb, absl::StrCat(tag, ": cuBLAS path (n=100) vs CPU, rel err ", Fmt(e_gemm), " (bound ", Fmt(gb), ")"));
 }
 
+// ------------------------------------------------------------------ attention op
+
+// One attention layer vs the CPU backend, with the attention kernel `kernel`
+// (1 = FP32 shared-memory, 2 = tensor-core; F32 KV always runs 1): a prefill
+// of `ctx` tokens fills the paged KV (block table in reverse pool order), then
+// a k+1 = 7-token verify at positions ctx..ctx+6 (crossing 32-position chunk,
+// 128-position split and 16-position block boundaries for the chosen ctx), 7
+// single-token decodes of the same tokens, and a 16-token batch ending at
+// ctx+6 (prefill-style tiles at other offsets).
+struct AttnCase {
+  GgmlType kvt;
+  int H, KVH, HD, ctx;
+};
+
+void CheckAttentionOp(const AttnCase& c, int kernel) {
+  cuda::SetAttnKernel(kernel);
+  const std::string tag = absl::StrFormat("attention v%d kv=%s %d/%d heads x %d, ctx %d", kernel,
+                                          std::string(TypeName(c.kvt)), c.H, c.KVH, c.HD, c.ctx);
+  const int T = c.ctx + 7;
+  BackendOptions o;
+  o.name = "cuda";
+  o.cuda_graphs = false;
+  auto gpu = CreateCudaBackend(o);
+  CHECK_OK(gpu.status());
+  CpuBackend cpu(0);
+  KvLayout kv;
+  kv.n_layers = 1;
+  kv.n_kv_heads = c.KVH;
+  kv.head_dim = c.HD;
+  kv.block_size = 16;
+  const int nb = (T + 15) / 16;
+  kv.n_blocks = nb + 2;
+  kv.type = c.kvt;
+  CHECK_OK((*gpu)->InitKv(kv));
+  CHECK_OK(cpu.InitKv(kv));
+  std::vector<int32_t> blocks;
+  for (int i = 0; i < nb; ++i) blocks.push_back(kv.n_blocks - 1 - i);
+  Rng r(HashStr(tag) + 17);
+  const size_t qn = static_cast<size_t>(T) * c.H * c.HD, kn = static_cast<size_t>(T) * c.KVH * c.HD;
+  std::vector<float> q(qn), k(kn), v(kn);
+  for (auto& x : q) x = r.Gauss() * 1.5f;  // moderately peaked softmax
+  for (auto& x : k) x = r.Gauss();
+  for (auto& x : v) x = r.Gauss();
+  auto qd = (*gpu)->AllocActivations(qn);
+  auto kd = (*gpu)->AllocActivations(kn);
+  auto vd = (*gpu)->AllocActivations(kn);
+  auto od = (*gpu)->AllocActivations(qn);
+  CHECK_OK(od.status());
+  CHECK_OK(qd.status());
+  CHECK_OK(kd.status());
+  CHECK_OK(vd.status());
+  CUDA_OK(cudaMemcpy(*qd, q.data(), qn * 4, cudaMemcpyHostToDevice));
+  CUDA_OK(cudaMemcpy(*kd, k.data(), kn * 4, cudaMemcpyHostToDevice));
+  CUDA_OK(cudaMemcpy(*vd, v.data(), kn * 4, cudaMemcpyHostToDevice));
+  const AttentionParams ap{0, c.H, c.KVH, c.HD, 1.0f / std::sqrt(static_cast<float>(c.HD))};
+  auto run = [&](bool on_gpu, int p0, int n, std::vector<float>* res) -> absl::Status {
+    Batch b;
+    BatchSeq s;
+    s.slot = 0;
+    s.kv_len = p0 + n;
+    s.blocks = blocks;
+    b.seqs = {s};
+    for (int i = 0; i < n; ++i) {
+      b.tokens.push_back(0);
+      b.pos.push_back(p0 + i);
+      b.seq_index.push_back(0);
+    }
+    const size_t qo = static_cast<size_t>(p0) * c.H * c.HD, ko = static_cast<size_t>(p0) * c.KVH * c.HD;
+    res->assign(static_cast<size_t>(n) * c.H * c.HD, 0.0f);
+    if (on_gpu) {
+      SPECD_RETURN_IF_ERROR((*gpu)->SetBatch(b));
+      (*gpu)->Attention(*qd + qo, *kd + ko, *vd + ko, ap, *od + qo);
+      return (*gpu)->ReadToHost(*od + qo, res->data(), res->size());
+    }
+    SPECD_RETURN_IF_ERROR(cpu.SetBatch(b));
+    cpu.Attention(q.data() + qo, k.data() + ko, v.data() + ko, ap, res->data());
+    return cpu.Synchronize();
+  };
+  std::vector<float> tmp, gv, cv, gd, cd;
+  if (c.ctx > 0) {
+    CHECK_OK(run(true, 0, c.ctx, &tmp));
+    CHECK_OK(run(false, 0, c.ctx, &tmp));
+  }
+  CHECK_OK(run(true, c.ctx, 7, &gv));
+  CHECK_OK(run(false, c.ctx, 7, &cv));
+  const size_t row = static_cast<size_t>(c.H) * c.HD;
+  double worst = 0;
+  for (int i = 0; i < 7; ++i) worst = std::max(worst, RelErr(gv.data() + i * row, cv.data() + i * row, row));
+  bool same = true;
+  for (int i = 0; i < 7; ++i) {
+    CHECK_OK(run(true, c.ctx + i, 1, &gd));
+    CHECK_OK(run(false, c.ctx + i, 1, &cd));
+    worst = std::max(worst, RelErr(gd.data(), cd.data(), row));
+    same = same && BitEqual(gd.data(), gv.data() + i * row, row);
+  }
+  bool same16 = true;
+  if (c.ctx >= 9) {
+    CHECK_OK(run(true, c.ctx - 9, 16, &gd));
+    same16 = BitEqual(gd.data() + 9 * row, gv.data(), 7 * row);
+  }
+  const double bound = 1e-4;
+  Check(worst <= bound, absl::StrCat(tag, ": verify(7) and decode vs CPU, max rel err ", Fmt(worst), " (bound ",
+                                     Fmt(bound), ")"));
+  Check(same && same16, absl::StrCat(tag, ": decode == verify(7) == 16-token batch, bit for bit"));
+  cuda::SetAttnKernel(2);
+}
+
+void CheckAttentionOps(bool quick) {
+  const GgmlType F16 = GgmlType::F16, Q8 = GgmlType::Q8_0;
+  std::vector<AttnCase> cases = {
+      {F16, 16, 2, 128, 0},   {F16, 16, 2, 128, 29},  {F16, 16, 2, 128, 121}, {F16, 16, 2, 128, 509},
+      {Q8, 16, 2, 128, 121},  {Q8, 16, 2, 128, 250},  {F16, 8, 2, 64, 250},   {F16, 10, 2, 64, 121},
+      {Q8, 4, 4, 32, 29},     {F16, 32, 2, 64, 121},  {F16, 48, 1, 64, 121},  {F16, 8, 1, 256, 121},
+      {GgmlType::F32, 16, 2, 128, 121}};
+  if (quick) cases = {{F16, 16, 2, 128, 121}, {Q8, 16, 2, 128, 250}};
+  for (int kernel : {2, 1})
+    for (const AttnCase& c : cases) CheckAttentionOp(c, kernel);
+  cuda::SetAttnKernel(2);
+}
+
 // ------------------------------------------------------------------ IPC and acceptance
 
 int IpcChild(const char* hex) {
@@ -834,7 +958,9 @@ int RunProfile() {
 }
 
 // Attention of a 32B-class layer at context 4096 (KV F16, zeros), for ncu:
-// a warm-up, then 1 query and 7 queries (graphs off: one launch per kernel).
+// kernel v1 then v2, each a warm-up, then 1 query and 7 queries (graphs off:
+// one launch per kernel; v1: AttnSplitKernel/AttnCombineKernel, v2:
+// AttnSplitV2Kernel/AttnCombineV2Kernel).
 int ProfileAttention() {
   const int H = 64, KVH = 8, HD = 128, ctx = 4096;
   BackendOptions o;
@@ -856,7 +982,11 @@ int ProfileAttention() {
   auto out = (*be)->AllocActivations(static_cast<size_t>(8) * H * HD);
   if (!q.ok() || !kk.ok() || !vv.ok() || !out.ok()) return 1;
   AttentionParams ap{0, H, KVH, HD, 1.0f / std::sqrt(128.0f)};
+  for (int kernel : {1, 2})
   for (int n : {1, 1, 7}) {
+    cuda::SetAttnKernel(kernel);
+    if (n == 1) std::printf("profile-attn: kernel v%d: KvWrite + split + combine for warm-up, 1 query, 7 queries\n", kernel);
+    std::fflush(stdout);
     Batch b;
     BatchSeq sq;
     sq.slot = 0;
@@ -872,6 +1002,7 @@ int ProfileAttention() {
     (*be)->Attention(*q, *kk, *vv, ap, *out);
     if (!(*be)->Synchronize().ok()) return 1;
   }
+  cuda::SetAttnKernel(2);
   return 0;
 }
 
@@ -884,7 +1015,7 @@ void BenchAttention() {
     GgmlType kvt;
     int split;
   };
-  for (Cfg cfg : {Cfg{GgmlType::F16, 128}, Cfg{GgmlType::Q8_0, 0}}) {
+  for (Cfg cfg : {Cfg{GgmlType::F16, 128}, Cfg{GgmlType::F16, 256}, Cfg{GgmlType::Q8_0, 0}}) {
     const GgmlType kvt = cfg.kvt;
     cuda::SetAttnSplit(cfg.split > 0 ? cfg.split : best_split);
     double sum_t = 0;
@@ -931,6 +1062,8 @@ void BenchAttention() {
     };
     AttentionParams ap{0, H, KVH, HD, 1.0f / std::sqrt(128.0f)};
     Timer timer(ctl->Stream());
+    for (int kernel : {1, 2}) {
+    cuda::SetAttnKernel(kernel);
     // Fill the whole KV with a 4096-token prefill (timed once).
     Batch pre = batch(ctx);
     CHECK_OK((*be)->SetBatch(pre));
@@ -938,8 +1071,9 @@ void BenchAttention() {
       (*be)->Attention(*q, *kk, *vv, ap, *out);
       (void)ctl->Flush();
     });
-    std::string line = absl::StrFormat("BENCH attention kv=%s split=%d ctx=%d (64/8 heads x 128): prefill-4096 %.2f ms",
-                                       std::string(TypeName(kvt)), cuda::GetAttnSplit(), ctx, pre_ms);
+    std::string line = absl::StrFormat(
+        "BENCH attention v%d kv=%s split=%d ctx=%d (64/8 heads x 128): prefill-4096 %.2f ms", kernel,
+        std::string(TypeName(kvt)), cuda::GetAttnSplit(), ctx, pre_ms);
     for (int n : {1, 7}) {
       Batch b = batch(n);
       CHECK_OK((*be)->SetBatch(b));
@@ -950,11 +1084,13 @@ void BenchAttention() {
       const double kv_bytes = 2.0 * ctx * KVH * RowBytes(kvt, HD);
       absl::StrAppend(&line, absl::StrFormat("  %d query: %.1f us (%.0f GB/s of KV)", n, ms * 1e3,
                                              kv_bytes / (ms * 1e-3) / 1e9));
-      sum_t += ms;
+      if (kernel == 2) sum_t += ms;  // the split is chosen for the default kernel
     }
     std::printf("%s\n", line.c_str());
     std::fflush(stdout);
     CHECK_OK((*be)->Synchronize());
+    }
+    cuda::SetAttnKernel(2);
     if (cfg.split > 0 && sum_t < best_t) {
       best_t = sum_t;
       best_split = cfg.split;
@@ -1240,6 +1376,7 @@ int RunChecks(const char* self, bool quick) {
       CheckMatMul(env, t, 130, 25600);
     }
   }
+  CheckAttentionOps(quick);
   CheckIpc(self);
   CheckAcceptance();
   const std::vector<std::string> types = {"Q4_K", "Q5_K", "Q6_K", "Q8_0", "Q4_0", "Q4_1", "Q5_0",
@@ -1259,10 +1396,12 @@ int RunChecks(const char* self, bool quick) {
 }
 
 // A short benchmark for a tight device budget: copy bandwidth, Q4_K/Q6_K
-// matvec v1 vs v2, the 32B-class decode and k=6 verify with v2 and v1.
+// matvec v1 vs v2, attention v1 vs v2, the 32B-class decode and k=6 verify
+// with v2 and v1 matvec (attention v2).
 int RunBenchMin() {
   const double copy = BenchCopy();
   BenchMatvec(copy, {GgmlType::Q4_K, GgmlType::Q6_K});
+  BenchAttention();  // v1 vs v2, 1 and 7 queries at context 4096
   const Shape q32 = {"qwen3", 64, 5120, 64, 8, 128, 25600, 151936, false, 1e6f};
   BenchModel("32B-class target", q32, "Q4_K_M", GgmlType::F16, copy, false, {1, 6});
   cuda::SetMmqKernel(1);
@@ -1288,6 +1427,11 @@ int RunBench() {
     BenchModel("32B-class target", q32, "Q4_K_M", GgmlType::F16, copy, false, {6});
     cuda::SetMmqKernel(2);
     cuda::SetMmqBlocksPerSm(bps);
+  }
+  {  // the FP32 attention (v1) for comparison
+    cuda::SetAttnKernel(1);
+    BenchModel("32B-class target (attention v1)", q32, "Q4_K_M", GgmlType::F16, copy, false, {6});
+    cuda::SetAttnKernel(2);
   }
   std::printf("SUMMARY: bench done, %d failed checks\n", g_failures);
   return g_failures == 0 ? 0 : 1;

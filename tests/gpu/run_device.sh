@@ -64,8 +64,8 @@ if [ "$mode" = profile ] || [ "$mode" = full ]; then
     grep -E "issue_stalled" "$OUT/ncu_mv2.txt" | awk '$NF+0 > 0.1' | sed 's/smsp__average_warps_issue_stalled_//; s/_per_issue_active.ratio//' | head -24
     timeout ${NCU2_S:-40} "$ncu_bin" --clock-control none --kernel-name regex:"Attn|KvWrite" --metrics gpu__time_duration.sum \
       "$bin" --profile-attn > "$OUT/ncu_attn.txt" 2>&1
-    echo "== ncu attention rc=$? (launches: warm-up, 1 query, 7 queries)"
-    grep -E "Attn|KvWrite|gpu__time_duration" "$OUT/ncu_attn.txt" | sed 's/(int, int, int)//' | awk '{$1=$1; print}' | cut -c1-110 | head -24
+    echo "== ncu attention rc=$? (v1 then v2; each: warm-up, 1 query, 7 queries)"
+    grep -E "profile-attn|Attn|KvWrite|gpu__time_duration" "$OUT/ncu_attn.txt" | sed 's/(int, int, int)//' | awk '{$1=$1; print}' | cut -c1-110 | head -60
   else
     echo "== ncu not found"
   fi

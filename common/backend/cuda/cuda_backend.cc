@@ -773,7 +773,9 @@ AttnBatchPlan* CudaBackend::GetAttnPlan(int n_heads, int n_kv_heads, int head_di
   if (it != attn_plans_.end()) return &it->second;
   AttnBatchPlan bp;
   AttnPlan& pl = bp.plan;
-  pl.rows_max = cuda::AttnRowsMax(head_dim);
+  pl.split_len = cuda::GetAttnSplit();
+  pl.kernel = cuda::AttnKernelFor(kv_.type, head_dim, pl.split_len);
+  pl.rows_max = pl.kernel == 2 ? cuda::kAttnV2Rows : cuda::AttnRowsMax(head_dim);
   pl.group = n_heads / n_kv_heads;
   if (pl.group <= pl.rows_max) {
     pl.gchunk = pl.group;
@@ -784,7 +786,6 @@ AttnBatchPlan* CudaBackend::GetAttnPlan(int n_heads, int n_kv_heads, int head_di
     pl.n_gchunks = (pl.group + pl.rows_max - 1) / pl.rows_max;
     pl.tile_tokens = 1;
   }
-  pl.split_len = cuda::GetAttnSplit();
   pl.max_splits = std::max(1, (b_.bt_stride * kv_.block_size + pl.split_len - 1) / pl.split_len);
   // Tiles: runs of consecutive tokens of one sequence, at most tile_tokens long.
   std::vector<AttnTile> tiles;
@@ -1229,6 +1230,7 @@ void CudaBackend::RunGraph() {
   std::vector<int64_t> shape = {b_.n_tokens, b_.n_out, b_.n_seqs, b_.bt_stride, static_cast<int64_t>(meta_used_)};
   for (const auto& [key, bp] : attn_plans_) {
     shape.push_back(bp.n_tiles);
+    shape.push_back(bp.plan.kernel);
     for (const AttnWave& w : bp.waves) shape.insert(shape.end(), {w.tile0, w.tile1, w.tok0, w.tok1});
   }
   uint64_t h = HashWords(0xcbf29ce484222325ull, shape.data(), shape.size() * sizeof(int64_t));

@@ -8,6 +8,9 @@
 // merges the splits in order. Every query's arithmetic sequence depends only
 // on its own position (masked steps leave its state bit-identical), so the
 // same token gives the same output in a decode, a verify or a prefill batch.
+#include <cstdlib>
+#include <cstring>
+
 #include "common/backend/cuda/k_common.cuh"
 
 namespace specd::cuda {
@@ -265,6 +268,423 @@ __global__ void AttnCombineKernel(const float* part, int n_heads, int hd, int ma
   }
 }
 
+
+// ---------------------------------------------------------------- v2 (tensor cores)
+//
+// Same split-K structure (fixed splits of split_len positions, merged in a
+// fixed order), but QK^T and PV run on mma.sync m16n8k16 (F16 x F16 -> F32):
+//  * a block is (tile of <= 16 query rows, KV head, split); warp w of the
+//    split_len / 32 warps owns positions [jb + 32w, jb + 32w + 32): it copies
+//    their K and V rows into its own shared-memory region (cp.async for F16;
+//    Q8_0 K quants converted to F16 exactly), so the main phase needs no block
+//    barrier;
+//  * Q is kept near FP32 as two F16 parts (hi = f16(q), lo = f16(q - hi)):
+//    S = Q_hi K + Q_lo K; the probabilities likewise (P_hi + P_lo) for PV.
+//    F16 K/V are exact; Q8_0 K is used as its integer quants with the per-32
+//    scale applied to each 32-dim partial dot in FP32; Q8_0 V is kept as
+//    V_hi + V_lo of the exact dequantized value (three MMAs per step);
+//  * each warp computes its chunk's softmax state (max, sum, O) for the 16
+//    rows (no running state), the warps' states are merged by a fixed binary
+//    tree through shared memory (warp w + s into w), warp 0 writes the split's
+//    partial, and AttnCombineV2Kernel merges the splits in a fixed order.
+// Every row's arithmetic depends only on its own query, its own position and
+// the KV rows, never on the other rows of the tile (an MMA output element is a
+// function of its own A row and B column; masked positions give p = 0; an
+// all-masked chunk is skipped by the merge), so decode, verify and prefill
+// give the same bits for the same token.
+
+__device__ __forceinline__ void MmaF16(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
+                                       uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+__device__ __forceinline__ void MmaF16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  MmaF16(d, a[0], a[1], a[2], a[3], b0, b1);
+}
+__device__ __forceinline__ void LdMatrixX4Trans(uint32_t& r0, uint32_t& r1, uint32_t& r2, uint32_t& r3, const void* p) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(p));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+               : "r"(s)
+               : "memory");
+}
+__device__ __forceinline__ uint32_t PackH2(__half lo, __half hi) {
+  return static_cast<uint32_t>(__half_as_ushort(lo)) | (static_cast<uint32_t>(__half_as_ushort(hi)) << 16);
+}
+// (x0, x1) -> hi = f16 pair, lo = f16 pair of the remainders (x0 in the low half).
+__device__ __forceinline__ void SplitHiLo(float x0, float x1, uint32_t& hi, uint32_t& lo) {
+  const __half h0 = __float2half_rn(x0), h1 = __float2half_rn(x1);
+  hi = PackH2(h0, h1);
+  lo = PackH2(__float2half_rn(__fsub_rn(x0, __half2float(h0))), __float2half_rn(__fsub_rn(x1, __half2float(h1))));
+}
+
+template <int HD, bool kQ8>
+struct V2Layout {
+  static constexpr int kRS = HD + 8;                       // shared row stride in halves (conflict-free)
+  static constexpr int kNB = HD / 32;                      // Q8_0 blocks per row
+  static constexpr int kQfBytes = (HD / 16) * 32 * 8 * 4;  // Q hi/lo fragments
+  static constexpr int kKvHalves = 32 * kRS;
+  // per warp: K, V (hi), [V lo, K scales]
+  static constexpr int kWarpBytes = (kQ8 ? 3 : 2) * kKvHalves * 2 + (kQ8 ? 32 * kNB * 4 : 0);
+  static constexpr int kSlotFloats = (HD / 2 + 4) * 32;  // a warp's merge state
+  static_assert(kSlotFloats * 4 <= kWarpBytes, "merge slot must fit in the warp's region");
+  static_assert(kWarpBytes % 16 == 0 && kQfBytes % 16 == 0, "16-byte aligned regions");
+};
+
+// Merge of two softmax states of one row: mode 0 keeps a (b empty), 1 takes
+// b (a empty), 2 rescales both.
+struct MergeW {
+  int mode;
+  float ea, eb;
+};
+__device__ __forceinline__ MergeW MergeWeights(float& m, float& l, float mb, float lb) {
+  MergeW w{0, 1.0f, 0.0f};
+  if (mb == -INFINITY) return w;
+  if (m == -INFINITY) {
+    m = mb, l = lb, w.mode = 1;
+    return w;
+  }
+  const float mn = fmaxf(m, mb);
+  w.mode = 2;
+  w.ea = expf(__fsub_rn(m, mn));
+  w.eb = expf(__fsub_rn(mb, mn));
+  l = __fadd_rn(__fmul_rn(l, w.ea), __fmul_rn(lb, w.eb));
+  m = mn;
+  return w;
+}
+__device__ __forceinline__ float MergeO(const MergeW& w, float o, float ob) {
+  return w.mode == 0 ? o : (w.mode == 1 ? ob : __fadd_rn(__fmul_rn(o, w.ea), __fmul_rn(ob, w.eb)));
+}
+
+template <int HD, bool kQ8>
+__global__ void __launch_bounds__(256) AttnSplitV2Kernel(AttnArgs a) {
+  using Lay = V2Layout<HD, kQ8>;
+  constexpr int KS = HD / 16, NB = Lay::kNB, RS = Lay::kRS, NT = HD / 8;
+  extern __shared__ __align__(16) uint8_t smem[];
+  const AttnPlan& pl = a.plan;
+  const int tile_i = a.tile0 + blockIdx.x / pl.n_gchunks;
+  const int gc = blockIdx.x % pl.n_gchunks;
+  const int kvh = blockIdx.y, split = blockIdx.z;
+  const AttnTile tile = a.tiles[tile_i];
+  const int gh0 = gc * pl.gchunk;
+  const int ng = min(pl.gchunk, pl.group - gh0);
+  const int R = tile.nt * ng;
+  int maxpos = 0;
+  for (int i = 0; i < tile.nt; ++i) maxpos = max(maxpos, a.b.pos[tile.t0 + i]);
+  const int jb = split * pl.split_len;
+  if (jb > maxpos) return;
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, nw = blockDim.x >> 5;
+  const int g = lane >> 2, t = lane & 3;
+  uint32_t* Qf = reinterpret_cast<uint32_t*>(smem);  // [KS][lane][hi a0..a3, lo a0..a3]
+  uint8_t* wreg = smem + Lay::kQfBytes + warp * Lay::kWarpBytes;
+  __half* Ks = reinterpret_cast<__half*>(wreg);                // [32][RS]
+  __half* Vs = Ks + Lay::kKvHalves;                            // [32][RS]
+  __half* Vl = Vs + Lay::kKvHalves;                            // Q8_0: V lo [32][RS]
+  float* Ksc = reinterpret_cast<float*>(Vl + Lay::kKvHalves);  // Q8_0: K scales [32][NB]
+  const int32_t* bt = a.b.blocks + static_cast<size_t>(tile.seq) * a.b.bt_stride;
+  const int jc = jb + warp * 32;
+  const bool active = jc <= maxpos;
+
+  // 1. This warp's K/V rows (positions after the tile's last one: zeros).
+  if (active) {
+    if constexpr (!kQ8) {
+      constexpr int P16 = HD / 8;  // 16-byte pieces per row
+      for (int p = lane; p < 32 * P16; p += 32) {
+        const int j = p / P16, c = p % P16;
+        __half* kd = Ks + j * RS + c * 8;
+        __half* vd = Vs + j * RS + c * 8;
+        if (jc + j <= maxpos) {
+          CpAsync16(kd, KvRow(a.kv.k, a.kv, bt, jc + j, kvh) + c * 16);
+          CpAsync16(vd, KvRow(a.kv.v, a.kv, bt, jc + j, kvh) + c * 16);
+        } else {
+          *reinterpret_cast<uint4*>(kd) = make_uint4(0, 0, 0, 0);
+          *reinterpret_cast<uint4*>(vd) = make_uint4(0, 0, 0, 0);
+        }
+      }
+      CpAsyncCommit();
+    } else {
+      for (int p = lane; p < 32 * NB; p += 32) {
+        const int j = p / NB, b = p % NB;
+        __half* kd = Ks + j * RS + b * 32;
+        __half* vd = Vs + j * RS + b * 32;
+        __half* vl = Vl + j * RS + b * 32;
+        if (jc + j <= maxpos) {
+          const uint16_t* kb = reinterpret_cast<const uint16_t*>(KvRow(a.kv.k, a.kv, bt, jc + j, kvh) + b * 34);
+          const uint16_t* vb = reinterpret_cast<const uint16_t*>(KvRow(a.kv.v, a.kv, bt, jc + j, kvh) + b * 34);
+          Ksc[j * NB + b] = H2F(kb[0]);
+          const float vs = H2F(vb[0]);
+#pragma unroll 4
+          for (int i = 0; i < 16; ++i) {
+            const uint16_t kw = kb[1 + i], vw = vb[1 + i];
+            reinterpret_cast<uint32_t*>(kd)[i] = PackH2(__int2half_rn(static_cast<int8_t>(kw & 0xFF)),
+                                                        __int2half_rn(static_cast<int8_t>(kw >> 8)));
+            const float v0 = __fmul_rn(static_cast<float>(static_cast<int8_t>(vw & 0xFF)), vs);
+            const float v1 = __fmul_rn(static_cast<float>(static_cast<int8_t>(vw >> 8)), vs);
+            uint32_t hi, lo;
+            SplitHiLo(v0, v1, hi, lo);
+            reinterpret_cast<uint32_t*>(vd)[i] = hi;
+            reinterpret_cast<uint32_t*>(vl)[i] = lo;
+          }
+        } else {
+          Ksc[j * NB + b] = 0.0f;
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            reinterpret_cast<uint4*>(kd)[i] = make_uint4(0, 0, 0, 0);
+            reinterpret_cast<uint4*>(vd)[i] = make_uint4(0, 0, 0, 0);
+            reinterpret_cast<uint4*>(vl)[i] = make_uint4(0, 0, 0, 0);
+          }
+        }
+      }
+    }
+  }
+  // 2. Q fragments (hi/lo) of the tile's rows, shared by the warps; rows >= R are zero.
+  for (int e = tid; e < KS * 32 * 4; e += blockDim.x) {
+    const int ks = e >> 7, ln = (e >> 2) & 31, reg = e & 3;
+    const int r = (ln >> 2) + (reg & 1) * 8;
+    const int d = ks * 16 + 2 * (ln & 3) + (reg >> 1) * 8;
+    float x0 = 0.0f, x1 = 0.0f;
+    if (r < R) {
+      const int tok = tile.t0 + r / ng, head = kvh * pl.group + gh0 + r % ng;
+      const float2 v = *reinterpret_cast<const float2*>(a.q + (static_cast<size_t>(tok) * a.n_heads + head) * HD + d);
+      x0 = v.x, x1 = v.y;
+    }
+    uint32_t hi, lo;
+    SplitHiLo(x0, x1, hi, lo);
+    Qf[(ks * 32 + ln) * 8 + reg] = hi;
+    Qf[(ks * 32 + ln) * 8 + 4 + reg] = lo;
+  }
+  const int pg = g < R ? a.b.pos[tile.t0 + g / ng] : -1;             // position of row g
+  const int pg8 = g + 8 < R ? a.b.pos[tile.t0 + (g + 8) / ng] : -1;  // of row g + 8
+  __syncthreads();
+
+  float o[NT][4];
+#pragma unroll
+  for (int i = 0; i < NT; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
+  float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;  // rows g, g + 8
+  if (active) {
+    if constexpr (!kQ8) CpAsyncWait<0>();
+    __syncwarp();
+    // 3. S = Q K^T for the chunk's 32 positions (4 n-tiles of 8 positions).
+    float s[4][4];
+#pragma unroll
+    for (int nt = 0; nt < 4; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
+    if constexpr (!kQ8) {
+#pragma unroll
+      for (int ks = 0; ks < KS; ++ks) {
+        const uint4 qh = *reinterpret_cast<const uint4*>(Qf + (ks * 32 + lane) * 8);
+        const uint4 ql = *reinterpret_cast<const uint4*>(Qf + (ks * 32 + lane) * 8 + 4);
+#pragma unroll
+        for (int nt = 0; nt < 4; ++nt) {
+          const __half* kr = Ks + (nt * 8 + g) * RS + ks * 16 + 2 * t;
+          const uint32_t b0 = *reinterpret_cast<const uint32_t*>(kr), b1 = *reinterpret_cast<const uint32_t*>(kr + 8);
+          MmaF16(s[nt], qh.x, qh.y, qh.z, qh.w, b0, b1);
+          MmaF16(s[nt], ql.x, ql.y, ql.z, ql.w, b0, b1);
+        }
+      }
+    } else {
+#pragma unroll
+      for (int b = 0; b < NB; ++b) {
+        float c[4][4];
+#pragma unroll
+        for (int nt = 0; nt < 4; ++nt) c[nt][0] = c[nt][1] = c[nt][2] = c[nt][3] = 0.0f;
+#pragma unroll
+        for (int kk = 0; kk < 2; ++kk) {
+          const int ks = 2 * b + kk;
+          const uint4 qh = *reinterpret_cast<const uint4*>(Qf + (ks * 32 + lane) * 8);
+          const uint4 ql = *reinterpret_cast<const uint4*>(Qf + (ks * 32 + lane) * 8 + 4);
+#pragma unroll
+          for (int nt = 0; nt < 4; ++nt) {
+            const __half* kr = Ks + (nt * 8 + g) * RS + ks * 16 + 2 * t;
+            const uint32_t b0 = *reinterpret_cast<const uint32_t*>(kr), b1 = *reinterpret_cast<const uint32_t*>(kr + 8);
+            MmaF16(c[nt], qh.x, qh.y, qh.z, qh.w, b0, b1);
+            MmaF16(c[nt], ql.x, ql.y, ql.z, ql.w, b0, b1);
+          }
+        }
+#pragma unroll
+        for (int nt = 0; nt < 4; ++nt) {
+          const float sc0 = Ksc[(nt * 8 + 2 * t) * NB + b], sc1 = Ksc[(nt * 8 + 2 * t + 1) * NB + b];
+          s[nt][0] = __fmaf_rn(c[nt][0], sc0, s[nt][0]);
+          s[nt][1] = __fmaf_rn(c[nt][1], sc1, s[nt][1]);
+          s[nt][2] = __fmaf_rn(c[nt][2], sc0, s[nt][2]);
+          s[nt][3] = __fmaf_rn(c[nt][3], sc1, s[nt][3]);
+        }
+      }
+    }
+    // 4. Scale, causal mask and the chunk's softmax state per row (a quad holds a row pair).
+    float mx0 = -INFINITY, mx1 = -INFINITY;
+#pragma unroll
+    for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int j = jc + nt * 8 + 2 * t + e;
+        s[nt][e] = j > pg ? -INFINITY : __fmul_rn(s[nt][e], a.scale);
+        s[nt][2 + e] = j > pg8 ? -INFINITY : __fmul_rn(s[nt][2 + e], a.scale);
+        mx0 = fmaxf(mx0, s[nt][e]);
+        mx1 = fmaxf(mx1, s[nt][2 + e]);
+      }
+    mx0 = fmaxf(mx0, __shfl_xor_sync(kFull, mx0, 1));
+    mx0 = fmaxf(mx0, __shfl_xor_sync(kFull, mx0, 2));
+    mx1 = fmaxf(mx1, __shfl_xor_sync(kFull, mx1, 1));
+    mx1 = fmaxf(mx1, __shfl_xor_sync(kFull, mx1, 2));
+    float sum0 = 0.0f, sum1 = 0.0f;
+#pragma unroll
+    for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        s[nt][e] = s[nt][e] == -INFINITY ? 0.0f : expf(__fsub_rn(s[nt][e], mx0));
+        s[nt][2 + e] = s[nt][2 + e] == -INFINITY ? 0.0f : expf(__fsub_rn(s[nt][2 + e], mx1));
+        sum0 = __fadd_rn(sum0, s[nt][e]);
+        sum1 = __fadd_rn(sum1, s[nt][2 + e]);
+      }
+    sum0 = __fadd_rn(sum0, __shfl_xor_sync(kFull, sum0, 1));
+    sum0 = __fadd_rn(sum0, __shfl_xor_sync(kFull, sum0, 2));
+    sum1 = __fadd_rn(sum1, __shfl_xor_sync(kFull, sum1, 1));
+    sum1 = __fadd_rn(sum1, __shfl_xor_sync(kFull, sum1, 2));
+    m0 = mx0, m1 = mx1, l0 = sum0, l1 = sum1;
+    // 5. O = P V: the S accumulators of n-tiles 2kk, 2kk+1 form the A fragment of k-step kk.
+    uint32_t ph[2][4], plo[2][4];
+#pragma unroll
+    for (int kk = 0; kk < 2; ++kk) {
+      SplitHiLo(s[2 * kk][0], s[2 * kk][1], ph[kk][0], plo[kk][0]);
+      SplitHiLo(s[2 * kk][2], s[2 * kk][3], ph[kk][1], plo[kk][1]);
+      SplitHiLo(s[2 * kk + 1][0], s[2 * kk + 1][1], ph[kk][2], plo[kk][2]);
+      SplitHiLo(s[2 * kk + 1][2], s[2 * kk + 1][3], ph[kk][3], plo[kk][3]);
+    }
+    const int mi = lane >> 3, mr = lane & 7;  // ldmatrix: this lane's matrix and row
+#pragma unroll
+    for (int kk = 0; kk < 2; ++kk) {
+#pragma unroll
+      for (int dn = 0; dn < HD / 16; ++dn) {
+        const int off = (kk * 16 + mr + (mi & 1) * 8) * RS + dn * 16 + (mi >> 1) * 8;
+        uint32_t b0, b1, b2, b3;
+        LdMatrixX4Trans(b0, b1, b2, b3, Vs + off);
+        MmaF16(o[2 * dn], ph[kk], b0, b1);
+        MmaF16(o[2 * dn], plo[kk], b0, b1);
+        MmaF16(o[2 * dn + 1], ph[kk], b2, b3);
+        MmaF16(o[2 * dn + 1], plo[kk], b2, b3);
+        if constexpr (kQ8) {
+          uint32_t c0, c1, c2, c3;
+          LdMatrixX4Trans(c0, c1, c2, c3, Vl + off);
+          MmaF16(o[2 * dn], ph[kk], c0, c1);
+          MmaF16(o[2 * dn + 1], ph[kk], c2, c3);
+        }
+      }
+    }
+  }
+  // 6. Merge the warps' states by a fixed tree (w + sp into w) through the
+  // sender's own region (only its owner ever touched it: no barrier before).
+  float* const slots = reinterpret_cast<float*>(smem + Lay::kQfBytes);
+  constexpr int kSlot = Lay::kWarpBytes / 4;
+  for (int sp = 1; sp < nw; sp <<= 1) {
+    if ((warp & (2 * sp - 1)) == sp) {
+      float* sl = slots + warp * kSlot;
+#pragma unroll
+      for (int i = 0; i < NT; ++i)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) sl[(i * 4 + e) * 32 + lane] = o[i][e];
+      sl[(HD / 2 + 0) * 32 + lane] = m0;
+      sl[(HD / 2 + 1) * 32 + lane] = l0;
+      sl[(HD / 2 + 2) * 32 + lane] = m1;
+      sl[(HD / 2 + 3) * 32 + lane] = l1;
+    }
+    __syncthreads();
+    if ((warp & (2 * sp - 1)) == 0 && warp + sp < nw) {
+      const float* sl = slots + (warp + sp) * kSlot;
+      const MergeW w0 = MergeWeights(m0, l0, sl[(HD / 2 + 0) * 32 + lane], sl[(HD / 2 + 1) * 32 + lane]);
+      const MergeW w1 = MergeWeights(m1, l1, sl[(HD / 2 + 2) * 32 + lane], sl[(HD / 2 + 3) * 32 + lane]);
+#pragma unroll
+      for (int i = 0; i < NT; ++i)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) o[i][e] = MergeO(e < 2 ? w0 : w1, o[i][e], sl[(i * 4 + e) * 32 + lane]);
+    }
+  }
+  // 7. Warp 0 writes the split's partial of each row whose position reaches the split:
+  // [token - tok0][head][split] x {o[HD], m, l, -, -}.
+  if (warp == 0) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int r = g + 8 * h;
+      const int pr = h ? pg8 : pg;
+      if (r >= R || pr < jb) continue;
+      const int tok = tile.t0 + r / ng, head = kvh * pl.group + gh0 + r % ng;
+      float* dst = a.part + ((static_cast<size_t>(tok - a.tok0) * a.n_heads + head) * pl.max_splits + split) * (HD + 4);
+#pragma unroll
+      for (int i = 0; i < NT; ++i)
+        *reinterpret_cast<float2*>(dst + i * 8 + 2 * t) = make_float2(o[i][2 * h], o[i][2 * h + 1]);
+      if (t == 0) *reinterpret_cast<float2*>(dst + HD) = h ? make_float2(m1, l1) : make_float2(m0, l0);
+    }
+  }
+}
+
+// grid (tokens of the wave, n_heads), 256 threads. Merges the token's splits
+// s < pos / split_len + 1 (v2 partial layout): M = max m_s, w_s = exp(m_s - M),
+// L = sum l_s w_s (lane-strided, then a butterfly), O = sum o_s w_s with the
+// splits dealt to G = 256 / (hd / 4) groups (s = gi, gi + G, ...; float4 per
+// thread), the G group sums added in order. The order depends on the token's
+// position and hd only.
+__global__ void __launch_bounds__(256) AttnCombineV2Kernel(const float* part, int n_heads, int hd, int max_splits,
+                                                           int split_len, const int32_t* pos, int tok0, float* out,
+                                                           uint8_t* xq) {
+  extern __shared__ __align__(16) float csm[];
+  const int t = tok0 + blockIdx.x, head = blockIdx.y;
+  const int ns = pos[t] / split_len + 1;
+  const int es = hd + 4;
+  const float* base = part + (static_cast<size_t>(blockIdx.x) * n_heads + head) * max_splits * es;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  float* w = csm;                                   // [max_splits]
+  float* acc = csm + ((max_splits + 3) & ~3) + 4;   // [G][hd]; acc[-4] holds L
+  float mx = -INFINITY;
+  for (int s = lane; s < ns; s += 32) mx = fmaxf(mx, base[static_cast<size_t>(s) * es + hd]);
+  mx = WarpMax(mx);
+  for (int s = tid; s < ns; s += blockDim.x) w[s] = expf(__fsub_rn(base[static_cast<size_t>(s) * es + hd], mx));
+  __syncthreads();
+  if (warp == 0) {
+    float ls = 0.0f;
+    for (int s = lane; s < ns; s += 32) ls = __fmaf_rn(base[static_cast<size_t>(s) * es + hd + 1], w[s], ls);
+    ls = WarpSum(ls);
+    if (lane == 0) acc[-4] = ls;
+  }
+  const int hd4 = hd / 4, G = blockDim.x / hd4;
+  const int gi = tid / hd4, d4 = tid - gi * hd4;
+  if (gi < G) {
+    float4 a4 = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll 4
+    for (int s = gi; s < ns; s += G) {
+      const float ws = w[s];
+      const float4 v = *reinterpret_cast<const float4*>(base + static_cast<size_t>(s) * es + d4 * 4);
+      a4.x = __fmaf_rn(v.x, ws, a4.x);
+      a4.y = __fmaf_rn(v.y, ws, a4.y);
+      a4.z = __fmaf_rn(v.z, ws, a4.z);
+      a4.w = __fmaf_rn(v.w, ws, a4.w);
+    }
+    *reinterpret_cast<float4*>(acc + gi * hd + d4 * 4) = a4;
+  }
+  __syncthreads();
+  const float L = acc[-4];
+  for (int d = tid; d < hd; d += blockDim.x) {
+    float o = acc[d];
+    for (int k = 1; k < G; ++k) o = __fadd_rn(o, acc[k * hd + d]);
+    const float v = __fdiv_rn(o, L);
+    out[(static_cast<size_t>(t) * n_heads + head) * hd + d] = v;
+    if (xq) QuantizeUnitWarp(v, t, (static_cast<int64_t>(head) * hd + d) / 32, static_cast<int64_t>(n_heads) * hd / 32, xq);
+  }
+}
+
+template <typename F>
+bool DispatchV2(GgmlType type, int hd, F&& f) {
+  if (type != GgmlType::F16 && type != GgmlType::Q8_0) return false;
+  const bool q8 = type == GgmlType::Q8_0;
+  switch (hd) {
+    case 32: return q8 ? f.template operator()<32, true>() : f.template operator()<32, false>();
+    case 64: return q8 ? f.template operator()<64, true>() : f.template operator()<64, false>();
+    case 128: return q8 ? f.template operator()<128, true>() : f.template operator()<128, false>();
+    case 256: return q8 ? f.template operator()<256, true>() : f.template operator()<256, false>();
+    default: return false;
+  }
+}
+
 }  // namespace
 
 size_t AttnSmemBytes(int rows, int head_dim) {
@@ -280,8 +700,9 @@ int AttnRowsMax(int head_dim) {
   return r;
 }
 
+// v1 entries are head_dim + 2 floats, v2 entries head_dim + 4 (16-byte aligned o).
 size_t AttnPartialFloats(int n_tok, int n_heads, int head_dim, int max_splits) {
-  return static_cast<size_t>(n_tok) * n_heads * max_splits * (head_dim + 2);
+  return static_cast<size_t>(n_tok) * n_heads * max_splits * (head_dim + 4);
 }
 
 namespace {
@@ -290,12 +711,49 @@ int g_attn_split = kAttnSplit;
 void SetAttnSplit(int positions) { g_attn_split = positions >= kAttnSub && positions % kAttnSub == 0 ? positions : kAttnSplit; }
 int GetAttnSplit() { return g_attn_split; }
 
+namespace {
+// SPECD_CUDA_ATTN=1 selects the v1 (FP32 shared-memory) attention everywhere.
+int InitialAttnKernel() {
+  const char* e = std::getenv("SPECD_CUDA_ATTN");
+  return e && (std::strcmp(e, "1") == 0 || std::strcmp(e, "v1") == 0) ? 1 : 2;
+}
+int g_attn_kernel = InitialAttnKernel();
+}  // namespace
+void SetAttnKernel(int version) { g_attn_kernel = version == 1 ? 1 : 2; }
+int GetAttnKernel() { return g_attn_kernel; }
+
+size_t AttnV2SmemBytes(GgmlType kv_type, int head_dim, int split_len) {
+  size_t r = 0;
+  DispatchV2(kv_type, head_dim, [&]<int HD, bool kQ8>() {
+    r = V2Layout<HD, kQ8>::kQfBytes + static_cast<size_t>(split_len / 32) * V2Layout<HD, kQ8>::kWarpBytes;
+    return true;
+  });
+  return r;
+}
+
+int AttnKernelFor(GgmlType kv_type, int head_dim, int split_len) {
+  if (g_attn_kernel != 2 || split_len < 32 || split_len % 32 != 0 || split_len / 32 > 8) return 1;
+  const size_t bytes = AttnV2SmemBytes(kv_type, head_dim, split_len);
+  if (bytes == 0 || bytes > static_cast<size_t>(GetDeviceInfo().smem_optin)) return 1;
+  return 2;
+}
+
 cudaError_t PrepareAttentionKernels() {
-  cudaFuncAttributes fa{};
-  const cudaError_t e = cudaFuncGetAttributes(&fa, AttnSplitKernel);
-  if (e != cudaSuccess) return e;
-  return cudaFuncSetAttribute(AttnSplitKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                              GetDeviceInfo().smem_optin - static_cast<int>(fa.sharedSizeBytes));
+  auto raise = [](const void* fn) {
+    cudaFuncAttributes fa{};
+    const cudaError_t e = cudaFuncGetAttributes(&fa, fn);
+    if (e != cudaSuccess) return e;
+    return cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                GetDeviceInfo().smem_optin - static_cast<int>(fa.sharedSizeBytes));
+  };
+  cudaError_t e = raise(reinterpret_cast<const void*>(AttnSplitKernel));
+  for (GgmlType t : {GgmlType::F16, GgmlType::Q8_0})
+    for (int hd : {32, 64, 128, 256})
+      DispatchV2(t, hd, [&]<int HD, bool kQ8>() {
+        if (e == cudaSuccess) e = raise(reinterpret_cast<const void*>(AttnSplitV2Kernel<HD, kQ8>));
+        return true;
+      });
+  return e;
 }
 
 cudaError_t LaunchKvWrite(const float* k, const float* v, int n_kv_heads, int head_dim, const KvDev& kv,
@@ -313,11 +771,26 @@ cudaError_t LaunchAttention(const float* q, const KvDev& kv, int n_heads, int n_
   if (tile1 <= tile0) return cudaSuccess;
   AttnArgs a{q, kv, n_heads, n_kv_heads, head_dim, scale, b, tiles_dev, tile0, tok0, plan, partials};
   dim3 grid((tile1 - tile0) * plan.n_gchunks, n_kv_heads, plan.max_splits);
+  dim3 cgrid(tok1 - tok0, n_heads);
+  if (xq && head_dim % 32 != 0) return cudaErrorInvalidValue;
+  if (plan.kernel == 2) {
+    if (plan.rows_max > kAttnV2Rows) return cudaErrorInvalidValue;
+    const size_t smem = AttnV2SmemBytes(kv.type, head_dim, plan.split_len);
+    const bool ok = DispatchV2(kv.type, head_dim, [&]<int HD, bool kQ8>() {
+      AttnSplitV2Kernel<HD, kQ8><<<grid, plan.split_len, smem, s>>>(a);
+      return true;
+    });
+    if (!ok) return cudaErrorInvalidValue;
+    const cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) return e;
+    const size_t csmem = sizeof(float) * (((plan.max_splits + 3) & ~3) + 4 + 1024);
+    AttnCombineV2Kernel<<<cgrid, 256, csmem, s>>>(partials, n_heads, head_dim, plan.max_splits, plan.split_len, b.pos,
+                                                  tok0, out, static_cast<uint8_t*>(xq));
+    return LaunchResult();
+  }
   AttnSplitKernel<<<grid, kAttnThreads, AttnSmemBytes(plan.rows_max, head_dim), s>>>(a);
   cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess) return e;
-  dim3 cgrid(tok1 - tok0, n_heads);
-  if (xq && head_dim % 32 != 0) return cudaErrorInvalidValue;
   AttnCombineKernel<<<cgrid, head_dim < 256 ? head_dim : 256, 0, s>>>(partials, n_heads, head_dim, plan.max_splits,
                                                                      plan.split_len, b.pos, tok0, out,
                                                                      static_cast<uint8_t*>(xq));

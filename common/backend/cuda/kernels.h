@@ -125,6 +125,7 @@ struct AttnTile {
   int32_t seq, t0, nt;  // tokens t0 .. t0+nt-1 of sequence `seq`
 };
 struct AttnPlan {
+  int kernel = 1;      // 1: FP32 shared-memory kernel, 2: tensor-core kernel (AttnKernelFor)
   int rows_max = 0;    // query rows per block (tile tokens x heads of the group chunk)
   int tile_tokens = 0;
   int group = 0;       // n_heads / n_kv_heads
@@ -134,6 +135,19 @@ struct AttnPlan {
   int split_len = kAttnSplit;
 };
 int AttnRowsMax(int head_dim);  // from the device's shared memory
+// Attention kernel version, process-wide (set once, before any batch is
+// recorded; plans are built per batch): 2 (default) = tensor-core split kernel
+// (mma.sync F16 with Q and P as hi/lo F16 pairs, <= 16 query rows per block,
+// one warp per 32 positions of a split) + parallel fixed-order combine, for F16
+// and Q8_0 KV with head_dim 32/64/128/256 and split_len <= 256 when its shared
+// memory fits; everything else, or everything after SetAttnKernel(1) /
+// SPECD_CUDA_ATTN=1 at start-up, runs v1 (FP32 shared-memory dots, serial
+// combine). Both are batch-invariant; they differ from each other in rounding.
+constexpr int kAttnV2Rows = 16;
+void SetAttnKernel(int version);
+int GetAttnKernel();
+int AttnKernelFor(GgmlType kv_type, int head_dim, int split_len);  // 1 or 2
+size_t AttnV2SmemBytes(GgmlType kv_type, int head_dim, int split_len);
 size_t AttnSmemBytes(int rows, int head_dim);
 // One wave: tiles [tile0, tile1) whose tokens are [tok0, tok1). xq: also
 // quantize the output rows for the next matvec (head_dim % 32 == 0).
