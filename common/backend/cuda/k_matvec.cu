@@ -20,6 +20,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <type_traits>
@@ -888,22 +889,191 @@ __device__ __forceinline__ void BuildTable(const Hdr<T>& hd, uint32_t misb, floa
 // Runtime options (process-wide, set before recording).
 struct Opts {
   int prefetch = 0;  // prefetch.global.L2 of the lane's table row two groups ahead
+  int depth = 4;     // v3: ring slots per warp (2..kMaxDepth); set by the launcher
+  int l2hint = 0;    // v3: cp.async with the .L2::128B prefetch-size hint
 };
+
+// ---- v3: per-warp cp.async ring ----
+// The same kernel with the weight stream in shared memory instead of
+// registers: each warp owns `depth` slots of one 128-element stage; lane L
+// copies exactly the bytes v2's lane L loads into Raw<T> (and, in a group's
+// stage-0 slot, the header v2 loads into Hdr<T>) with cp.async of the same
+// sizes and addresses, and reads them back into Raw<T>/Hdr<T> itself, so
+// cp.async.wait_group is the only synchronization and the arithmetic is v2's
+// (bit-identical). Slot layout, piece-major so every access is conflict-free:
+// [kQ8 x 32 lanes x 8 B][kQ4 x 32 x 4 B][kH16 x 32 x 16 B][kH4 x 32 x 4 B].
+constexpr int kMaxDepth = 8;
+template <GgmlType T> struct Ring;
+template <> struct Ring<GgmlType::Q4_K> { static constexpr int kQ8 = 8, kQ4 = 0, kH16 = 1, kH4 = 0; };
+template <> struct Ring<GgmlType::Q5_K> { static constexpr int kQ8 = 12, kQ4 = 0, kH16 = 1, kH4 = 0; };
+template <> struct Ring<GgmlType::Q6_K> { static constexpr int kQ8 = 0, kQ4 = 36, kH16 = 0, kH4 = 5; };
+template <> struct Ring<GgmlType::Q8_0> { static constexpr int kQ8 = 12, kQ4 = 16, kH16 = 0, kH4 = 8; };
+template <GgmlType T>
+constexpr int RingOff4() { return Ring<T>::kQ8 * 256; }
+template <GgmlType T>
+constexpr int RingOffH16() { return RingOff4<T>() + Ring<T>::kQ4 * 128; }
+template <GgmlType T>
+constexpr int RingOffH4() { return RingOffH16<T>() + Ring<T>::kH16 * 512; }
+template <GgmlType T>
+constexpr int RingSlot() { return RingOffH4<T>() + Ring<T>::kH4 * 128; }  // bytes per warp and slot
+
+__device__ __forceinline__ void Cp4(uint32_t dst, const uint8_t* src, int hint) {
+  if (hint) asm volatile("cp.async.ca.shared.global.L2::128B [%0], [%1], 4;" ::"r"(dst), "l"(src) : "memory");
+  else asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(dst), "l"(src) : "memory");
+}
+__device__ __forceinline__ void Cp8(uint32_t dst, const uint8_t* src, int hint) {
+  if (hint) asm volatile("cp.async.ca.shared.global.L2::128B [%0], [%1], 8;" ::"r"(dst), "l"(src) : "memory");
+  else asm volatile("cp.async.ca.shared.global [%0], [%1], 8;" ::"r"(dst), "l"(src) : "memory");
+}
+__device__ __forceinline__ void Cp16(uint32_t dst, const uint8_t* src, int hint) {
+  if (hint) asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16;" ::"r"(dst), "l"(src) : "memory");
+  else asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(src) : "memory");
+}
+__device__ __forceinline__ void CpCommit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+// Wait until at most n (= depth - 1, uniform) groups are pending.
+__device__ __forceinline__ void CpWaitPending(int n) {
+  switch (n) {
+    case 1: asm volatile("cp.async.wait_group 1;" ::: "memory"); break;
+    case 2: asm volatile("cp.async.wait_group 2;" ::: "memory"); break;
+    case 3: asm volatile("cp.async.wait_group 3;" ::: "memory"); break;
+    case 4: asm volatile("cp.async.wait_group 4;" ::: "memory"); break;
+    case 5: asm volatile("cp.async.wait_group 5;" ::: "memory"); break;
+    case 6: asm volatile("cp.async.wait_group 6;" ::: "memory"); break;
+    case 7: asm volatile("cp.async.wait_group 7;" ::: "memory"); break;
+    default: asm volatile("cp.async.wait_group 0;" ::: "memory"); break;
+  }
+}
+
+// Issues the copies of stage st of the group at rp[mt][h] + off (and, for
+// st == 0, the header of the lane's table row at tp + off) into the slot at
+// shared address slot (lane offsets added here). Same addresses and sizes as
+// LoadStage / LoadHdr.
+template <GgmlType T>
+__device__ __forceinline__ void IssueStage(uint32_t slot, const uint8_t* const (&rp)[2][2], const uint8_t* tp,
+                                           int64_t off, int st, int lane, int t, int hint) {
+  using R = Ring<T>;
+  const uint32_t q8 = slot + 8 * lane, q4 = slot + RingOff4<T>() + 4 * lane;
+#pragma unroll
+  for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const uint8_t* p = rp[mt][h] + off;
+      const int r = 2 * mt + h;
+      if constexpr (T == GgmlType::Q4_K) {
+#pragma unroll
+        for (int pp = 0; pp < 2; ++pp) Cp8(q8 + 256 * (2 * r + pp), p + 16 + 32 * (2 * st + pp) + 8 * t, hint);
+      } else if constexpr (T == GgmlType::Q5_K) {
+#pragma unroll
+        for (int pp = 0; pp < 2; ++pp) Cp8(q8 + 256 * (3 * r + pp), p + 48 + 32 * (2 * st + pp) + 8 * t, hint);
+        Cp8(q8 + 256 * (3 * r + 2), p + 16 + 8 * t, hint);
+      } else if constexpr (T == GgmlType::Q6_K) {
+        const uint8_t* pa =
+            reinterpret_cast<const uint8_t*>(reinterpret_cast<uintptr_t>(p) & ~uintptr_t{3}) + 8 * t;
+        const int offc[3] = {64 * st, 64 * st + 32, 128 + 32 * st};
+#pragma unroll
+        for (int c = 0; c < 3; ++c)
+#pragma unroll
+          for (int w = 0; w < 3; ++w) Cp4(q4 + 128 * ((3 * r + c) * 3 + w), pa + offc[c] + 4 * w, hint);
+      } else {  // Q8_0: per row 8-byte pieces j0, j2, j3 and words j0[2], j1[0..1], j2[0]
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const uint8_t* q = p + 34 * (4 * st + j) + 2 + 8 * t;
+          if (j == 0) {
+            Cp8(q8 + 256 * (3 * r + 0), q - 2, hint);
+            Cp4(q4 + 128 * (4 * r + 0), q + 6, hint);
+          } else if (j == 1) {
+            Cp4(q4 + 128 * (4 * r + 1), q, hint);
+            Cp4(q4 + 128 * (4 * r + 2), q + 4, hint);
+          } else if (j == 2) {
+            Cp4(q4 + 128 * (4 * r + 3), q - 2, hint);
+            Cp8(q8 + 256 * (3 * r + 1), q + 2, hint);
+          } else {
+            Cp8(q8 + 256 * (3 * r + 2), q, hint);
+          }
+        }
+      }
+    }
+  if (st == 0) {
+    const uint8_t* hp = tp + off;
+    if constexpr (R::kH16 > 0) {
+      Cp16(slot + RingOffH16<T>() + 16 * lane, hp, hint);
+    } else if constexpr (T == GgmlType::Q6_K) {
+      const uint8_t* a = reinterpret_cast<const uint8_t*>(reinterpret_cast<uintptr_t>(hp + 192) & ~uintptr_t{3});
+#pragma unroll
+      for (int i = 0; i < 5; ++i) Cp4(slot + RingOffH4<T>() + 128 * i + 4 * lane, a + 4 * i, hint);
+    } else {  // Q8_0: the aligned word holding d of block u (low half for even u, high for odd)
+#pragma unroll
+      for (int u = 0; u < 8; ++u) Cp4(slot + RingOffH4<T>() + 128 * u + 4 * lane, hp + 34 * u - 2 * (u & 1), hint);
+    }
+  }
+}
+
+// Reads back the lane's pieces of a slot (generic pointer to the slot).
+template <GgmlType T>
+__device__ __forceinline__ void ReadStage(Raw<T>& r, const uint8_t* slot, int lane) {
+  const uint2* q8 = reinterpret_cast<const uint2*>(slot) + lane;
+  const uint32_t* q4 = reinterpret_cast<const uint32_t*>(slot + RingOff4<T>()) + lane;
+#pragma unroll
+  for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int rr = 2 * mt + h;
+      if constexpr (T == GgmlType::Q4_K) {
+#pragma unroll
+        for (int pp = 0; pp < 2; ++pp) r.q[mt][h][pp] = q8[32 * (2 * rr + pp)];
+      } else if constexpr (T == GgmlType::Q5_K) {
+#pragma unroll
+        for (int pp = 0; pp < 2; ++pp) r.q[mt][h][pp] = q8[32 * (3 * rr + pp)];
+        r.qh[mt][h] = q8[32 * (3 * rr + 2)];
+      } else if constexpr (T == GgmlType::Q6_K) {
+#pragma unroll
+        for (int c = 0; c < 3; ++c)
+#pragma unroll
+          for (int w = 0; w < 3; ++w) r.w[mt][h][c][w] = q4[32 * ((3 * rr + c) * 3 + w)];
+      } else {
+        const uint2 v0 = q8[32 * (3 * rr + 0)], v2 = q8[32 * (3 * rr + 1)], v3 = q8[32 * (3 * rr + 2)];
+        r.w[mt][h][0][0] = v0.x, r.w[mt][h][0][1] = v0.y, r.w[mt][h][0][2] = q4[32 * (4 * rr + 0)];
+        r.w[mt][h][1][0] = q4[32 * (4 * rr + 1)], r.w[mt][h][1][1] = q4[32 * (4 * rr + 2)];
+        r.w[mt][h][2][0] = q4[32 * (4 * rr + 3)], r.w[mt][h][2][1] = v2.x, r.w[mt][h][2][2] = v2.y;
+        r.w[mt][h][3][0] = v3.x, r.w[mt][h][3][1] = v3.y;
+      }
+    }
+}
+
+template <GgmlType T>
+__device__ __forceinline__ void ReadHdr(Hdr<T>& hd, const uint8_t* slot, int lane) {
+  if constexpr (T == GgmlType::Q4_K || T == GgmlType::Q5_K) {
+    hd.h = reinterpret_cast<const uint4*>(slot + RingOffH16<T>())[lane];
+  } else if constexpr (T == GgmlType::Q6_K) {
+#pragma unroll
+    for (int i = 0; i < 5; ++i) hd.w[i] = reinterpret_cast<const uint32_t*>(slot + RingOffH4<T>())[32 * i + lane];
+  } else {
+#pragma unroll
+    for (int u = 0; u < 8; ++u) {
+      const uint32_t w = reinterpret_cast<const uint32_t*>(slot + RingOffH4<T>())[32 * u + lane];
+      hd.d[u] = (u & 1) ? w >> 16 : w & 0xFFFFu;
+    }
+  }
+}
 
 // MODE 1: n == 1; 8: n <= 8; 16: n <= 16.
 // Resident blocks per multiprocessor the register allocation aims for
 // (from -Xptxas -v on sm_90: Q4_K n == 1 fits 128 registers without spills;
 // the others fit 168 with at most ~100 bytes of spills).
-template <GgmlType T, int MODE>
+template <GgmlType T, int MODE, bool kRing>
 constexpr int Mv2MinBlocks() {
   if (MODE == 16) return 1;
+  if (kRing) return T == GgmlType::Q6_K ? 3 : 4;  // v3 (no register double buffer): 128 registers but Q6_K
   if (MODE == 1) return T == GgmlType::Q4_K ? 4 : 3;
   return 3;
 }
 
-template <GgmlType T, int MODE>
-__global__ void __launch_bounds__(kWarps * 32, (Mv2MinBlocks<T, MODE>())) Mv2Kernel(MmqArgs a, Opts o) {
+// kRing: false = v2 (weights streamed into registers, one stage ahead), true =
+// v3 (o.depth-slot cp.async ring per warp in dynamic shared memory).
+template <GgmlType T, int MODE, bool kRing>
+__global__ void __launch_bounds__(kWarps * 32, (Mv2MinBlocks<T, MODE, kRing>())) Mv2Kernel(MmqArgs a, Opts o) {
   using F = mv2t::Fmt<T>;
+  extern __shared__ __align__(16) uint8_t ring_all[];
   constexpr int NT = MODE == 16 ? 2 : 1;
   constexpr bool kU8 = F::kU8;
   __shared__ __align__(16) float tab_all[kWarps][kRowsW * kTab];
@@ -975,6 +1145,37 @@ __global__ void __launch_bounds__(kWarps * 32, (Mv2MinBlocks<T, MODE>())) Mv2Ker
 
   Raw<T> r0, r1;
   Hdr<T> hd;
+  // v3 ring state: stages are numbered q = 2 (s - s0) + st; stage q lives in
+  // slot q % depth. Issued: stages < qi (all of them once qi == nq).
+  const int depth = kRing ? o.depth : 2;
+  const int nq = 2 * max(s1 - s0, 0);
+  uint8_t* wring = ring_all + warp * depth * RingSlot<T>();
+  const uint32_t wring_s = static_cast<uint32_t>(__cvta_generic_to_shared(wring));
+  int qi = 0, slot_w = 0, slot_r = 0;
+  int64_t ioff = 0;  // byte offset of stage qi's group from the current group (rp, tp)
+  // Issues stage qi (if any) into slot_w and commits a group (empty past the end).
+  auto ring_issue = [&]() {
+    if (qi < nq) {
+      IssueStage<T>(wring_s + slot_w * RingSlot<T>(), rp, tp, ioff, qi & 1, lane, t, o.l2hint);
+      if (qi & 1) ioff += F::kGroup;
+      ++qi;
+      slot_w = slot_w + 1 == depth ? 0 : slot_w + 1;
+    }
+    CpCommit();
+  };
+  // The next stage to compute: refill the slot read one step ago, wait for
+  // this one (its group is depth - 1 commits back), read it.
+  auto ring_next = [&](Hdr<T>* hdr) {
+    __syncwarp();  // this lane's reads of the slot about to be refilled are done
+    ring_issue();
+    CpWaitPending(depth - 1);
+    const uint8_t* sl = wring + slot_r * RingSlot<T>();
+    Raw<T> r;
+    ReadStage<T>(r, sl, lane);
+    if (hdr) ReadHdr<T>(*hdr, sl, lane);
+    slot_r = slot_r + 1 == depth ? 0 : slot_r + 1;
+    return r;
+  };
   // MODE 1 activations of a group (kOff: 0 this group, kXg the next):
   // Q4_K/Q5_K/Q8_0: the lane's unit g and {scale, sum} of units 2t, 2t+1;
   // Q6_K: unit g/2 of each stage (if live) and the scales of units t, 4+t.
@@ -1001,20 +1202,34 @@ __global__ void __launch_bounds__(kWarps * 32, (Mv2MinBlocks<T, MODE>())) Mv2Ker
 #pragma unroll
       for (int h = 0; h < 2; ++h) mb[mt][h] = static_cast<uint32_t>(reinterpret_cast<uintptr_t>(rp[mt][h]) & 3) * 8;
   };
-  // The next group's stage 0 (and table header, MODE 1 activations).
+  // The next group's stage 0 (and table header, MODE 1 activations); v3: the
+  // activations only (the ring holds the weights and headers).
   auto load_next = [&]() {
-    LoadStage<T, F::kGroup>(r0, rp, 0, t);
-    LoadHdr<T>(hd, tp + F::kGroup);
+    if constexpr (!kRing) {
+      LoadStage<T, F::kGroup>(r0, rp, 0, t);
+      LoadHdr<T>(hd, tp + F::kGroup);
+    }
     if constexpr (MODE == 1) load_act1(std::integral_constant<int, kXg>{});
   };
+  // Stage 1 of the current group.
+  auto raw1 = [&]() -> Raw<T> {
+    if constexpr (kRing) return ring_next(nullptr);
+    else return r1;
+  };
 
+  if constexpr (kRing) {
+    for (int i = 0; i + 1 < depth; ++i) ring_issue();
+  }
   if (s0 < s1) {
-    LoadStage<T, 0>(r0, rp, 0, t);
-    LoadHdr<T>(hd, tp);
+    if constexpr (!kRing) {
+      LoadStage<T, 0>(r0, rp, 0, t);
+      LoadHdr<T>(hd, tp);
+    }
     if constexpr (MODE == 1) load_act1(std::integral_constant<int, 0>{});
   }
   for (int s = s0; s < s1; ++s) {
-    LoadStage<T, 0>(r1, rp, 1, t);
+    if constexpr (kRing) r0 = ring_next(&hd);
+    else LoadStage<T, 0>(r1, rp, 1, t);
     if (o.prefetch && s + 2 < s1) {
       PrefetchL2(tp + 2 * F::kGroup);
       PrefetchL2(tp + 2 * F::kGroup + 128);
@@ -1056,7 +1271,7 @@ __global__ void __launch_bounds__(kWarps * 32, (Mv2MinBlocks<T, MODE>())) Mv2Ker
           }
         };
         stage(std::integral_constant<int, 0>{}, r0);
-        stage(std::integral_constant<int, 1>{}, r1);
+        stage(std::integral_constant<int, 1>{}, raw1());
         // Lane t: units 2t, 2t+1 of rows g (d0, d1) and g+8 (d2, d3).
 #pragma unroll
         for (int mt = 0; mt < 2; ++mt)
@@ -1113,7 +1328,7 @@ __global__ void __launch_bounds__(kWarps * 32, (Mv2MinBlocks<T, MODE>())) Mv2Ker
             }
         };
         stage(std::integral_constant<int, 0>{}, r0);
-        stage(std::integral_constant<int, 1>{}, r1);
+        stage(std::integral_constant<int, 1>{}, raw1());
       }
     } else {
       // MODE 8/16: lane (g, t) holds columns 8nt + 2t, +1 of every unit.
@@ -1246,7 +1461,7 @@ __global__ void __launch_bounds__(kWarps * 32, (Mv2MinBlocks<T, MODE>())) Mv2Ker
           for (int k = 0; k < 4 * NT; ++k) acc[mt][k] = __fadd_rn(acc[mt][k], sub[mt][k]);
       };
       stage(std::integral_constant<int, 0>{}, r0);
-      stage(std::integral_constant<int, 1>{}, r1);
+      stage(std::integral_constant<int, 1>{}, raw1());
     }
     // Next group.
 #pragma unroll
@@ -1254,6 +1469,7 @@ __global__ void __launch_bounds__(kWarps * 32, (Mv2MinBlocks<T, MODE>())) Mv2Ker
 #pragma unroll
       for (int h = 0; h < 2; ++h) rp[mt][h] += F::kGroup;
     tp += F::kGroup;
+    if constexpr (kRing) ioff -= F::kGroup;
     xa += kXg;
     xb += kXg;
   }
@@ -1461,13 +1677,22 @@ int MmqWarps(GgmlType type) {
 }
 
 namespace {
-// SPECD_CUDA_MMQ=1 selects the v1 kernel for every type (default v2).
+// SPECD_CUDA_MMQ=1 / 2 / 3 selects v1 (every type) / v2 / v3 (default).
 int InitialMmqKernel() {
   const char* e = std::getenv("SPECD_CUDA_MMQ");
-  return e && (std::strcmp(e, "1") == 0 || std::strcmp(e, "v1") == 0) ? 1 : 2;
+  if (e && (std::strcmp(e, "1") == 0 || std::strcmp(e, "v1") == 0)) return 1;
+  if (e && (std::strcmp(e, "2") == 0 || std::strcmp(e, "v2") == 0)) return 2;
+  return 3;
+}
+// SPECD_CUDA_MV3_DEPTH=N forces v3's ring depth (0 or unset: automatic).
+int InitialMv3Depth() {
+  const char* e = std::getenv("SPECD_CUDA_MV3_DEPTH");
+  return e ? std::max(0, std::atoi(e)) : 0;
 }
 int g_mmq_kernel = InitialMmqKernel();
 int g_mmq_blocks_per_sm = 8;
+int g_mv3_depth = InitialMv3Depth();
+int g_mmq_generation = 0;
 // The L2 prefetch measured slower on the H200 (46.7 vs 39.2 us at n = 1, Q4_K
 // 25600x5120): off by default.
 mv2::Opts MakeMv2Opts() {
@@ -1476,18 +1701,78 @@ mv2::Opts MakeMv2Opts() {
   return o;
 }
 mv2::Opts g_mv2_opts = MakeMv2Opts();
-// v2 serves Q4_K, Q5_K, Q6_K and Q8_0 with K a multiple of 256 (whole groups).
+// v2 (and v3, its ring variant: same blocking, same results) serves Q4_K,
+// Q5_K, Q6_K and Q8_0 with K a multiple of 256 (whole groups).
 bool UseV2(GgmlType type, int64_t k) {
-  return g_mmq_kernel == 2 && k % 256 == 0 &&
+  return g_mmq_kernel >= 2 && k % 256 == 0 &&
          (type == GgmlType::Q4_K || type == GgmlType::Q5_K || type == GgmlType::Q6_K || type == GgmlType::Q8_0);
+}
+
+// ---- v3 ring depth ----
+// Per (type, mode): the kernel's static shared memory and, once
+// PrepareMatvecKernels has run, the resident blocks per SM at each depth.
+constexpr int kMv3Auto = 4;  // automatic depth: the deepest <= this that keeps depth 2's occupancy
+int TypeIndex(GgmlType t) {
+  return t == GgmlType::Q4_K ? 0 : t == GgmlType::Q5_K ? 1 : t == GgmlType::Q6_K ? 2 : 3;
+}
+int ModeIndex(int n) { return n == 1 ? 0 : n <= 8 ? 1 : 2; }
+struct Mv3Info {
+  bool ready = false;
+  int static_smem = 0;
+  int occ[mv2::kMaxDepth + 1] = {};
+};
+Mv3Info g_mv3_info[4][3];
+
+template <GgmlType T>
+size_t Mv3Smem(int depth) {
+  return static_cast<size_t>(depth) * mv2::kWarps * mv2::RingSlot<T>();
+}
+
+// The depth v3 runs with for (T, n), or 0 when no depth >= 2 fits a block.
+template <GgmlType T>
+int Mv3DepthT(int n) {
+  const Mv3Info& in = g_mv3_info[TypeIndex(T)][ModeIndex(n)];
+  const int room = GetDeviceInfo().smem_optin - (in.ready ? in.static_smem : 8 * 1024 + 64);
+  const int fit = std::min<int>(mv2::kMaxDepth, room / (mv2::kWarps * mv2::RingSlot<T>()));
+  if (fit < 2) return 0;
+  if (g_mv3_depth > 0) return std::max(2, std::min(g_mv3_depth, fit));
+  const int top = std::min(kMv3Auto, fit);
+  if (!in.ready) return std::min(3, top);
+  for (int d = top; d > 2; --d)
+    if (in.occ[d] >= in.occ[2]) return d;
+  return 2;
+}
+int Mv3Depth(GgmlType type, int n) {
+  int d = 0;
+  mv2::Dispatch(type, [&]<GgmlType T>() { d = Mv3DepthT<T>(n); });
+  return d;
 }
 }  // namespace
 
-void SetMmqKernel(int version) { g_mmq_kernel = version == 1 ? 1 : 2; }
+void SetMmqKernel(int version) {
+  g_mmq_kernel = version == 1 ? 1 : version == 2 ? 2 : 3;
+  ++g_mmq_generation;
+}
 int GetMmqKernel() { return g_mmq_kernel; }
-void SetMmqPrefetch(bool on) { g_mv2_opts.prefetch = on ? 1 : 0; }
-void SetMmqBlocksPerSm(int n) { g_mmq_blocks_per_sm = n > 0 ? n : 8; }
+void SetMmqPrefetch(bool on) {
+  g_mv2_opts.prefetch = on ? 1 : 0;
+  ++g_mmq_generation;
+}
+void SetMmqBlocksPerSm(int n) {
+  g_mmq_blocks_per_sm = n > 0 ? n : 8;
+  ++g_mmq_generation;
+}
 int GetMmqBlocksPerSm() { return g_mmq_blocks_per_sm; }
+void SetMmqDepth(int depth) {
+  g_mv3_depth = std::max(0, depth);
+  ++g_mmq_generation;
+}
+int GetMmqDepth(GgmlType type, int n) { return Mv3Depth(type, std::max(1, std::min(n, 16))); }
+void SetMmqL2Hint(bool on) {
+  g_mv2_opts.l2hint = on ? 1 : 0;
+  ++g_mmq_generation;
+}
+int MmqConfigGeneration() { return g_mmq_generation; }
 
 bool MmqSupported(GgmlType type, int64_t rows, int64_t k, size_t row_bytes) {
   if (rows < 1 || k < 32 || k % 32 != 0) return false;
@@ -1549,11 +1834,21 @@ cudaError_t LaunchMmq(GgmlType type, const MmqMatrix* mats, int n_mats, int64_t 
   if (ksplit > 1 && (!part || !counters || part_rows < r0)) return cudaErrorInvalidValue;
   dim3 grid(rb, ksplit);
   bool ok;
-  if (v2) {
+  const int depth = v2 && g_mmq_kernel == 3 ? Mv3Depth(type, n) : 0;
+  if (v2 && depth >= 2) {  // v3: the ring variant
+    mv2::Opts o = g_mv2_opts;
+    o.depth = depth;
     ok = mv2::Dispatch(type, [&]<GgmlType T>() {
-      if (n == 1) mv2::Mv2Kernel<T, 1><<<grid, mv2::kWarps * 32, 0, s>>>(a, g_mv2_opts);
-      else if (n <= 8) mv2::Mv2Kernel<T, 8><<<grid, mv2::kWarps * 32, 0, s>>>(a, g_mv2_opts);
-      else mv2::Mv2Kernel<T, 16><<<grid, mv2::kWarps * 32, 0, s>>>(a, g_mv2_opts);
+      const size_t sm = Mv3Smem<T>(depth);
+      if (n == 1) mv2::Mv2Kernel<T, 1, true><<<grid, mv2::kWarps * 32, sm, s>>>(a, o);
+      else if (n <= 8) mv2::Mv2Kernel<T, 8, true><<<grid, mv2::kWarps * 32, sm, s>>>(a, o);
+      else mv2::Mv2Kernel<T, 16, true><<<grid, mv2::kWarps * 32, sm, s>>>(a, o);
+    });
+  } else if (v2) {
+    ok = mv2::Dispatch(type, [&]<GgmlType T>() {
+      if (n == 1) mv2::Mv2Kernel<T, 1, false><<<grid, mv2::kWarps * 32, 0, s>>>(a, g_mv2_opts);
+      else if (n <= 8) mv2::Mv2Kernel<T, 8, false><<<grid, mv2::kWarps * 32, 0, s>>>(a, g_mv2_opts);
+      else mv2::Mv2Kernel<T, 16, false><<<grid, mv2::kWarps * 32, 0, s>>>(a, g_mv2_opts);
     });
   } else {
     const int warps = MmqWarps(type);
@@ -1583,6 +1878,36 @@ cudaError_t PrepareMatvecKernels() {
       };
       raise(reinterpret_cast<const void*>(MmqKernel<T, 1>));
       raise(reinterpret_cast<const void*>(MmqKernel<T, 2>));
+    });
+  }
+  // v3: allow the ring's dynamic shared memory, prefer shared memory over L1,
+  // and record the resident blocks per SM at each depth (Mv3DepthT).
+  for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q8_0}) {
+    mv2::Dispatch(t, [&]<GgmlType T>() {
+      auto prep = [&](const void* fn, int mode) {
+        Mv3Info& in = g_mv3_info[TypeIndex(T)][mode];
+        cudaFuncAttributes fa{};
+        cudaError_t e = cudaFuncGetAttributes(&fa, fn);
+        if (e == cudaSuccess)
+          e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                   limit - static_cast<int>(fa.sharedSizeBytes));
+        if (e == cudaSuccess)
+          e = cudaFuncSetAttribute(fn, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                   cudaSharedmemCarveoutMaxShared);
+        if (e == cudaSuccess) {
+          in.static_smem = static_cast<int>(fa.sharedSizeBytes);
+          for (int d = 2; d <= mv2::kMaxDepth && e == cudaSuccess; ++d) {
+            in.occ[d] = 0;
+            if (in.static_smem + static_cast<int>(Mv3Smem<T>(d)) > limit) continue;
+            e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&in.occ[d], fn, mv2::kWarps * 32, Mv3Smem<T>(d));
+          }
+          in.ready = e == cudaSuccess;
+        }
+        if (e != cudaSuccess && err == cudaSuccess) err = e;
+      };
+      prep(reinterpret_cast<const void*>(mv2::Mv2Kernel<T, 1, true>), 0);
+      prep(reinterpret_cast<const void*>(mv2::Mv2Kernel<T, 8, true>), 1);
+      prep(reinterpret_cast<const void*>(mv2::Mv2Kernel<T, 16, true>), 2);
     });
   }
   return err;

@@ -61,10 +61,12 @@ cudaError_t LaunchQuantizeX(const float* x, int n, int64_t k, void* xq, cudaStre
 // sums them in split order (counters: one int per row block, zero before the
 // first launch; the kernel leaves them zero).
 //
-// Two kernels: v2 (default) streams Q4_K, Q5_K, Q6_K and Q8_0 weights with
-// K % 256 == 0 straight into MMA registers (128 rows per block); v1 (all
-// other cases, or everything after SetMmqKernel(1)) stages them through
-// shared memory. The choice depends on the type and K only.
+// Three kernels: v2 streams Q4_K, Q5_K, Q6_K and Q8_0 weights with
+// K % 256 == 0 straight into MMA registers (128 rows per block); v3 (default)
+// is v2 with the weight stream in a per-warp cp.async ring in shared memory
+// (same blocking, same arithmetic: bit-identical to v2); v1 (all other cases,
+// or everything after SetMmqKernel(1)) stages them through shared memory.
+// The choice depends on the type and K only.
 constexpr int kMmqMaxMats = 3;
 struct MmqMatrix {
   const void* w;
@@ -85,9 +87,19 @@ int MmqKSplit(GgmlType type, int row_blocks, int64_t k);
 // (default off: slower on the H200; does not change results).
 void SetMmqBlocksPerSm(int n);
 int GetMmqBlocksPerSm();
-void SetMmqKernel(int version);
+void SetMmqKernel(int version);  // 1, 2 or 3 (SPECD_CUDA_MMQ=1/2/3 at start-up; default 3)
 int GetMmqKernel();
 void SetMmqPrefetch(bool on);
+// v3 ring slots per warp (stages of 128 elements; depth - 1 in flight while
+// one is computed): 0 = automatic (the deepest <= 4 that keeps the occupancy
+// of depth 2; SPECD_CUDA_MV3_DEPTH=N at start-up), N = forced (clamped to
+// 2..8 and to what fits one block). Does not change results.
+void SetMmqDepth(int depth);
+int GetMmqDepth(GgmlType type, int n);  // the depth v3 runs with (0: v3 cannot run it, v2 does)
+void SetMmqL2Hint(bool on);             // v3 cp.async with .L2::128B (default off; same results)
+// Bumped by every setter above: part of the CUDA graph key, so a captured
+// graph never replays a launch made with other settings.
+int MmqConfigGeneration();
 // y_i[c * rows_i + r] = W_i[r] . x_c (+ bias_i[r]) for c < n <= 16; xq: the
 // column group holding these n columns (LaunchQuantizeX layout).
 cudaError_t LaunchMmq(GgmlType type, const MmqMatrix* mats, int n_mats, int64_t k, const void* xq, int n, int ksplit,
