@@ -1226,7 +1226,10 @@ void CudaBackend::ExecMatMul(const OpRec& op) {
 }
 
 void CudaBackend::RunGraph() {
-  std::vector<int64_t> shape = {b_.n_tokens, b_.n_out, b_.n_seqs, b_.bt_stride, static_cast<int64_t>(meta_used_)};
+  // The matvec settings (kernel version, K-split target, v3 depth) are read at
+  // launch time: a graph captured under other settings must not replay.
+  std::vector<int64_t> shape = {b_.n_tokens, b_.n_out, b_.n_seqs, b_.bt_stride, static_cast<int64_t>(meta_used_),
+                                cuda::MmqConfigGeneration()};
   for (const auto& [key, bp] : attn_plans_) {
     shape.push_back(bp.n_tiles);
     for (const AttnWave& w : bp.waves) shape.insert(shape.end(), {w.tile0, w.tile1, w.tok0, w.tok1});
