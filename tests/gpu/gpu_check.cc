@@ -590,6 +590,8 @@ void CheckV3VsV2(OpEnv& env, GgmlType type, int64_t rows, int64_t k) {
     return env.gpu->ReadToHost(*yd, out->data(), out->size());
   };
   const int kernel = cuda::GetMmqKernel();
+  const bool copy16 = cuda::GetMmqCopy16();
+  const bool coop_type = type == GgmlType::Q4_K || type == GgmlType::Q5_K;
   bool same = true, finite = true;
   std::string first_bad;
   std::vector<float> y2, y3;
@@ -597,22 +599,29 @@ void CheckV3VsV2(OpEnv& env, GgmlType type, int64_t rows, int64_t k) {
     cuda::SetMmqKernel(2);
     CHECK_OK(mm(n, &y2));
     for (float v : y2) finite = finite && std::isfinite(v);
-    for (int d : {0, 2, 3, 5, 8}) {
-      cuda::SetMmqKernel(3);
-      cuda::SetMmqDepth(d);
-      CHECK_OK(mm(n, &y3));
-      if (!BitEqual(y2.data(), y3.data(), y2.size())) {
-        if (same) first_bad = absl::StrCat(" (first difference: n=", n, " depth ", cuda::GetMmqDepth(type, n), ")");
-        same = false;
+    for (int c16 = 0; c16 < (coop_type ? 2 : 1); ++c16) {
+      for (int d : {0, 2, 3, 5, 8}) {
+        cuda::SetMmqKernel(3);
+        cuda::SetMmqCopy16(c16 != 0);
+        cuda::SetMmqDepth(d);
+        CHECK_OK(mm(n, &y3));
+        if (!BitEqual(y2.data(), y3.data(), y2.size())) {
+          if (same)
+            first_bad = absl::StrCat(" (first difference: n=", n, " depth ", cuda::GetMmqDepth(type, n), " copy16 ",
+                                     c16, ")");
+          same = false;
+        }
       }
     }
   }
   cuda::SetMmqDepth(0);
+  cuda::SetMmqCopy16(copy16);
   cuda::SetMmqKernel(kernel);
   Check(same && finite,
-        absl::StrCat(tag, ": v3 (ring depth auto/2/3/5/8; auto = ", cuda::GetMmqDepth(type, 1), "/",
-                     cuda::GetMmqDepth(type, 8), "/", cuda::GetMmqDepth(type, 16),
-                     " at n=1/8/16) bit-identical to v2 for n = 1..16", finite ? "" : ", NOT FINITE", first_bad));
+        absl::StrCat(tag, ": v3 (ring depth auto/2/3/5/8", coop_type ? ", per-lane and 16-byte copies" : "",
+                     "; auto = ", cuda::GetMmqDepth(type, 1), "/", cuda::GetMmqDepth(type, 8), "/",
+                     cuda::GetMmqDepth(type, 16), " at n=1/8/16) bit-identical to v2 for n = 1..16",
+                     finite ? "" : ", NOT FINITE", first_bad));
 }
 
 // ------------------------------------------------------------------ IPC and acceptance
@@ -822,7 +831,7 @@ void BenchMatvec(double copy_gbs, std::vector<GgmlType> types = {GgmlType::Q4_K,
         std::string line = absl::StrCat("  v", ver, " ", std::string(TypeName(type)), " ", m.rows, "x", m.k, ":");
         if (ver == 3)
           absl::StrAppend(&line, " (depth ", cuda::GetMmqDepth(type, 1), "/", cuda::GetMmqDepth(type, 8), "/",
-                          cuda::GetMmqDepth(type, 16), ")");
+                          cuda::GetMmqDepth(type, 16), cuda::GetMmqCopy16() ? ", copy16" : "", ")");
         for (int n : ver == 1 ? std::vector<int>{1, 7} : std::vector<int>{1, 2, 4, 7, 8, 16}) {
           const double ms = mb.Ms(n);
           const double gbs = mb.ws[0].nbytes / (ms * 1e-3) / 1e9;
@@ -857,16 +866,18 @@ void SweepMv3(double copy_gbs) {
   cuda::SetMmqPrefetch(false);
   double best_t = 1e30;
   int best_d = 0, best_b = 8;
-  auto run = [&](int ver, int depth, int bps, bool hint) {
+  bool best_c = false;
+  auto run = [&](int ver, int depth, int bps, bool c16, bool hint) {
     cuda::SetMmqKernel(ver);
     cuda::SetMmqDepth(depth);
     cuda::SetMmqBlocksPerSm(bps);
+    cuda::SetMmqCopy16(c16);
     cuda::SetMmqL2Hint(hint);
-    std::string line = ver == 2 ? absl::StrFormat("  v2 bps=%-2d                  ", bps)
-                                : absl::StrFormat("  v3 bps=%-2d depth=%d (%d/%d %d/%d)%s", bps, depth,
+    std::string line = ver == 2 ? absl::StrFormat("  v2 bps=%-2d                            ", bps)
+                                : absl::StrFormat("  v3 bps=%-2d depth=%d (%d/%d %d/%d) copy%s%s", bps, depth,
                                                   cuda::GetMmqDepth(GgmlType::Q4_K, 1), cuda::GetMmqDepth(GgmlType::Q4_K, 7),
                                                   cuda::GetMmqDepth(GgmlType::Q6_K, 1), cuda::GetMmqDepth(GgmlType::Q6_K, 7),
-                                                  hint ? " L2::128B" : "");
+                                                  c16 ? "16" : "8 ", hint ? " L2::128B" : "");
     double tot = 0;
     for (auto& mb : mbs) {
       absl::StrAppend(&line, " |");
@@ -879,17 +890,20 @@ void SweepMv3(double copy_gbs) {
     }
     std::printf("%s\n", line.c_str());
     std::fflush(stdout);
-    if (ver == 3 && !hint && tot < best_t) best_t = tot, best_d = depth, best_b = bps;
+    if (ver == 3 && !hint && tot < best_t) best_t = tot, best_d = depth, best_b = bps, best_c = c16;
   };
-  for (int bps : {8, 16, 32}) run(2, 0, bps, false);
-  for (int bps : {4, 8, 16, 32})
-    for (int d : {0, 2, 3, 4, 5, 6}) run(3, d, bps, false);
-  run(3, best_d, best_b, true);
+  for (int bps : {8, 16, 32}) run(2, 0, bps, false, false);
+  for (bool c16 : {false, true})
+    for (int bps : {4, 8, 16, 32})
+      for (int d : {0, 2, 3, 4, 5, 6}) run(3, d, bps, c16, false);
+  run(3, best_d, best_b, best_c, true);
   cuda::SetMmqL2Hint(false);
   cuda::SetMmqKernel(kernel);
   cuda::SetMmqDepth(best_d);
   cuda::SetMmqBlocksPerSm(best_b);
-  std::printf("  -> using v3 depth %d (0 = auto), %d blocks per SM, no L2 hint\n", best_d, best_b);
+  cuda::SetMmqCopy16(best_c);
+  std::printf("  -> using v3 depth %d (0 = auto), %d blocks per SM, copy%d, no L2 hint\n", best_d, best_b,
+              best_c ? 16 : 8);
   std::fflush(stdout);
 }
 

@@ -54,30 +54,44 @@ def v2_load_hdr(T, p):
     return {('d', u): ld(p + 34 * u, 2) for u in range(8)}  # Ld16: natural alignment 2
 
 class Smem:
-    def __init__(self, n): self.b = np.zeros(n, dtype=np.int64) - 1; self.owner = {}
-    def cp(self, dst, src, n, lane, align_src=None):
+    """Bytes with the (stage, lane) that wrote them: a read must see this stage's
+    copy, made by the reading lane itself (per-lane rings) or by a lane of the
+    same quad (coop: ordered by the __syncwarp after the wait)."""
+    def __init__(self, n): self.b = np.zeros(n, dtype=np.int64) - 1; self.owner = {}; self.tag = {}
+    def cp(self, dst, src, n, lane, stage):
         assert dst % n == 0 and src % n == 0, (dst, src, n)
         for i in range(n):
             key = dst + i
-            if key in self.owner: assert self.owner[key] == lane, 'two lanes share a byte'
-            self.owner[key] = lane
+            assert self.tag.get(key) != stage, 'two copies of one byte in a stage'
+            self.owner[key] = lane; self.tag[key] = stage
             self.b[key] = mem[src + i]
-    def rd(self, addr, n, lane):
+    def rd(self, addr, n, lane, stage, coop=False):
         assert addr % n == 0
         v = 0
         for i in range(n):
-            assert self.b[addr + i] >= 0, 'read of a byte never written'
-            assert self.owner[addr + i] == lane, 'read of another lane\'s byte'
+            assert self.tag.get(addr + i) == stage, 'read of a byte not copied for this stage'
+            if coop: assert self.owner[addr + i] >> 2 == lane >> 2, 'read of another quad\'s byte'
+            else: assert self.owner[addr + i] == lane, 'read of another lane\'s byte'
             v |= int(self.b[addr + i]) << (8 * i)
         return v
 
-def issue_stage(T, sm, slot, rp, tp, off, st, lane, t):
+def issue_stage(T, sm0, slot, rp, tp, off, st, lane, t, stage, coop=False):
+    class W:  # binds the stage tag
+        def cp(self, dst, src, n, lane): sm0.cp(dst, src, n, lane, stage)
+    sm = W()
     o4, oh16, oh4, SL = offs(T)
     q8 = slot + 8 * lane; q4 = slot + o4 + 4 * lane
+    g = lane >> 2
     for mt in range(2):
         for h in range(2):
             p = rp[mt][h] + off; r = 2 * mt + h
-            if T == 'Q4_K':
+            if coop:
+                kQ = 16 if T == 'Q4_K' else 48
+                pp, c = t >> 1, t & 1
+                sm.cp(slot + 32 * ((2 * r + pp) * 8 + g) + 16 * c, p + kQ + 32 * (2 * st + pp) + 16 * c, 16, lane)
+                if T == 'Q5_K' and (r & 1) == (t >> 1):
+                    sm.cp(slot + 2048 + 32 * (r * 8 + g) + 16 * c, p + 16 + 16 * c, 16, lane)
+            elif T == 'Q4_K':
                 for pp in range(2): sm.cp(q8 + 256 * (2 * r + pp), p + 16 + 32 * (2 * st + pp) + 8 * t, 8, lane)
             elif T == 'Q5_K':
                 for pp in range(2): sm.cp(q8 + 256 * (3 * r + pp), p + 48 + 32 * (2 * st + pp) + 8 * t, 8, lane)
@@ -107,15 +121,18 @@ def issue_stage(T, sm, slot, rp, tp, off, st, lane, t):
         else:
             for u in range(8): sm.cp(slot + oh4 + 128 * u + 4 * lane, hp + 34 * u - 2 * (u & 1), 4, lane)
 
-def read_stage(T, sm, slot, lane):
+def read_stage(T, sm, slot, lane, stage, coop=False):
     o4, oh16, oh4, SL = offs(T)
-    q8 = lambda i: sm.rd(slot + 8 * (32 * i + lane), 8, lane)
-    q4 = lambda i: sm.rd(slot + o4 + 4 * (32 * i + lane), 4, lane)
+    q8 = lambda i: sm.rd(slot + 8 * (32 * i + lane), 8, lane, stage, coop)
+    q4 = lambda i: sm.rd(slot + o4 + 4 * (32 * i + lane), 4, lane, stage, coop)
     r = {}
     for mt in range(2):
         for h in range(2):
             rr = 2 * mt + h
-            if T == 'Q4_K':
+            if coop:
+                for pp in range(2): r[('q', mt, h, pp)] = q8(2 * rr + pp)
+                if T == 'Q5_K': r[('qh', mt, h)] = q8(8 + rr)  # 8 B * (256 + 32 rr + lane) = piece 8 + rr
+            elif T == 'Q4_K':
                 for pp in range(2): r[('q', mt, h, pp)] = q8(2 * rr + pp)
             elif T == 'Q5_K':
                 for pp in range(2): r[('q', mt, h, pp)] = q8(3 * rr + pp)
@@ -132,17 +149,17 @@ def read_stage(T, sm, slot, lane):
                 r[('w', mt, h, 3, 0)], r[('w', mt, h, 3, 1)] = lo(v3), hi(v3)
     return r
 
-def read_hdr(T, sm, slot, lane):
+def read_hdr(T, sm, slot, lane, stage):
     o4, oh16, oh4, SL = offs(T)
-    if T in ('Q4_K', 'Q5_K'): return {'h': sm.rd(slot + oh16 + 16 * lane, 16, lane)}
-    if T == 'Q6_K': return {('w', i): sm.rd(slot + oh4 + 4 * (32 * i + lane), 4, lane) for i in range(5)}
+    if T in ('Q4_K', 'Q5_K'): return {'h': sm.rd(slot + oh16 + 16 * lane, 16, lane, stage)}
+    if T == 'Q6_K': return {('w', i): sm.rd(slot + oh4 + 4 * (32 * i + lane), 4, lane, stage) for i in range(5)}
     out = {}
     for u in range(8):
-        w = sm.rd(slot + oh4 + 4 * (32 * u + lane), 4, lane)
+        w = sm.rd(slot + oh4 + 4 * (32 * u + lane), 4, lane, stage)
         out[('d', u)] = (w >> 16) if (u & 1) else (w & 0xffff)
     return out
 
-def run(T, rows, S, s0, s1, depth, base=4096, warp_row0=0):
+def run(T, rows, S, s0, s1, depth, base=4096, warp_row0=0, coop=False):
     """One warp; checks every stage's Raw and every group's Hdr equal v2's."""
     G = GROUP[T]; rb = G * S
     o4, oh16, oh4, SL = offs(T)
@@ -161,7 +178,8 @@ def run(T, rows, S, s0, s1, depth, base=4096, warp_row0=0):
         staged = None
         for L in lanes:
             if L['qi'] < nq:
-                issue_stage(T, sm, L['sw'] * SL, L['rp'], L['tp'], L['ioff'], L['qi'] & 1, lanes.index(L), L['t'])
+                issue_stage(T, sm, L['sw'] * SL, L['rp'], L['tp'], L['ioff'], L['qi'] & 1, lanes.index(L), L['t'],
+                            L['qi'], coop)
                 staged = (L['sw'], L['qi'])
                 if L['qi'] & 1: L['ioff'] += G
                 L['qi'] += 1
@@ -181,11 +199,11 @@ def run(T, rows, S, s0, s1, depth, base=4096, warp_row0=0):
         assert slot_content[sr] == q, ('slot holds another stage', sr, slot_content[sr], q)
         for li, L in enumerate(lanes):
             assert L['sr'] == sr
-            r = read_stage(T, sm, sr * SL, li)
+            r = read_stage(T, sm, sr * SL, li, q, coop)
             ref = v2_load_stage(T, L['rp'], q & 1, L['t'])
             assert r == ref, ('raw mismatch', T, q, li)
             if want_hdr:
-                assert read_hdr(T, sm, sr * SL, li) == v2_load_hdr(T, L['tp']), ('hdr mismatch', T, q, li)
+                assert read_hdr(T, sm, sr * SL, li, q) == v2_load_hdr(T, L['tp']), ('hdr mismatch', T, q, li)
             L['sr'] = 0 if sr + 1 == depth else sr + 1
         consumed.add(q)
     for i in range(depth - 1): ring_issue()
@@ -202,9 +220,12 @@ def run(T, rows, S, s0, s1, depth, base=4096, warp_row0=0):
 
 n = 0
 for T in GROUP:
-    for depth in range(2, 9):
-        for (rows, S, s0, s1, r0) in [(40, 3, 0, 3, 0), (130, 3, 1, 3, 96), (33, 5, 2, 5, 0), (70, 1, 0, 1, 32), (40, 4, 2, 2, 0)]:
-            base = 4096 + (16 if T != 'Q6_K' else random.choice([16, 32, 48]))
-            run(T, rows, S, s0, s1, depth, base=base, warp_row0=r0)
-            n += 1
-print('ring emulation OK:', n, 'cases (4 types x depths 2..8 x shapes incl. odd S for Q6_K misalignment, empty split)')
+    for coop in ([False, True] if T in ('Q4_K', 'Q5_K') else [False]):
+        for depth in range(2, 9):
+            for (rows, S, s0, s1, r0) in [(40, 3, 0, 3, 0), (130, 3, 1, 3, 96), (33, 5, 2, 5, 0), (70, 1, 0, 1, 32),
+                                          (40, 4, 2, 2, 0)]:
+                base = 4096 + (16 if T != 'Q6_K' else random.choice([16, 32, 48]))
+                run(T, rows, S, s0, s1, depth, base=base, warp_row0=r0, coop=coop)
+                n += 1
+print('ring emulation OK:', n, 'cases (4 types, Q4_K/Q5_K per-lane and quad-cooperative copies, depths 2..8, '
+      'shapes incl. odd S for Q6_K misalignment, an empty split)')

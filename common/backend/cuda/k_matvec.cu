@@ -948,18 +948,39 @@ __device__ __forceinline__ void CpWaitPending(int n) {
 // st == 0, the header of the lane's table row at tp + off) into the slot at
 // shared address slot (lane offsets added here). Same addresses and sizes as
 // LoadStage / LoadHdr.
+//
+// kCoop (Q4_K/Q5_K only): the quad of row g copies the row's 64 stage bytes
+// (Q5_K: and 32 qh bytes) as 16-byte cp.async.cg (L1 bypassed, half the
+// copies), stored [row r][pair pp][g][32 B] (qh: [r][g][32 B]); lane t then
+// reads its 8-byte pieces at +8t, written by another lane of its quad, so the
+// wait is followed by __syncwarp (ring_next).
 template <GgmlType T>
+constexpr bool CoopOk() {
+  return T == GgmlType::Q4_K || T == GgmlType::Q5_K;
+}
+template <GgmlType T, bool kCoop>
 __device__ __forceinline__ void IssueStage(uint32_t slot, const uint8_t* const (&rp)[2][2], const uint8_t* tp,
                                            int64_t off, int st, int lane, int t, int hint) {
   using R = Ring<T>;
   const uint32_t q8 = slot + 8 * lane, q4 = slot + RingOff4<T>() + 4 * lane;
+  const int g = lane >> 2;
 #pragma unroll
   for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const uint8_t* p = rp[mt][h] + off;
       const int r = 2 * mt + h;
-      if constexpr (T == GgmlType::Q4_K) {
+      if constexpr (kCoop) {
+        static_assert(CoopOk<T>());
+        constexpr int kQ = T == GgmlType::Q4_K ? 16 : 48;  // quants' offset in the group
+        const int pp = t >> 1, c = t & 1;
+        Cp16(slot + 32 * ((2 * r + pp) * 8 + g) + 16 * c, p + kQ + 32 * (2 * st + pp) + 16 * c, hint);
+        if constexpr (T == GgmlType::Q5_K) {
+          // qh: 2 chunks per row, rows r = t/2 and 2 + t/2 of this lane's quad.
+          if ((r & 1) == (t >> 1))
+            Cp16(slot + 2048 + 32 * (r * 8 + g) + 16 * c, p + 16 + 16 * c, hint);
+        }
+      } else if constexpr (T == GgmlType::Q4_K) {
 #pragma unroll
         for (int pp = 0; pp < 2; ++pp) Cp8(q8 + 256 * (2 * r + pp), p + 16 + 32 * (2 * st + pp) + 8 * t, hint);
       } else if constexpr (T == GgmlType::Q5_K) {
@@ -1009,7 +1030,7 @@ __device__ __forceinline__ void IssueStage(uint32_t slot, const uint8_t* const (
 }
 
 // Reads back the lane's pieces of a slot (generic pointer to the slot).
-template <GgmlType T>
+template <GgmlType T, bool kCoop>
 __device__ __forceinline__ void ReadStage(Raw<T>& r, const uint8_t* slot, int lane) {
   const uint2* q8 = reinterpret_cast<const uint2*>(slot) + lane;
   const uint32_t* q4 = reinterpret_cast<const uint32_t*>(slot + RingOff4<T>()) + lane;
@@ -1018,7 +1039,18 @@ __device__ __forceinline__ void ReadStage(Raw<T>& r, const uint8_t* slot, int la
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int rr = 2 * mt + h;
-      if constexpr (T == GgmlType::Q4_K) {
+      if constexpr (kCoop) {
+        // [rr][pp][g][32 B] + 8t is 8 B * (32 (2 rr + pp) + lane): the same index as the per-lane layout's
+        // piece 2 rr + pp; Q5_K qh at 2048 + [rr][g][32 B] + 8t = 8 B * (256 + 32 rr + lane).
+        if constexpr (T == GgmlType::Q4_K) {
+#pragma unroll
+          for (int pp = 0; pp < 2; ++pp) r.q[mt][h][pp] = q8[32 * (2 * rr + pp)];
+        } else {
+#pragma unroll
+          for (int pp = 0; pp < 2; ++pp) r.q[mt][h][pp] = q8[32 * (2 * rr + pp)];
+          r.qh[mt][h] = q8[256 + 32 * rr];
+        }
+      } else if constexpr (T == GgmlType::Q4_K) {
 #pragma unroll
         for (int pp = 0; pp < 2; ++pp) r.q[mt][h][pp] = q8[32 * (2 * rr + pp)];
       } else if constexpr (T == GgmlType::Q5_K) {
@@ -1068,11 +1100,14 @@ constexpr int Mv2MinBlocks() {
   return 3;
 }
 
-// kRing: false = v2 (weights streamed into registers, one stage ahead), true =
-// v3 (o.depth-slot cp.async ring per warp in dynamic shared memory).
-template <GgmlType T, int MODE, bool kRing>
-__global__ void __launch_bounds__(kWarps * 32, (Mv2MinBlocks<T, MODE, kRing>())) Mv2Kernel(MmqArgs a, Opts o) {
+// RING: 0 = v2 (weights streamed into registers, one stage ahead); 1 = v3,
+// an o.depth-slot cp.async ring per warp in dynamic shared memory, each lane
+// copying its own pieces; 2 = v3 with the quad-cooperative 16-byte copies
+// (Q4_K/Q5_K).
+template <GgmlType T, int MODE, int RING>
+__global__ void __launch_bounds__(kWarps * 32, (Mv2MinBlocks<T, MODE, RING != 0>())) Mv2Kernel(MmqArgs a, Opts o) {
   using F = mv2t::Fmt<T>;
+  constexpr bool kRing = RING != 0, kCoop = RING == 2;
   extern __shared__ __align__(16) uint8_t ring_all[];
   constexpr int NT = MODE == 16 ? 2 : 1;
   constexpr bool kU8 = F::kU8;
@@ -1156,7 +1191,7 @@ __global__ void __launch_bounds__(kWarps * 32, (Mv2MinBlocks<T, MODE, kRing>()))
   // Issues stage qi (if any) into slot_w and commits a group (empty past the end).
   auto ring_issue = [&]() {
     if (qi < nq) {
-      IssueStage<T>(wring_s + slot_w * RingSlot<T>(), rp, tp, ioff, qi & 1, lane, t, o.l2hint);
+      IssueStage<T, kCoop>(wring_s + slot_w * RingSlot<T>(), rp, tp, ioff, qi & 1, lane, t, o.l2hint);
       if (qi & 1) ioff += F::kGroup;
       ++qi;
       slot_w = slot_w + 1 == depth ? 0 : slot_w + 1;
@@ -1169,9 +1204,10 @@ __global__ void __launch_bounds__(kWarps * 32, (Mv2MinBlocks<T, MODE, kRing>()))
     __syncwarp();  // this lane's reads of the slot about to be refilled are done
     ring_issue();
     CpWaitPending(depth - 1);
+    if constexpr (kCoop) __syncwarp();  // the quad's copies of this slot are complete and visible
     const uint8_t* sl = wring + slot_r * RingSlot<T>();
     Raw<T> r;
-    ReadStage<T>(r, sl, lane);
+    ReadStage<T, kCoop>(r, sl, lane);
     if (hdr) ReadHdr<T>(*hdr, sl, lane);
     slot_r = slot_r + 1 == depth ? 0 : slot_r + 1;
     return r;
@@ -1692,6 +1728,11 @@ int InitialMv3Depth() {
 int g_mmq_kernel = InitialMmqKernel();
 int g_mmq_blocks_per_sm = 8;
 int g_mv3_depth = InitialMv3Depth();
+// SPECD_CUDA_MV3_COPY16=1: Q4_K/Q5_K rings filled by quad-cooperative 16-byte copies.
+bool g_mv3_coop = [] {
+  const char* e = std::getenv("SPECD_CUDA_MV3_COPY16");
+  return e && std::strcmp(e, "1") == 0;
+}();
 int g_mmq_generation = 0;
 // The L2 prefetch measured slower on the H200 (46.7 vs 39.2 us at n = 1, Q4_K
 // 25600x5120): off by default.
@@ -1720,8 +1761,13 @@ struct Mv3Info {
   bool ready = false;
   int static_smem = 0;
   int occ[mv2::kMaxDepth + 1] = {};
+  int occ_v2 = 0;  // v2's resident blocks per SM
 };
-Mv3Info g_mv3_info[4][3];
+Mv3Info g_mv3_info[4][3][2];  // [type][mode][ring kind - 1]
+template <GgmlType T>
+int RingKind() {
+  return g_mv3_coop && mv2::CoopOk<T>() ? 2 : 1;
+}
 
 template <GgmlType T>
 size_t Mv3Smem(int depth) {
@@ -1731,13 +1777,16 @@ size_t Mv3Smem(int depth) {
 // The depth v3 runs with for (T, n), or 0 when no depth >= 2 fits a block.
 template <GgmlType T>
 int Mv3DepthT(int n) {
-  const Mv3Info& in = g_mv3_info[TypeIndex(T)][ModeIndex(n)];
+  const Mv3Info& in = g_mv3_info[TypeIndex(T)][ModeIndex(n)][RingKind<T>() - 1];
   const int room = GetDeviceInfo().smem_optin - (in.ready ? in.static_smem : 8 * 1024 + 64);
   const int fit = std::min<int>(mv2::kMaxDepth, room / (mv2::kWarps * mv2::RingSlot<T>()));
   if (fit < 2) return 0;
   if (g_mv3_depth > 0) return std::max(2, std::min(g_mv3_depth, fit));
   const int top = std::min(kMv3Auto, fit);
   if (!in.ready) return std::min(3, top);
+  // Where even depth 2 costs occupancy against v2 (small shared memory:
+  // sm_86/sm_89), v2 runs instead.
+  if (in.occ[2] < in.occ_v2) return 0;
   for (int d = top; d > 2; --d)
     if (in.occ[d] >= in.occ[2]) return d;
   return 2;
@@ -1772,6 +1821,11 @@ void SetMmqL2Hint(bool on) {
   g_mv2_opts.l2hint = on ? 1 : 0;
   ++g_mmq_generation;
 }
+void SetMmqCopy16(bool on) {
+  g_mv3_coop = on;
+  ++g_mmq_generation;
+}
+bool GetMmqCopy16() { return g_mv3_coop; }
 int MmqConfigGeneration() { return g_mmq_generation; }
 
 bool MmqSupported(GgmlType type, int64_t rows, int64_t k, size_t row_bytes) {
@@ -1840,15 +1894,23 @@ cudaError_t LaunchMmq(GgmlType type, const MmqMatrix* mats, int n_mats, int64_t 
     o.depth = depth;
     ok = mv2::Dispatch(type, [&]<GgmlType T>() {
       const size_t sm = Mv3Smem<T>(depth);
-      if (n == 1) mv2::Mv2Kernel<T, 1, true><<<grid, mv2::kWarps * 32, sm, s>>>(a, o);
-      else if (n <= 8) mv2::Mv2Kernel<T, 8, true><<<grid, mv2::kWarps * 32, sm, s>>>(a, o);
-      else mv2::Mv2Kernel<T, 16, true><<<grid, mv2::kWarps * 32, sm, s>>>(a, o);
+      if (RingKind<T>() == 2) {
+        if constexpr (mv2::CoopOk<T>()) {
+          if (n == 1) mv2::Mv2Kernel<T, 1, 2><<<grid, mv2::kWarps * 32, sm, s>>>(a, o);
+          else if (n <= 8) mv2::Mv2Kernel<T, 8, 2><<<grid, mv2::kWarps * 32, sm, s>>>(a, o);
+          else mv2::Mv2Kernel<T, 16, 2><<<grid, mv2::kWarps * 32, sm, s>>>(a, o);
+        }
+      } else {
+        if (n == 1) mv2::Mv2Kernel<T, 1, 1><<<grid, mv2::kWarps * 32, sm, s>>>(a, o);
+        else if (n <= 8) mv2::Mv2Kernel<T, 8, 1><<<grid, mv2::kWarps * 32, sm, s>>>(a, o);
+        else mv2::Mv2Kernel<T, 16, 1><<<grid, mv2::kWarps * 32, sm, s>>>(a, o);
+      }
     });
   } else if (v2) {
     ok = mv2::Dispatch(type, [&]<GgmlType T>() {
-      if (n == 1) mv2::Mv2Kernel<T, 1, false><<<grid, mv2::kWarps * 32, 0, s>>>(a, g_mv2_opts);
-      else if (n <= 8) mv2::Mv2Kernel<T, 8, false><<<grid, mv2::kWarps * 32, 0, s>>>(a, g_mv2_opts);
-      else mv2::Mv2Kernel<T, 16, false><<<grid, mv2::kWarps * 32, 0, s>>>(a, g_mv2_opts);
+      if (n == 1) mv2::Mv2Kernel<T, 1, 0><<<grid, mv2::kWarps * 32, 0, s>>>(a, g_mv2_opts);
+      else if (n <= 8) mv2::Mv2Kernel<T, 8, 0><<<grid, mv2::kWarps * 32, 0, s>>>(a, g_mv2_opts);
+      else mv2::Mv2Kernel<T, 16, 0><<<grid, mv2::kWarps * 32, 0, s>>>(a, g_mv2_opts);
     });
   } else {
     const int warps = MmqWarps(type);
@@ -1884,8 +1946,8 @@ cudaError_t PrepareMatvecKernels() {
   // and record the resident blocks per SM at each depth (Mv3DepthT).
   for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q8_0}) {
     mv2::Dispatch(t, [&]<GgmlType T>() {
-      auto prep = [&](const void* fn, int mode) {
-        Mv3Info& in = g_mv3_info[TypeIndex(T)][mode];
+      auto prep = [&](const void* fn, const void* fn_v2, int mode, int kind) {
+        Mv3Info& in = g_mv3_info[TypeIndex(T)][mode][kind - 1];
         cudaFuncAttributes fa{};
         cudaError_t e = cudaFuncGetAttributes(&fa, fn);
         if (e == cudaSuccess)
@@ -1901,13 +1963,20 @@ cudaError_t PrepareMatvecKernels() {
             if (in.static_smem + static_cast<int>(Mv3Smem<T>(d)) > limit) continue;
             e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&in.occ[d], fn, mv2::kWarps * 32, Mv3Smem<T>(d));
           }
+          if (e == cudaSuccess) e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&in.occ_v2, fn_v2, mv2::kWarps * 32, 0);
           in.ready = e == cudaSuccess;
         }
         if (e != cudaSuccess && err == cudaSuccess) err = e;
       };
-      prep(reinterpret_cast<const void*>(mv2::Mv2Kernel<T, 1, true>), 0);
-      prep(reinterpret_cast<const void*>(mv2::Mv2Kernel<T, 8, true>), 1);
-      prep(reinterpret_cast<const void*>(mv2::Mv2Kernel<T, 16, true>), 2);
+      auto fn = [](auto k) { return reinterpret_cast<const void*>(k); };
+      prep(fn(mv2::Mv2Kernel<T, 1, 1>), fn(mv2::Mv2Kernel<T, 1, 0>), 0, 1);
+      prep(fn(mv2::Mv2Kernel<T, 8, 1>), fn(mv2::Mv2Kernel<T, 8, 0>), 1, 1);
+      prep(fn(mv2::Mv2Kernel<T, 16, 1>), fn(mv2::Mv2Kernel<T, 16, 0>), 2, 1);
+      if constexpr (mv2::CoopOk<T>()) {
+        prep(fn(mv2::Mv2Kernel<T, 1, 2>), fn(mv2::Mv2Kernel<T, 1, 0>), 0, 2);
+        prep(fn(mv2::Mv2Kernel<T, 8, 2>), fn(mv2::Mv2Kernel<T, 8, 0>), 1, 2);
+        prep(fn(mv2::Mv2Kernel<T, 16, 2>), fn(mv2::Mv2Kernel<T, 16, 0>), 2, 2);
+      }
     });
   }
   return err;
