@@ -603,6 +603,12 @@ bool DispatchMmq(GgmlType t, F&& f) {
 // (row, column) pairs; with n >= 2 each lane holds all units of its columns.
 // Integer dots are exact and fp additions commute, so a column's bits never
 // depend on n.
+//
+// v3 (Mv2Kernel with RING 1/2, the default) is the same kernel with the
+// weight stream moved into a per-warp ring of `depth` 128-element stages in
+// dynamic shared memory, filled by cp.async depth - 1 stages ahead (plus the
+// group headers in each stage-0 slot); see Ring / IssueStage / ReadStage.
+// Only where the bytes come from changes, so v3 is bit-identical to v2.
 // ======================================================================
 namespace mv2 {
 
