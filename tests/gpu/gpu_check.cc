@@ -591,7 +591,7 @@ void CheckV3VsV2(OpEnv& env, GgmlType type, int64_t rows, int64_t k) {
   };
   const int kernel = cuda::GetMmqKernel();
   const bool copy16 = cuda::GetMmqCopy16();
-  const bool coop_type = type == GgmlType::Q4_K || type == GgmlType::Q5_K;
+  const bool coop_type = type == GgmlType::Q4_K || type == GgmlType::Q5_K || type == GgmlType::Q6_K;
   bool same = true, finite = true;
   std::string first_bad;
   std::vector<float> y2, y3;

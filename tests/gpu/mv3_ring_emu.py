@@ -85,7 +85,14 @@ def issue_stage(T, sm0, slot, rp, tp, off, st, lane, t, stage, coop=False):
     for mt in range(2):
         for h in range(2):
             p = rp[mt][h] + off; r = 2 * mt + h
-            if coop:
+            if coop and T == 'Q6_K':
+                a = p & ~3
+                bq = (a + 64 * st) & ~15; bh = (a + 128 + 32 * st) & ~15
+                reg = slot + 144 * (r * 8 + g)
+                sm.cp(reg + 16 * t, bq + 16 * t, 16, lane)
+                if t == 0: sm.cp(reg + 64, bq + 64, 16, lane)
+                else: sm.cp(reg + 16 * (t + 4), bh + 16 * (t - 1), 16, lane)
+            elif coop:
                 kQ = 16 if T == 'Q4_K' else 48
                 pp, c = t >> 1, t & 1
                 sm.cp(slot + 32 * ((2 * r + pp) * 8 + g) + 16 * c, p + kQ + 32 * (2 * st + pp) + 16 * c, 16, lane)
@@ -121,7 +128,7 @@ def issue_stage(T, sm0, slot, rp, tp, off, st, lane, t, stage, coop=False):
         else:
             for u in range(8): sm.cp(slot + oh4 + 128 * u + 4 * lane, hp + 34 * u - 2 * (u & 1), 4, lane)
 
-def read_stage(T, sm, slot, lane, stage, coop=False):
+def read_stage(T, sm, slot, lane, stage, coop=False, rp=None):
     o4, oh16, oh4, SL = offs(T)
     q8 = lambda i: sm.rd(slot + 8 * (32 * i + lane), 8, lane, stage, coop)
     q4 = lambda i: sm.rd(slot + o4 + 4 * (32 * i + lane), 4, lane, stage, coop)
@@ -129,7 +136,13 @@ def read_stage(T, sm, slot, lane, stage, coop=False):
     for mt in range(2):
         for h in range(2):
             rr = 2 * mt + h
-            if coop:
+            if coop and T == 'Q6_K':
+                mis = rp[mt][h] & 12
+                reg = slot + 144 * (rr * 8 + (lane >> 2)) + mis + 8 * (lane & 3)
+                for c in range(3):
+                    for w in range(3):
+                        r[('w', mt, h, c, w)] = sm.rd(reg + (80 if c == 2 else 32 * c) + 4 * w, 4, lane, stage, True)
+            elif coop:
                 for pp in range(2): r[('q', mt, h, pp)] = q8(2 * rr + pp)
                 if T == 'Q5_K': r[('qh', mt, h)] = q8(8 + rr)  # 8 B * (256 + 32 rr + lane) = piece 8 + rr
             elif T == 'Q4_K':
@@ -199,7 +212,7 @@ def run(T, rows, S, s0, s1, depth, base=4096, warp_row0=0, coop=False):
         assert slot_content[sr] == q, ('slot holds another stage', sr, slot_content[sr], q)
         for li, L in enumerate(lanes):
             assert L['sr'] == sr
-            r = read_stage(T, sm, sr * SL, li, q, coop)
+            r = read_stage(T, sm, sr * SL, li, q, coop, L['rp'])
             ref = v2_load_stage(T, L['rp'], q & 1, L['t'])
             assert r == ref, ('raw mismatch', T, q, li)
             if want_hdr:
@@ -220,12 +233,14 @@ def run(T, rows, S, s0, s1, depth, base=4096, warp_row0=0, coop=False):
 
 n = 0
 for T in GROUP:
-    for coop in ([False, True] if T in ('Q4_K', 'Q5_K') else [False]):
+    for coop in ([False, True] if T in ('Q4_K', 'Q5_K', 'Q6_K') else [False]):
         for depth in range(2, 9):
             for (rows, S, s0, s1, r0) in [(40, 3, 0, 3, 0), (130, 3, 1, 3, 96), (33, 5, 2, 5, 0), (70, 1, 0, 1, 32),
                                           (40, 4, 2, 2, 0)]:
                 base = 4096 + (16 if T != 'Q6_K' else random.choice([16, 32, 48]))
                 run(T, rows, S, s0, s1, depth, base=base, warp_row0=r0, coop=coop)
                 n += 1
-print('ring emulation OK:', n, 'cases (4 types, Q4_K/Q5_K per-lane and quad-cooperative copies, depths 2..8, '
+# Q6_K coop regions fit: 4 rows x 8 quads x 144 B = the per-lane layout's 36 x 128 B.
+assert 4 * 8 * 144 == 36 * 128
+print('ring emulation OK:', n, 'cases (4 types, Q4_K/Q5_K/Q6_K per-lane and quad-cooperative copies, depths 2..8, '
       'shapes incl. odd S for Q6_K misalignment, an empty split)')

@@ -955,15 +955,21 @@ __device__ __forceinline__ void CpWaitPending(int n) {
 // shared address slot (lane offsets added here). Same addresses and sizes as
 // LoadStage / LoadHdr.
 //
-// kCoop (Q4_K/Q5_K only): the quad of row g copies the row's 64 stage bytes
-// (Q5_K: and 32 qh bytes) as 16-byte cp.async.cg (L1 bypassed, half the
-// copies), stored [row r][pair pp][g][32 B] (qh: [r][g][32 B]); lane t then
-// reads its 8-byte pieces at +8t, written by another lane of its quad, so the
-// wait is followed by __syncwarp (ring_next).
+// kCoop (Q4_K/Q5_K/Q6_K): the quad of row g copies the row's stage bytes with
+// 16-byte cp.async.cg (L1 bypassed, fewer copies) and each lane reads its
+// pieces, written by other lanes of its quad, so the wait is followed by
+// __syncwarp (ring_next). Q4_K/Q5_K: the 64 quant bytes stored [row r][pair
+// pp][g][32 B], lane t's piece at +8t (Q5_K: qh [r][g][32 B] after 2 KB).
+// Q6_K (rows 2-byte aligned): per (r, g) a 144-byte region holding the
+// 16-byte-aligned windows [ql: 80 B][qh: 48 B] around the stage's ql bytes
+// (A + 64st + [0, 68)) and qh bytes (A + 128 + 32st + [0, 36)), A = the
+// row's group start rounded down to 4; lane t's word w of chunk c sits at
+// (A & 15) + 32c + 8t + 4w (qh: 80 + (A & 15) + 8t + 4w).
 template <GgmlType T>
 constexpr bool CoopOk() {
-  return T == GgmlType::Q4_K || T == GgmlType::Q5_K;
+  return T == GgmlType::Q4_K || T == GgmlType::Q5_K || T == GgmlType::Q6_K;
 }
+constexpr int kQ6Region = 144;
 template <GgmlType T, bool kCoop>
 __device__ __forceinline__ void IssueStage(uint32_t slot, const uint8_t* const (&rp)[2][2], const uint8_t* tp,
                                            int64_t off, int st, int lane, int t, int hint) {
@@ -976,7 +982,16 @@ __device__ __forceinline__ void IssueStage(uint32_t slot, const uint8_t* const (
     for (int h = 0; h < 2; ++h) {
       const uint8_t* p = rp[mt][h] + off;
       const int r = 2 * mt + h;
-      if constexpr (kCoop) {
+      if constexpr (kCoop && T == GgmlType::Q6_K) {
+        // Chunks t and t + 4 of the row's 8: 0..4 the ql window, 5..7 the qh window.
+        const uintptr_t a = reinterpret_cast<uintptr_t>(p) & ~uintptr_t{3};
+        const uint8_t* bq = reinterpret_cast<const uint8_t*>((a + 64 * st) & ~uintptr_t{15});
+        const uint8_t* bh = reinterpret_cast<const uint8_t*>((a + 128 + 32 * st) & ~uintptr_t{15});
+        const uint32_t reg = slot + kQ6Region * (r * 8 + g);
+        Cp16(reg + 16 * t, bq + 16 * t, hint);
+        if (t == 0) Cp16(reg + 64, bq + 64, hint);
+        else Cp16(reg + 16 * (t + 4), bh + 16 * (t - 1), hint);
+      } else if constexpr (kCoop) {
         static_assert(CoopOk<T>());
         constexpr int kQ = T == GgmlType::Q4_K ? 16 : 48;  // quants' offset in the group
         const int pp = t >> 1, c = t & 1;
@@ -1036,8 +1051,10 @@ __device__ __forceinline__ void IssueStage(uint32_t slot, const uint8_t* const (
 }
 
 // Reads back the lane's pieces of a slot (generic pointer to the slot).
+// rp: the current group's row pointers (Q6_K coop: the windows' offsets).
 template <GgmlType T, bool kCoop>
-__device__ __forceinline__ void ReadStage(Raw<T>& r, const uint8_t* slot, int lane) {
+__device__ __forceinline__ void ReadStage(Raw<T>& r, const uint8_t* slot, int lane,
+                                          const uint8_t* const (&rp)[2][2]) {
   const uint2* q8 = reinterpret_cast<const uint2*>(slot) + lane;
   const uint32_t* q4 = reinterpret_cast<const uint32_t*>(slot + RingOff4<T>()) + lane;
 #pragma unroll
@@ -1045,7 +1062,15 @@ __device__ __forceinline__ void ReadStage(Raw<T>& r, const uint8_t* slot, int la
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int rr = 2 * mt + h;
-      if constexpr (kCoop) {
+      if constexpr (kCoop && T == GgmlType::Q6_K) {
+        const int mis = static_cast<int>(reinterpret_cast<uintptr_t>(rp[mt][h]) & 12);
+        const uint8_t* reg = slot + kQ6Region * (rr * 8 + (lane >> 2)) + mis + 8 * (lane & 3);
+#pragma unroll
+        for (int c = 0; c < 3; ++c)
+#pragma unroll
+          for (int w = 0; w < 3; ++w)
+            r.w[mt][h][c][w] = *reinterpret_cast<const uint32_t*>(reg + (c == 2 ? 80 : 32 * c) + 4 * w);
+      } else if constexpr (kCoop) {
         // [rr][pp][g][32 B] + 8t is 8 B * (32 (2 rr + pp) + lane): the same index as the per-lane layout's
         // piece 2 rr + pp; Q5_K qh at 2048 + [rr][g][32 B] + 8t = 8 B * (256 + 32 rr + lane).
         if constexpr (T == GgmlType::Q4_K) {
@@ -1109,7 +1134,7 @@ constexpr int Mv2MinBlocks() {
 // RING: 0 = v2 (weights streamed into registers, one stage ahead); 1 = v3,
 // an o.depth-slot cp.async ring per warp in dynamic shared memory, each lane
 // copying its own pieces; 2 = v3 with the quad-cooperative 16-byte copies
-// (Q4_K/Q5_K).
+// (Q4_K/Q5_K/Q6_K).
 template <GgmlType T, int MODE, int RING>
 __global__ void __launch_bounds__(kWarps * 32, (Mv2MinBlocks<T, MODE, RING != 0>())) Mv2Kernel(MmqArgs a, Opts o) {
   using F = mv2t::Fmt<T>;
@@ -1213,7 +1238,7 @@ __global__ void __launch_bounds__(kWarps * 32, (Mv2MinBlocks<T, MODE, RING != 0>
     if constexpr (kCoop) __syncwarp();  // the quad's copies of this slot are complete and visible
     const uint8_t* sl = wring + slot_r * RingSlot<T>();
     Raw<T> r;
-    ReadStage<T, kCoop>(r, sl, lane);
+    ReadStage<T, kCoop>(r, sl, lane, rp);
     if (hdr) ReadHdr<T>(*hdr, sl, lane);
     slot_r = slot_r + 1 == depth ? 0 : slot_r + 1;
     return r;
@@ -1734,7 +1759,7 @@ int InitialMv3Depth() {
 int g_mmq_kernel = InitialMmqKernel();
 int g_mmq_blocks_per_sm = 8;
 int g_mv3_depth = InitialMv3Depth();
-// SPECD_CUDA_MV3_COPY16=1: Q4_K/Q5_K rings filled by quad-cooperative 16-byte copies.
+// SPECD_CUDA_MV3_COPY16=1: Q4_K/Q5_K/Q6_K rings filled by quad-cooperative 16-byte copies.
 bool g_mv3_coop = [] {
   const char* e = std::getenv("SPECD_CUDA_MV3_COPY16");
   return e && std::strcmp(e, "1") == 0;
