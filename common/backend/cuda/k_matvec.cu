@@ -1759,10 +1759,11 @@ int InitialMv3Depth() {
 int g_mmq_kernel = InitialMmqKernel();
 int g_mmq_blocks_per_sm = 8;
 int g_mv3_depth = InitialMv3Depth();
-// SPECD_CUDA_MV3_COPY16=1: Q4_K/Q5_K/Q6_K rings filled by quad-cooperative 16-byte copies.
+// Q4_K/Q5_K/Q6_K rings filled by quad-cooperative 16-byte copies (default;
+// SPECD_CUDA_MV3_COPY16=0: each lane's own 8/4-byte pieces).
 bool g_mv3_coop = [] {
   const char* e = std::getenv("SPECD_CUDA_MV3_COPY16");
-  return e && std::strcmp(e, "1") == 0;
+  return !(e && std::strcmp(e, "0") == 0);
 }();
 int g_mmq_generation = 0;
 // The L2 prefetch measured slower on the H200 (46.7 vs 39.2 us at n = 1, Q4_K

@@ -100,8 +100,8 @@ void SetMmqL2Hint(bool on);             // v3 cp.async with .L2::128B (default o
 // v3 Q4_K/Q5_K/Q6_K: fill the ring with 16-byte cp.async.cg copies shared by
 // each row's 4 lanes (L1 bypassed, 2x (Q4_K) to 4.5x (Q6_K) fewer copies; a
 // __syncwarp after each wait) instead of each lane's own 8-byte (Q6_K: 4-byte)
-// cp.async.ca pieces (default off; SPECD_CUDA_MV3_COPY16=1 at start-up; same
-// results).
+// cp.async.ca pieces (default on; SPECD_CUDA_MV3_COPY16=0 at start-up turns it
+// off; same results).
 void SetMmqCopy16(bool on);
 bool GetMmqCopy16();
 // Bumped by every setter above: part of the CUDA graph key, so a captured
