@@ -1813,9 +1813,13 @@ int Mv3DepthT(int n) {
   const int room = GetDeviceInfo().smem_optin - (in.ready ? in.static_smem : 8 * 1024 + 64);
   const int fit = std::min<int>(mv2::kMaxDepth, room / (mv2::kWarps * mv2::RingSlot<T>()));
   if (fit < 2) return 0;
-  if (g_mv3_depth > 0) return std::max(2, std::min(g_mv3_depth, fit));
+  if (g_mv3_depth > 0 && in.ready) return std::max(2, std::min(g_mv3_depth, fit));
   const int top = std::min(kMv3Auto, fit);
-  if (!in.ready) return std::min(3, top);
+  // Without PrepareMatvecKernels' attributes a launch may take 48 KB of dynamic shared memory.
+  if (!in.ready) {
+    const int d = std::min({3, top, 48 * 1024 / (mv2::kWarps * mv2::RingSlot<T>())});
+    return d >= 2 ? d : 0;
+  }
   // Where even depth 2 costs occupancy against v2 (small shared memory:
   // sm_86/sm_89), v2 runs instead.
   if (in.occ[2] < in.occ_v2) return 0;
