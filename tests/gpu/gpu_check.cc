@@ -832,6 +832,9 @@ void BenchMatvec(double copy_gbs, std::vector<GgmlType> types = {GgmlType::Q4_K,
         if (ver == 3)
           absl::StrAppend(&line, " (depth ", cuda::GetMmqDepth(type, 1), "/", cuda::GetMmqDepth(type, 8), "/",
                           cuda::GetMmqDepth(type, 16), cuda::GetMmqCopy16() ? ", copy16" : "", ")");
+        if (ver >= 2)
+          absl::StrAppend(&line, " [blocks/SM ", cuda::GetMmqResidentBlocks(type, 1), "/",
+                          cuda::GetMmqResidentBlocks(type, 8), "/", cuda::GetMmqResidentBlocks(type, 16), "]");
         for (int n : ver == 1 ? std::vector<int>{1, 7} : std::vector<int>{1, 2, 4, 7, 8, 16}) {
           const double ms = mb.Ms(n);
           const double gbs = mb.ws[0].nbytes / (ms * 1e-3) / 1e9;
@@ -861,7 +864,8 @@ void SweepMv3(double copy_gbs) {
     CHECK_OK(mbs.back()->Init(sh.type, sh.rows, sh.k));
   }
   std::printf("BENCH mv sweep: weight GB/s (%% of copy) n=1 / n=7 | Q4_K 25600x5120 | Q4_K 5120x25600 | Q6_K "
-              "5120x25600 | (prefetch off; depth = v3 ring slots per warp, Q4_K n=1/n=7, Q6_K n=1/n=7)\n");
+              "5120x25600 | (prefetch off; bps = K-split target; depth = v3 ring slots per warp, then the depths "
+              "and resident blocks per SM used for Q4_K n=1/n=7, Q6_K n=1/n=7)\n");
   const int kernel = cuda::GetMmqKernel();
   cuda::SetMmqPrefetch(false);
   double best_t = 1e30;
@@ -874,10 +878,15 @@ void SweepMv3(double copy_gbs) {
     cuda::SetMmqCopy16(c16);
     cuda::SetMmqL2Hint(hint);
     std::string line = ver == 2 ? absl::StrFormat("  v2 bps=%-2d                            ", bps)
-                                : absl::StrFormat("  v3 bps=%-2d depth=%d (%d/%d %d/%d) copy%s%s", bps, depth,
-                                                  cuda::GetMmqDepth(GgmlType::Q4_K, 1), cuda::GetMmqDepth(GgmlType::Q4_K, 7),
-                                                  cuda::GetMmqDepth(GgmlType::Q6_K, 1), cuda::GetMmqDepth(GgmlType::Q6_K, 7),
-                                                  c16 ? "16" : "8 ", hint ? " L2::128B" : "");
+                                : absl::StrFormat("  v3 bps=%-2d depth=%d (%d/%d %d/%d, %d/%d %d/%d per SM) copy%s%s",
+                                                  bps, depth, cuda::GetMmqDepth(GgmlType::Q4_K, 1),
+                                                  cuda::GetMmqDepth(GgmlType::Q4_K, 7), cuda::GetMmqDepth(GgmlType::Q6_K, 1),
+                                                  cuda::GetMmqDepth(GgmlType::Q6_K, 7),
+                                                  cuda::GetMmqResidentBlocks(GgmlType::Q4_K, 1),
+                                                  cuda::GetMmqResidentBlocks(GgmlType::Q4_K, 7),
+                                                  cuda::GetMmqResidentBlocks(GgmlType::Q6_K, 1),
+                                                  cuda::GetMmqResidentBlocks(GgmlType::Q6_K, 7), c16 ? "16" : "8 ",
+                                                  hint ? " L2::128B" : "");
     double tot = 0;
     for (auto& mb : mbs) {
       absl::StrAppend(&line, " |");

@@ -1853,6 +1853,17 @@ void SetMmqDepth(int depth) {
   ++g_mmq_generation;
 }
 int GetMmqDepth(GgmlType type, int n) { return Mv3Depth(type, std::max(1, std::min(n, 16))); }
+int GetMmqResidentBlocks(GgmlType type, int n) {
+  n = std::max(1, std::min(n, 16));
+  int b = 0;
+  mv2::Dispatch(type, [&]<GgmlType T>() {
+    const Mv3Info& in = g_mv3_info[TypeIndex(T)][ModeIndex(n)][RingKind<T>() - 1];
+    if (!in.ready) return;
+    const int d = g_mmq_kernel == 3 ? Mv3DepthT<T>(n) : 0;
+    b = d >= 2 ? in.occ[d] : in.occ_v2;
+  });
+  return b;
+}
 void SetMmqL2Hint(bool on) {
   g_mv2_opts.l2hint = on ? 1 : 0;
   ++g_mmq_generation;

@@ -96,6 +96,9 @@ void SetMmqPrefetch(bool on);
 // 2..8 and to what fits one block). Does not change results.
 void SetMmqDepth(int depth);
 int GetMmqDepth(GgmlType type, int n);  // the depth v3 runs with (0: v3 cannot run it, v2 does)
+// Resident blocks per SM of the v2/v3 launch for (type, n) under the current
+// settings (occupancy API, after a backend was created; 0 if unknown).
+int GetMmqResidentBlocks(GgmlType type, int n);
 void SetMmqL2Hint(bool on);             // v3 cp.async with .L2::128B (default off; same results)
 // v3 Q4_K/Q5_K/Q6_K: fill the ring with 16-byte cp.async.cg copies shared by
 // each row's 4 lanes (L1 bypassed, 2x (Q4_K) to 4.5x (Q6_K) fewer copies; a
