@@ -1784,7 +1784,7 @@ bool UseV2(GgmlType type, int64_t k) {
 // ---- v3 ring depth ----
 // Per (type, mode): the kernel's static shared memory and, once
 // PrepareMatvecKernels has run, the resident blocks per SM at each depth.
-constexpr int kMv3Auto = 4;  // automatic depth: the deepest <= this that keeps depth 2's occupancy
+constexpr int kMv3Auto = 6;  // automatic depth: the deepest <= this that keeps depth 2's occupancy
 int TypeIndex(GgmlType t) {
   return t == GgmlType::Q4_K ? 0 : t == GgmlType::Q5_K ? 1 : t == GgmlType::Q6_K ? 2 : 3;
 }

@@ -91,7 +91,7 @@ void SetMmqKernel(int version);  // 1, 2 or 3 (SPECD_CUDA_MMQ=1/2/3 at start-up;
 int GetMmqKernel();
 void SetMmqPrefetch(bool on);
 // v3 ring slots per warp (stages of 128 elements; depth - 1 in flight while
-// one is computed): 0 = automatic (the deepest <= 4 that keeps the occupancy
+// one is computed): 0 = automatic (the deepest <= 6 that keeps the occupancy
 // of depth 2; SPECD_CUDA_MV3_DEPTH=N at start-up), N = forced (clamped to
 // 2..8 and to what fits one block). Does not change results.
 void SetMmqDepth(int depth);
