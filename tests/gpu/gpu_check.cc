@@ -590,7 +590,7 @@ void CheckV3VsV2(OpEnv& env, GgmlType type, int64_t rows, int64_t k) {
     return env.gpu->ReadToHost(*yd, out->data(), out->size());
   };
   const int kernel = cuda::GetMmqKernel();
-  const bool copy16 = cuda::GetMmqCopy16();
+  const bool copy16 = cuda::GetMmqCopy16(), persist = cuda::GetMmqPersistent();
   const bool coop_type = type == GgmlType::Q4_K || type == GgmlType::Q5_K || type == GgmlType::Q6_K;
   bool same = true, finite = true;
   std::string first_bad;
@@ -599,26 +599,31 @@ void CheckV3VsV2(OpEnv& env, GgmlType type, int64_t rows, int64_t k) {
     cuda::SetMmqKernel(2);
     CHECK_OK(mm(n, &y2));
     for (float v : y2) finite = finite && std::isfinite(v);
-    for (int c16 = 0; c16 < (coop_type ? 2 : 1); ++c16) {
-      for (int d : {0, 2, 3, 5, 8}) {
-        cuda::SetMmqKernel(3);
-        cuda::SetMmqCopy16(c16 != 0);
-        cuda::SetMmqDepth(d);
-        CHECK_OK(mm(n, &y3));
-        if (!BitEqual(y2.data(), y3.data(), y2.size())) {
-          if (same)
-            first_bad = absl::StrCat(" (first difference: n=", n, " depth ", cuda::GetMmqDepth(type, n), " copy16 ",
-                                     c16, ")");
-          same = false;
+    for (int pers = 0; pers < 2; ++pers)
+      for (int c16 = 0; c16 < (coop_type ? 2 : 1); ++c16) {
+        for (int d : {0, 2, 3, 5, 8}) {
+          if (pers && d != 0 && d != 3 && d != 8) continue;
+          cuda::SetMmqKernel(3);
+          cuda::SetMmqCopy16(c16 != 0);
+          cuda::SetMmqPersistent(pers != 0);
+          cuda::SetMmqDepth(d);
+          CHECK_OK(mm(n, &y3));
+          if (!BitEqual(y2.data(), y3.data(), y2.size())) {
+            if (same)
+              first_bad = absl::StrCat(" (first difference: n=", n, " depth ", cuda::GetMmqDepth(type, n), " copy16 ",
+                                       c16, " persistent ", pers, ")");
+            same = false;
+          }
         }
       }
-    }
   }
   cuda::SetMmqDepth(0);
   cuda::SetMmqCopy16(copy16);
+  cuda::SetMmqPersistent(persist);
   cuda::SetMmqKernel(kernel);
   Check(same && finite,
         absl::StrCat(tag, ": v3 (ring depth auto/2/3/5/8", coop_type ? ", per-lane and 16-byte copies" : "",
+                     ", persistent blocks at depth auto/3/8",
                      "; auto = ", cuda::GetMmqDepth(type, 1), "/", cuda::GetMmqDepth(type, 8), "/",
                      cuda::GetMmqDepth(type, 16), " at n=1/8/16) bit-identical to v2 for n = 1..16",
                      finite ? "" : ", NOT FINITE", first_bad));
@@ -831,7 +836,8 @@ void BenchMatvec(double copy_gbs, std::vector<GgmlType> types = {GgmlType::Q4_K,
         std::string line = absl::StrCat("  v", ver, " ", std::string(TypeName(type)), " ", m.rows, "x", m.k, ":");
         if (ver == 3)
           absl::StrAppend(&line, " (depth ", cuda::GetMmqDepth(type, 1), "/", cuda::GetMmqDepth(type, 8), "/",
-                          cuda::GetMmqDepth(type, 16), cuda::GetMmqCopy16() ? ", copy16" : "", ")");
+                          cuda::GetMmqDepth(type, 16), cuda::GetMmqCopy16() ? ", copy16" : "",
+                          cuda::GetMmqPersistent() ? ", persistent" : "", ")");
         if (ver >= 2)
           absl::StrAppend(&line, " [blocks/SM ", cuda::GetMmqResidentBlocks(type, 1), "/",
                           cuda::GetMmqResidentBlocks(type, 8), "/", cuda::GetMmqResidentBlocks(type, 16), "]");
@@ -870,12 +876,13 @@ void SweepMv3(double copy_gbs) {
   cuda::SetMmqPrefetch(false);
   double best_t = 1e30;
   int best_d = 0, best_b = 8;
-  bool best_c = false;
-  auto run = [&](int ver, int depth, int bps, bool c16, bool hint) {
+  bool best_c = false, best_p = false;
+  auto run = [&](int ver, int depth, int bps, bool c16, bool pers, bool hint) {
     cuda::SetMmqKernel(ver);
     cuda::SetMmqDepth(depth);
     cuda::SetMmqBlocksPerSm(bps);
     cuda::SetMmqCopy16(c16);
+    cuda::SetMmqPersistent(pers);
     cuda::SetMmqL2Hint(hint);
     std::string line = ver == 2 ? absl::StrFormat("  v2 bps=%-2d                            ", bps)
                                 : absl::StrFormat("  v3 bps=%-2d depth=%d (%d/%d %d/%d, %d/%d %d/%d per SM) copy%s%s",
@@ -886,7 +893,7 @@ void SweepMv3(double copy_gbs) {
                                                   cuda::GetMmqResidentBlocks(GgmlType::Q4_K, 7),
                                                   cuda::GetMmqResidentBlocks(GgmlType::Q6_K, 1),
                                                   cuda::GetMmqResidentBlocks(GgmlType::Q6_K, 7), c16 ? "16" : "8 ",
-                                                  hint ? " L2::128B" : "");
+                                                  std::string(pers ? " persistent" : "") + (hint ? " L2::128B" : ""));
     double tot = 0;
     for (auto& mb : mbs) {
       absl::StrAppend(&line, " |");
@@ -899,20 +906,25 @@ void SweepMv3(double copy_gbs) {
     }
     std::printf("%s\n", line.c_str());
     std::fflush(stdout);
-    if (ver == 3 && !hint && tot < best_t) best_t = tot, best_d = depth, best_b = bps, best_c = c16;
+    if (ver == 3 && !hint && tot < best_t) best_t = tot, best_d = depth, best_b = bps, best_c = c16, best_p = pers;
   };
-  for (int bps : {8, 16, 32}) run(2, 0, bps, false, false);
+  for (int bps : {8, 16, 32}) run(2, 0, bps, false, false, false);
   for (bool c16 : {false, true})
     for (int bps : {4, 8, 16, 32})
-      for (int d : {0, 2, 3, 4, 5, 6}) run(3, d, bps, c16, false);
-  run(3, best_d, best_b, best_c, true);
+      for (int d : {0, 2, 3, 4, 5, 6}) run(3, d, bps, c16, false, false);
+  for (int bps : {4, 8, 16, 32})
+    for (int d : {0, 3, 4, 6}) run(3, d, bps, true, true, false);
+  for (int bps : {8, 16})
+    for (int d : {0, 4}) run(3, d, bps, false, true, false);
+  run(3, best_d, best_b, best_c, best_p, true);
   cuda::SetMmqL2Hint(false);
   cuda::SetMmqKernel(kernel);
   cuda::SetMmqDepth(best_d);
   cuda::SetMmqBlocksPerSm(best_b);
   cuda::SetMmqCopy16(best_c);
-  std::printf("  -> using v3 depth %d (0 = auto), %d blocks per SM, copy%d, no L2 hint\n", best_d, best_b,
-              best_c ? 16 : 8);
+  cuda::SetMmqPersistent(best_p);
+  std::printf("  -> using v3 depth %d (0 = auto), %d blocks per SM, copy%d, persistent %d, no L2 hint\n", best_d,
+              best_b, best_c ? 16 : 8, best_p ? 1 : 0);
   std::fflush(stdout);
 }
 

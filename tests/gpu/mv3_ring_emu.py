@@ -244,3 +244,78 @@ for T in GROUP:
 assert 4 * 8 * 144 == 36 * 128
 print('ring emulation OK:', n, 'cases (4 types, Q4_K/Q5_K/Q6_K per-lane and quad-cooperative copies, depths 2..8, '
       'shapes incl. odd S for Q6_K misalignment, an empty split)')
+
+# ---- persistent blocks: one issue stream over the block's work items ----
+def run_persist(T, items, depth, coop=False):
+    """items: [(base, rows, S, warp_row0, s0, s1)], the block's items in order.
+    Transcribes the PERSIST ring_issue / next_issue_item / geom and checks
+    every stage read equals v2's loads for the item being computed."""
+    G = GROUP[T]
+    o4, oh16, oh4, SL = offs(T)
+    sm = Smem(depth * SL)
+    def geom(it, lane):
+        base, rows, S, r0, s0, s1 = items[it]
+        g = lane >> 2; rb = G * S
+        p = [[base + min(r0 + 16 * mt + 8 * h + g, rows - 1) * rb + s0 * G for h in range(2)] for mt in range(2)]
+        tq = base + min(r0 + lane, rows - 1) * rb + s0 * G
+        return p, tq, 2 * max(s1 - s0, 0)
+    st = [dict(iit=0, iq=0, inq=0, irp=None, itp=None, sw=0, sr=0) for _ in range(32)]
+    def next_issue_item(L, lane, first):
+        L['iit'] = first; L['iq'] = 0; L['inq'] = 0
+        while L['iit'] < len(items):
+            L['irp'], L['itp'], L['inq'] = geom(L['iit'], lane)
+            if L['inq'] > 0: break
+            L['iit'] += 1
+    for lane in range(32): next_issue_item(st[lane], lane, 0)
+    issued = []  # per commit: (item, stage) or None
+    slot_of = {}
+    consumed = set()
+    def ring_issue():
+        tag = None
+        for lane, L in enumerate(st):
+            if L['iit'] < len(items):
+                key = (L['iit'], L['iq'])
+                issue_stage(T, sm, L['sw'] * SL, L['irp'], L['itp'], 0, L['iq'] & 1, lane, lane & 3, key, coop)
+                if L['iq'] & 1:
+                    L['irp'] = [[x + G for x in row] for row in L['irp']]; L['itp'] += G
+                tag = (L['sw'], key)
+                L['sw'] = 0 if L['sw'] + 1 == depth else L['sw'] + 1
+                L['iq'] += 1
+                if L['iq'] == L['inq']: next_issue_item(L, lane, L['iit'] + 1)
+        if tag:
+            prev = slot_of.get(tag[0])
+            assert prev is None or prev in consumed, 'overwrite before read'
+            slot_of[tag[0]] = tag[1]
+        issued.append(tag[1] if tag else None)
+    for _ in range(depth - 1): ring_issue()
+    for it, (base, rows, S, r0, s0, s1) in enumerate(items):
+        for s in range(s0, s1):
+            for stg in range(2):
+                q = (it, 2 * (s - s0) + stg)
+                ring_issue()
+                done = issued[:len(issued) - (depth - 1)]
+                assert q in done, ('not complete', q)
+                sr = st[0]['sr']
+                assert slot_of[sr] == q
+                for lane, L in enumerate(st):
+                    g = lane >> 2; rb = G * S
+                    rp = [[base + min(r0 + 16 * mt + 8 * h + g, rows - 1) * rb + s * G for h in range(2)] for mt in range(2)]
+                    tp = base + min(r0 + lane, rows - 1) * rb + s * G
+                    assert read_stage(T, sm, sr * SL, lane, q, coop, rp) == v2_load_stage(T, rp, stg, lane & 3), ('raw', q)
+                    if stg == 0: assert read_hdr(T, sm, sr * SL, lane, q) == v2_load_hdr(T, tp), ('hdr', q)
+                    L['sr'] = 0 if sr + 1 == depth else sr + 1
+                consumed.add(q)
+    assert all(L['iit'] >= len(items) for L in st)
+
+npers = 0
+for T in GROUP:
+    G = GROUP[T]
+    for coop in ([False, True] if T in ('Q4_K', 'Q5_K', 'Q6_K') else [False]):
+        for depth in range(2, 9):
+            S = 5
+            b2 = 4096 + 16 + 200 * G * S + (32 if T == 'Q6_K' else 0)  # a second matrix (q/k/v launch)
+            items = [(4112, 130, S, 96, 0, 2), (4112, 130, S, 0, 2, 5), (4112, 130, S, 32, 3, 3),  # an empty part
+                     (b2, 70, 3, 32, 1, 3), (4112, 130, S, 64, 0, 1)]
+            run_persist(T, items, depth, coop)
+            npers += 1
+print('persistent ring emulation OK:', npers, 'cases (items across row blocks, K parts, two matrices, an empty item)')

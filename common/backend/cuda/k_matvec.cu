@@ -897,6 +897,7 @@ struct Opts {
   int prefetch = 0;  // prefetch.global.L2 of the lane's table row two groups ahead
   int depth = 4;     // v3: ring slots per warp (2..kMaxDepth); set by the launcher
   int l2hint = 0;    // v3: cp.async with the .L2::128B prefetch-size hint
+  int n_rb = 0;      // v3 persistent: row blocks (work item = ks * n_rb + row block)
 };
 
 // ---- v3: per-warp cp.async ring ----
@@ -1135,17 +1136,75 @@ constexpr int Mv2MinBlocks() {
 // an o.depth-slot cp.async ring per warp in dynamic shared memory, each lane
 // copying its own pieces; 2 = v3 with the quad-cooperative 16-byte copies
 // (Q4_K/Q5_K/Q6_K).
-template <GgmlType T, int MODE, int RING>
+//
+// PERSIST (v3 only): a grid of (resident blocks x SMs) blocks, each taking the
+// work items (row block, K-split part) blockIdx.x, + gridDim.x, ... in order;
+// the ring's issue side runs on into the next item, so only the block's first
+// item waits for a fill. Each item computes exactly what the one-item block
+// computes (same partials, same last-block sum), so results are unchanged.
+template <GgmlType T, int MODE, int RING, bool PERSIST = false>
 __global__ void __launch_bounds__(kWarps * 32, (Mv2MinBlocks<T, MODE, RING != 0>())) Mv2Kernel(MmqArgs a, Opts o) {
   using F = mv2t::Fmt<T>;
   constexpr bool kRing = RING != 0, kCoop = RING == 2;
+  static_assert(!PERSIST || kRing);
   extern __shared__ __align__(16) uint8_t ring_all[];
   constexpr int NT = MODE == 16 ? 2 : 1;
   constexpr bool kU8 = F::kU8;
   __shared__ __align__(16) float tab_all[kWarps][kRowsW * kTab];
   __shared__ int last;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
-  const int bx = blockIdx.x, ks = blockIdx.y;
+  const int depth = kRing ? o.depth : 2;
+  const int n_items = PERSIST ? o.n_rb * a.ksplit : 1;
+  int item = PERSIST ? static_cast<int>(blockIdx.x) : 0;
+  // Ring slots (v3; both sides persist across a PERSIST block's items).
+  int slot_w = 0, slot_r = 0;
+  // PERSIST issue side: the item being issued, its rows at the group being
+  // issued, and the stage within it.
+  const uint8_t* irp[2][2] = {{nullptr, nullptr}, {nullptr, nullptr}};
+  const uint8_t* itp = nullptr;
+  int iit = item, iq = 0, inq = 0;
+  // Rows (at group s0) and stage count of work item it (PERSIST).
+  auto geom = [&](int it, const uint8_t* (&p)[2][2], const uint8_t*& tq, int& nst) {
+    const int gbx = it % o.n_rb, gks = it / o.n_rb;
+    int gmi = 0;
+#pragma unroll
+    for (int i = 1; i < kMmqMaxMats; ++i)
+      if (i < a.n_mats && gbx >= a.m[i].rb0) gmi = i;
+    const uint8_t* gW = a.m[0].w;
+    size_t grb = a.m[0].row_bytes;
+    int64_t grows = a.m[0].rows;
+    int grb0 = a.m[0].rb0;
+#pragma unroll
+    for (int i = 1; i < kMmqMaxMats; ++i)
+      if (gmi == i) gW = a.m[i].w, grb = a.m[i].row_bytes, grows = a.m[i].rows, grb0 = a.m[i].rb0;
+    const int64_t grw0 = static_cast<int64_t>(gbx - grb0) * kRowsB + warp * kRowsW;
+    const int gS = static_cast<int>(a.k / 256);
+    const int gs0 = static_cast<int>(static_cast<int64_t>(gks) * gS / a.ksplit);
+    const int gs1 = static_cast<int>(static_cast<int64_t>(gks + 1) * gS / a.ksplit);
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+        p[mt][h] = gW + min(grw0 + 16 * mt + 8 * h + g, grows - 1) * grb + static_cast<size_t>(gs0) * F::kGroup;
+    tq = gW + min(grw0 + lane, grows - 1) * grb + static_cast<size_t>(gs0) * F::kGroup;
+    nst = 2 * max(gs1 - gs0, 0);
+  };
+  // Moves the issue side to the next item with stages (iit >= n_items: none left).
+  auto next_issue_item = [&](int first) {
+    iit = first;
+    iq = 0;
+    inq = 0;
+    while (iit < n_items) {
+      geom(iit, irp, itp, inq);
+      if (inq > 0) break;
+      iit += gridDim.x;
+    }
+  };
+  if constexpr (PERSIST) next_issue_item(item);
+  bool primed = false;
+  for (;;) {  // one pass per work item (PERSIST); a single pass otherwise
+  const int bx = PERSIST ? item % o.n_rb : static_cast<int>(blockIdx.x);
+  const int ks = PERSIST ? item / o.n_rb : static_cast<int>(blockIdx.y);
   int mi = 0;
 #pragma unroll
   for (int i = 1; i < kMmqMaxMats; ++i)
@@ -1213,15 +1272,28 @@ __global__ void __launch_bounds__(kWarps * 32, (Mv2MinBlocks<T, MODE, RING != 0>
   Hdr<T> hd;
   // v3 ring state: stages are numbered q = 2 (s - s0) + st; stage q lives in
   // slot q % depth. Issued: stages < qi (all of them once qi == nq).
-  const int depth = kRing ? o.depth : 2;
+  // PERSIST: the stages of the block's items, in item order, one stream.
   const int nq = 2 * max(s1 - s0, 0);
   uint8_t* wring = ring_all + warp * depth * RingSlot<T>();
   const uint32_t wring_s = static_cast<uint32_t>(__cvta_generic_to_shared(wring));
-  int qi = 0, slot_w = 0, slot_r = 0;
+  int qi = 0;
   int64_t ioff = 0;  // byte offset of stage qi's group from the current group (rp, tp)
-  // Issues stage qi (if any) into slot_w and commits a group (empty past the end).
+  // Issues the next stage (if any) into slot_w and commits a group (empty past the end).
   auto ring_issue = [&]() {
-    if (qi < nq) {
+    if constexpr (PERSIST) {
+      if (iit < n_items) {
+        IssueStage<T, kCoop>(wring_s + slot_w * RingSlot<T>(), irp, itp, 0, iq & 1, lane, t, o.l2hint);
+        if (iq & 1) {
+#pragma unroll
+          for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) irp[mt][h] += F::kGroup;
+          itp += F::kGroup;
+        }
+        slot_w = slot_w + 1 == depth ? 0 : slot_w + 1;
+        if (++iq == inq) next_issue_item(iit + gridDim.x);
+      }
+    } else if (qi < nq) {
       IssueStage<T, kCoop>(wring_s + slot_w * RingSlot<T>(), rp, tp, ioff, qi & 1, lane, t, o.l2hint);
       if (qi & 1) ioff += F::kGroup;
       ++qi;
@@ -1285,7 +1357,9 @@ __global__ void __launch_bounds__(kWarps * 32, (Mv2MinBlocks<T, MODE, RING != 0>
   };
 
   if constexpr (kRing) {
-    for (int i = 0; i + 1 < depth; ++i) ring_issue();
+    if (!primed)
+      for (int i = 0; i + 1 < depth; ++i) ring_issue();
+    primed = true;
   }
   if (s0 < s1) {
     if constexpr (!kRing) {
@@ -1567,8 +1641,7 @@ __global__ void __launch_bounds__(kWarps * 32, (Mv2MinBlocks<T, MODE, RING != 0>
           Y[col * rows + row] = v;
         }
       }
-    return;
-  }
+  } else {
 #pragma unroll
   for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
@@ -1583,7 +1656,7 @@ __global__ void __launch_bounds__(kWarps * 32, (Mv2MinBlocks<T, MODE, RING != 0>
   __syncthreads();
   if (tid == 0) last = atomicAdd(&a.counters[bx], 1) == a.ksplit - 1;
   __syncthreads();
-  if (!last) return;
+  if (last) {
   __threadfence();
 #pragma unroll
   for (int mt = 0; mt < 2; ++mt)
@@ -1601,6 +1674,12 @@ __global__ void __launch_bounds__(kWarps * 32, (Mv2MinBlocks<T, MODE, RING != 0>
       }
     }
   if (tid == 0) a.counters[bx] = 0;
+  }  // last
+  }  // ksplit > 1
+  if constexpr (!PERSIST) return;
+  item += gridDim.x;
+  if (item >= n_items) return;
+  }  // work items
 }
 
 template <class F>
@@ -1765,6 +1844,11 @@ bool g_mv3_coop = [] {
   const char* e = std::getenv("SPECD_CUDA_MV3_COPY16");
   return !(e && std::strcmp(e, "0") == 0);
 }();
+// SPECD_CUDA_MV3_PERSIST=1: persistent v3 blocks (default off).
+bool g_mv3_persist = [] {
+  const char* e = std::getenv("SPECD_CUDA_MV3_PERSIST");
+  return e && std::strcmp(e, "1") == 0;
+}();
 int g_mmq_generation = 0;
 // The L2 prefetch measured slower on the H200 (46.7 vs 39.2 us at n = 1, Q4_K
 // 25600x5120): off by default.
@@ -1795,10 +1879,14 @@ struct Mv3Info {
   int occ[mv2::kMaxDepth + 1] = {};
   int occ_v2 = 0;  // v2's resident blocks per SM
 };
-Mv3Info g_mv3_info[4][3][2];  // [type][mode][ring kind - 1]
+Mv3Info g_mv3_info[4][3][4];  // [type][mode][ring kind - 1 + 2 * persistent]
 template <GgmlType T>
 int RingKind() {
   return g_mv3_coop && mv2::CoopOk<T>() ? 2 : 1;
+}
+template <GgmlType T>
+const Mv3Info& Info(int n) {
+  return g_mv3_info[TypeIndex(T)][ModeIndex(n)][RingKind<T>() - 1 + (g_mv3_persist ? 2 : 0)];
 }
 
 template <GgmlType T>
@@ -1809,7 +1897,7 @@ size_t Mv3Smem(int depth) {
 // The depth v3 runs with for (T, n), or 0 when no depth >= 2 fits a block.
 template <GgmlType T>
 int Mv3DepthT(int n) {
-  const Mv3Info& in = g_mv3_info[TypeIndex(T)][ModeIndex(n)][RingKind<T>() - 1];
+  const Mv3Info& in = Info<T>(n);
   const int room = GetDeviceInfo().smem_optin - (in.ready ? in.static_smem : 8 * 1024 + 64);
   const int fit = std::min<int>(mv2::kMaxDepth, room / (mv2::kWarps * mv2::RingSlot<T>()));
   if (fit < 2) return 0;
@@ -1857,7 +1945,7 @@ int GetMmqResidentBlocks(GgmlType type, int n) {
   n = std::max(1, std::min(n, 16));
   int b = 0;
   mv2::Dispatch(type, [&]<GgmlType T>() {
-    const Mv3Info& in = g_mv3_info[TypeIndex(T)][ModeIndex(n)][RingKind<T>() - 1];
+    const Mv3Info& in = Info<T>(n);
     if (!in.ready) return;
     const int d = g_mmq_kernel == 3 ? Mv3DepthT<T>(n) : 0;
     b = d >= 2 ? in.occ[d] : in.occ_v2;
@@ -1873,6 +1961,11 @@ void SetMmqCopy16(bool on) {
   ++g_mmq_generation;
 }
 bool GetMmqCopy16() { return g_mv3_coop; }
+void SetMmqPersistent(bool on) {
+  g_mv3_persist = on;
+  ++g_mmq_generation;
+}
+bool GetMmqPersistent() { return g_mv3_persist; }
 int MmqConfigGeneration() { return g_mmq_generation; }
 
 bool MmqSupported(GgmlType type, int64_t rows, int64_t k, size_t row_bytes) {
@@ -1936,7 +2029,29 @@ cudaError_t LaunchMmq(GgmlType type, const MmqMatrix* mats, int n_mats, int64_t 
   dim3 grid(rb, ksplit);
   bool ok;
   const int depth = v2 && g_mmq_kernel == 3 ? Mv3Depth(type, n) : 0;
-  if (v2 && depth >= 2) {  // v3: the ring variant
+  if (v2 && depth >= 2 && g_mv3_persist) {  // v3, persistent blocks
+    mv2::Opts o = g_mv2_opts;
+    o.depth = depth;
+    o.n_rb = rb;
+    ok = mv2::Dispatch(type, [&]<GgmlType T>() {
+      const size_t sm = Mv3Smem<T>(depth);
+      const Mv3Info& in = Info<T>(n);
+      const int per_sm = in.ready && in.occ[depth] > 0 ? in.occ[depth] : 1;
+      const int sms = GetDeviceInfo().sm_count > 0 ? GetDeviceInfo().sm_count : 1;
+      const dim3 pg(static_cast<unsigned>(std::min<int64_t>(static_cast<int64_t>(rb) * ksplit, per_sm * sms)));
+      if (RingKind<T>() == 2) {
+        if constexpr (mv2::CoopOk<T>()) {
+          if (n == 1) mv2::Mv2Kernel<T, 1, 2, true><<<pg, mv2::kWarps * 32, sm, s>>>(a, o);
+          else if (n <= 8) mv2::Mv2Kernel<T, 8, 2, true><<<pg, mv2::kWarps * 32, sm, s>>>(a, o);
+          else mv2::Mv2Kernel<T, 16, 2, true><<<pg, mv2::kWarps * 32, sm, s>>>(a, o);
+        }
+      } else {
+        if (n == 1) mv2::Mv2Kernel<T, 1, 1, true><<<pg, mv2::kWarps * 32, sm, s>>>(a, o);
+        else if (n <= 8) mv2::Mv2Kernel<T, 8, 1, true><<<pg, mv2::kWarps * 32, sm, s>>>(a, o);
+        else mv2::Mv2Kernel<T, 16, 1, true><<<pg, mv2::kWarps * 32, sm, s>>>(a, o);
+      }
+    });
+  } else if (v2 && depth >= 2) {  // v3: the ring variant
     mv2::Opts o = g_mv2_opts;
     o.depth = depth;
     ok = mv2::Dispatch(type, [&]<GgmlType T>() {
@@ -1994,7 +2109,7 @@ cudaError_t PrepareMatvecKernels() {
   for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q8_0}) {
     mv2::Dispatch(t, [&]<GgmlType T>() {
       auto prep = [&](const void* fn, const void* fn_v2, int mode, int kind) {
-        Mv3Info& in = g_mv3_info[TypeIndex(T)][mode][kind - 1];
+        Mv3Info& in = g_mv3_info[TypeIndex(T)][mode][kind - 1];  // kind 3/4: persistent 1/2
         cudaFuncAttributes fa{};
         cudaError_t e = cudaFuncGetAttributes(&fa, fn);
         if (e == cudaSuccess)
@@ -2019,10 +2134,16 @@ cudaError_t PrepareMatvecKernels() {
       prep(fn(mv2::Mv2Kernel<T, 1, 1>), fn(mv2::Mv2Kernel<T, 1, 0>), 0, 1);
       prep(fn(mv2::Mv2Kernel<T, 8, 1>), fn(mv2::Mv2Kernel<T, 8, 0>), 1, 1);
       prep(fn(mv2::Mv2Kernel<T, 16, 1>), fn(mv2::Mv2Kernel<T, 16, 0>), 2, 1);
+      prep(fn(mv2::Mv2Kernel<T, 1, 1, true>), fn(mv2::Mv2Kernel<T, 1, 0>), 0, 3);
+      prep(fn(mv2::Mv2Kernel<T, 8, 1, true>), fn(mv2::Mv2Kernel<T, 8, 0>), 1, 3);
+      prep(fn(mv2::Mv2Kernel<T, 16, 1, true>), fn(mv2::Mv2Kernel<T, 16, 0>), 2, 3);
       if constexpr (mv2::CoopOk<T>()) {
         prep(fn(mv2::Mv2Kernel<T, 1, 2>), fn(mv2::Mv2Kernel<T, 1, 0>), 0, 2);
         prep(fn(mv2::Mv2Kernel<T, 8, 2>), fn(mv2::Mv2Kernel<T, 8, 0>), 1, 2);
         prep(fn(mv2::Mv2Kernel<T, 16, 2>), fn(mv2::Mv2Kernel<T, 16, 0>), 2, 2);
+        prep(fn(mv2::Mv2Kernel<T, 1, 2, true>), fn(mv2::Mv2Kernel<T, 1, 0>), 0, 4);
+        prep(fn(mv2::Mv2Kernel<T, 8, 2, true>), fn(mv2::Mv2Kernel<T, 8, 0>), 1, 4);
+        prep(fn(mv2::Mv2Kernel<T, 16, 2, true>), fn(mv2::Mv2Kernel<T, 16, 0>), 2, 4);
       }
     });
   }

@@ -107,6 +107,11 @@ void SetMmqL2Hint(bool on);             // v3 cp.async with .L2::128B (default o
 // off; same results).
 void SetMmqCopy16(bool on);
 bool GetMmqCopy16();
+// v3 persistent blocks: resident blocks x SMs, each looping over the same
+// (row block, K-split part) work items with the ring running on into the
+// next item (default off; SPECD_CUDA_MV3_PERSIST=1; same results).
+void SetMmqPersistent(bool on);
+bool GetMmqPersistent();
 // Bumped by every setter above: part of the CUDA graph key, so a captured
 // graph never replays a launch made with other settings.
 int MmqConfigGeneration();
