@@ -690,6 +690,69 @@ void CheckAttentionOps(bool quick) {
   cuda::SetAttnKernel(2);
 }
 
+// v3 (cp.async ring) against v2 (register streaming), bit for bit: the same
+// arithmetic reading the same bytes, so every column of every n = 1..16 must
+// match, at every ring depth. Weights generated on the device (valid blocks).
+void CheckV3VsV2(OpEnv& env, GgmlType type, int64_t rows, int64_t k) {
+  const std::string tag = absl::StrCat("matvec v3 vs v2 ", std::string(TypeName(type)), " ", rows, "x", k);
+  auto wg = env.gpu->LoadWeight({absl::StrCat("v3check.", rows, ".", k), type, k, rows, nullptr, 0});
+  CHECK_OK(wg.status());
+  Rng r(HashStr(tag));
+  const int kMaxN = 16;
+  std::vector<float> x(static_cast<size_t>(kMaxN) * k);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = r.Gauss() * (i % 97 == 0 ? 8.0f : 1.0f);
+  auto xd = env.gpu->AllocActivations(x.size());
+  auto yd = env.gpu->AllocActivations(static_cast<size_t>(kMaxN) * rows);
+  CHECK_OK(xd.status());
+  CHECK_OK(yd.status());
+  CUDA_OK(cudaMemcpy(*xd, x.data(), x.size() * 4, cudaMemcpyHostToDevice));
+  auto mm = [&](int n, std::vector<float>* out) -> absl::Status {
+    CUDA_OK(cudaMemsetAsync(*yd, 0xff, static_cast<size_t>(n) * rows * 4,
+                            static_cast<cudaStream_t>(env.ctl->Stream())));  // poison: NaN
+    env.gpu->MatMul(*wg, nullptr, *xd, n, *yd);
+    out->resize(static_cast<size_t>(n) * rows);
+    return env.gpu->ReadToHost(*yd, out->data(), out->size());
+  };
+  const int kernel = cuda::GetMmqKernel();
+  const bool copy16 = cuda::GetMmqCopy16(), persist = cuda::GetMmqPersistent();
+  const bool coop_type = type == GgmlType::Q4_K || type == GgmlType::Q5_K || type == GgmlType::Q6_K;
+  bool same = true, finite = true;
+  std::string first_bad;
+  std::vector<float> y2, y3;
+  for (int n = 1; n <= kMaxN; ++n) {
+    cuda::SetMmqKernel(2);
+    CHECK_OK(mm(n, &y2));
+    for (float v : y2) finite = finite && std::isfinite(v);
+    for (int pers = 0; pers < 2; ++pers)
+      for (int c16 = 0; c16 < (coop_type ? 2 : 1); ++c16) {
+        for (int d : {0, 2, 3, 5, 8}) {
+          if (pers && d != 0 && d != 3 && d != 8) continue;
+          cuda::SetMmqKernel(3);
+          cuda::SetMmqCopy16(c16 != 0);
+          cuda::SetMmqPersistent(pers != 0);
+          cuda::SetMmqDepth(d);
+          CHECK_OK(mm(n, &y3));
+          if (!BitEqual(y2.data(), y3.data(), y2.size())) {
+            if (same)
+              first_bad = absl::StrCat(" (first difference: n=", n, " depth ", cuda::GetMmqDepth(type, n), " copy16 ",
+                                       c16, " persistent ", pers, ")");
+            same = false;
+          }
+        }
+      }
+  }
+  cuda::SetMmqDepth(0);
+  cuda::SetMmqCopy16(copy16);
+  cuda::SetMmqPersistent(persist);
+  cuda::SetMmqKernel(kernel);
+  Check(same && finite,
+        absl::StrCat(tag, ": v3 (ring depth auto/2/3/5/8", coop_type ? ", per-lane and 16-byte copies" : "",
+                     ", persistent blocks at depth auto/3/8",
+                     "; auto = ", cuda::GetMmqDepth(type, 1), "/", cuda::GetMmqDepth(type, 8), "/",
+                     cuda::GetMmqDepth(type, 16), " at n=1/8/16) bit-identical to v2 for n = 1..16",
+                     finite ? "" : ", NOT FINITE", first_bad));
+}
+
 // ------------------------------------------------------------------ IPC and acceptance
 
 int IpcChild(const char* hex) {
@@ -890,11 +953,18 @@ void BenchMatvec(double copy_gbs, std::vector<GgmlType> types = {GgmlType::Q4_K,
   const int kernel = cuda::GetMmqKernel();
   for (M m : {M{25600, 5120}, M{5120, 25600}}) {
     for (GgmlType type : types) {
-      for (int ver : {1, 2}) {
+      for (int ver : {1, 2, 3}) {
         cuda::SetMmqKernel(ver);
         MatvecBench mb;
         CHECK_OK(mb.Init(type, m.rows, m.k));
         std::string line = absl::StrCat("  v", ver, " ", std::string(TypeName(type)), " ", m.rows, "x", m.k, ":");
+        if (ver == 3)
+          absl::StrAppend(&line, " (depth ", cuda::GetMmqDepth(type, 1), "/", cuda::GetMmqDepth(type, 8), "/",
+                          cuda::GetMmqDepth(type, 16), cuda::GetMmqCopy16() ? ", copy16" : "",
+                          cuda::GetMmqPersistent() ? ", persistent" : "", ")");
+        if (ver >= 2)
+          absl::StrAppend(&line, " [blocks/SM ", cuda::GetMmqResidentBlocks(type, 1), "/",
+                          cuda::GetMmqResidentBlocks(type, 8), "/", cuda::GetMmqResidentBlocks(type, 16), "]");
         for (int n : ver == 1 ? std::vector<int>{1, 7} : std::vector<int>{1, 2, 4, 7, 8, 16}) {
           const double ms = mb.Ms(n);
           const double gbs = mb.ws[0].nbytes / (ms * 1e-3) / 1e9;
@@ -908,38 +978,77 @@ void BenchMatvec(double copy_gbs, std::vector<GgmlType> types = {GgmlType::Q4_K,
   cuda::SetMmqKernel(kernel);
 }
 
-// v2 tuning: blocks per SM (K-split) and the L2 prefetch, Q4_K/Q6_K, n = 1 and 7.
-void TuneMv2() {
-  std::string line = "BENCH v2 sweep (us at n=1/7: Q4_K 25600x5120, 5120x25600, Q6_K 5120x25600):";
-  int best = 8;
-  bool best_pf = false;
+// v2 vs v3 sweep: K-split target (blocks per SM) x v3 ring depth (prefetch
+// off), weight GB/s at n = 1 and 7 for Q4_K 25600x5120, Q4_K 5120x25600 and
+// Q6_K 5120x25600; then the .L2::128B hint at the best v3 setting. Leaves the
+// best v3 setting (least total time) selected.
+void SweepMv3(double copy_gbs) {
+  struct Sh {
+    GgmlType type;
+    int64_t rows, k;
+  };
+  const Sh shapes[3] = {{GgmlType::Q4_K, 25600, 5120}, {GgmlType::Q4_K, 5120, 25600}, {GgmlType::Q6_K, 5120, 25600}};
+  std::vector<std::unique_ptr<MatvecBench>> mbs;
+  for (const Sh& sh : shapes) {
+    mbs.push_back(std::make_unique<MatvecBench>());
+    CHECK_OK(mbs.back()->Init(sh.type, sh.rows, sh.k));
+  }
+  std::printf("BENCH mv sweep: weight GB/s (%% of copy) n=1 / n=7 | Q4_K 25600x5120 | Q4_K 5120x25600 | Q6_K "
+              "5120x25600 | (prefetch off; bps = K-split target; depth = v3 ring slots per warp, then the depths "
+              "and resident blocks per SM used for Q4_K n=1/n=7, Q6_K n=1/n=7)\n");
+  const int kernel = cuda::GetMmqKernel();
+  cuda::SetMmqPrefetch(false);
   double best_t = 1e30;
-  for (bool pf : {false, true}) {
-    for (int bps : {4, 8, 16}) {
-      if (pf && bps != 8) continue;
-      cuda::SetMmqBlocksPerSm(bps);
-      cuda::SetMmqPrefetch(pf);
-      double tot = 0;
-      std::string part;
-      for (auto [type, rows, k] : {std::tuple<GgmlType, int64_t, int64_t>{GgmlType::Q4_K, 25600, 5120},
-                                   {GgmlType::Q4_K, 5120, 25600}, {GgmlType::Q6_K, 5120, 25600}}) {
-        MatvecBench mb;
-        if (!mb.Init(type, rows, k).ok()) return;
-        const double t1 = mb.Ms(1), t7 = mb.Ms(7);
-        tot += t1 + t7;
-        absl::StrAppend(&part, absl::StrFormat(" %.1f/%.1f", t1 * 1e3, t7 * 1e3));
-      }
-      absl::StrAppend(&line, absl::StrFormat("\n  prefetch=%d bps=%d:%s", pf, bps, part));
-      if (tot < best_t) {
-        best_t = tot;
-        best = bps;
-        best_pf = pf;
+  int best_d = 0, best_b = 8;
+  bool best_c = false, best_p = false;
+  auto run = [&](int ver, int depth, int bps, bool c16, bool pers, bool hint) {
+    cuda::SetMmqKernel(ver);
+    cuda::SetMmqDepth(depth);
+    cuda::SetMmqBlocksPerSm(bps);
+    cuda::SetMmqCopy16(c16);
+    cuda::SetMmqPersistent(pers);
+    cuda::SetMmqL2Hint(hint);
+    std::string line = ver == 2 ? absl::StrFormat("  v2 bps=%-2d                            ", bps)
+                                : absl::StrFormat("  v3 bps=%-2d depth=%d (%d/%d %d/%d, %d/%d %d/%d per SM) copy%s%s",
+                                                  bps, depth, cuda::GetMmqDepth(GgmlType::Q4_K, 1),
+                                                  cuda::GetMmqDepth(GgmlType::Q4_K, 7), cuda::GetMmqDepth(GgmlType::Q6_K, 1),
+                                                  cuda::GetMmqDepth(GgmlType::Q6_K, 7),
+                                                  cuda::GetMmqResidentBlocks(GgmlType::Q4_K, 1),
+                                                  cuda::GetMmqResidentBlocks(GgmlType::Q4_K, 7),
+                                                  cuda::GetMmqResidentBlocks(GgmlType::Q6_K, 1),
+                                                  cuda::GetMmqResidentBlocks(GgmlType::Q6_K, 7), c16 ? "16" : "8 ",
+                                                  std::string(pers ? " persistent" : "") + (hint ? " L2::128B" : ""));
+    double tot = 0;
+    for (auto& mb : mbs) {
+      absl::StrAppend(&line, " |");
+      for (int n : {1, 7}) {
+        const double ms = mb->Ms(n);
+        tot += ms;
+        const double gbs = mb->ws[0].nbytes / (ms * 1e-3) / 1e9;
+        absl::StrAppend(&line, absl::StrFormat(" %.0f (%.0f%%)", gbs, 100.0 * gbs / copy_gbs));
       }
     }
-  }
-  cuda::SetMmqBlocksPerSm(best);
-  cuda::SetMmqPrefetch(best_pf);
-  std::printf("%s\n  -> using %d blocks per SM, prefetch %d\n", line.c_str(), best, best_pf);
+    std::printf("%s\n", line.c_str());
+    std::fflush(stdout);
+    if (ver == 3 && !hint && tot < best_t) best_t = tot, best_d = depth, best_b = bps, best_c = c16, best_p = pers;
+  };
+  for (int bps : {8, 16, 32}) run(2, 0, bps, false, false, false);
+  for (bool c16 : {false, true})
+    for (int bps : {4, 8, 16, 32})
+      for (int d : {0, 2, 3, 4, 5, 6}) run(3, d, bps, c16, false, false);
+  for (int bps : {4, 8, 16, 32})
+    for (int d : {0, 3, 4, 6}) run(3, d, bps, true, true, false);
+  for (int bps : {8, 16})
+    for (int d : {0, 4}) run(3, d, bps, false, true, false);
+  run(3, best_d, best_b, best_c, best_p, true);
+  cuda::SetMmqL2Hint(false);
+  cuda::SetMmqKernel(kernel);
+  cuda::SetMmqDepth(best_d);
+  cuda::SetMmqBlocksPerSm(best_b);
+  cuda::SetMmqCopy16(best_c);
+  cuda::SetMmqPersistent(best_p);
+  std::printf("  -> using v3 depth %d (0 = auto), %d blocks per SM, copy%d, persistent %d, no L2 hint\n", best_d,
+              best_b, best_c ? 16 : 8, best_p ? 1 : 0);
   std::fflush(stdout);
 }
 
@@ -1323,11 +1432,12 @@ void BenchModel(const char* label, const Shape& s, const std::string& mix, GgmlT
   const double roof_ms = bm.weight_bytes / (copy_gbs * 1e9) * 1e3;
   std::string line = absl::StrFormat(
       "BENCH model %s (%s, %s, kv %s; matvec %d blocks/SM, attention split %d): weights %.2f GB, load %.1f s, "
-      "prefill %d tok %.2f s (%.0f tok/s), finite=%d, matvec kernel v%d\n"
+      "prefill %d tok %.2f s (%.0f tok/s), finite=%d, matvec kernel v%d (v3 ring depth at Q4_K n=1: %d)\n"
       "  ledger: weights %.2f GB kv %.2f GB act %.2f GB other %.3f GB\n"
       "  decode ctx %d: %.2f ms/token (%.1f tok/s); roofline %.2f ms -> %.0f%% of copy bandwidth\n  verify:",
       label, s.arch, mix, std::string(TypeName(kvt)), cuda::GetMmqBlocksPerSm(), cuda::GetAttnSplit(),
       bm.weight_bytes / 1e9, load_s, pos, pre_s, pos > 0 ? pos / pre_s : 0.0, finite, cuda::GetMmqKernel(),
+      cuda::GetMmqDepth(GgmlType::Q4_K, 1),
       mem.weights / 1e9, mem.kv_pool / 1e9, mem.activations / 1e9, mem.other / 1e9, ctx - 15, dec, 1e3 / dec, roof_ms,
       100.0 * roof_ms / dec);
   for (int k : ks) {
@@ -1375,6 +1485,16 @@ int RunChecks(const char* self, bool quick) {
       CheckMatMul(env, t, 130, 768);
       CheckMatMul(env, t, 130, 25600);
     }
+    // v3 (default) vs v2 bit for bit: odd group counts (Q6_K misaligned rows),
+    // partial row blocks, K-split, the 32B shapes.
+    for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q8_0}) {
+      CheckV3VsV2(env, t, 130, 768);
+      CheckV3VsV2(env, t, 1000, 2048);
+      CheckV3VsV2(env, t, 200, 25600);
+      if (!quick) CheckV3VsV2(env, t, 5120, 25600);
+    }
+    CheckV3VsV2(env, GgmlType::Q4_K, 25600, 5120);
+    CheckV3VsV2(env, GgmlType::Q6_K, 1000, 256);  // one group: fewer stages than ring slots
   }
   CheckAttentionOps(quick);
   CheckIpc(self);
@@ -1400,32 +1520,40 @@ int RunChecks(const char* self, bool quick) {
 // with v2 and v1 matvec (attention v2).
 int RunBenchMin() {
   const double copy = BenchCopy();
+  SweepMv3(copy);
   BenchMatvec(copy, {GgmlType::Q4_K, GgmlType::Q6_K});
   BenchAttention();  // v1 vs v2, 1 and 7 queries at context 4096
   const Shape q32 = {"qwen3", 64, 5120, 64, 8, 128, 25600, 151936, false, 1e6f};
   BenchModel("32B-class target", q32, "Q4_K_M", GgmlType::F16, copy, false, {1, 6});
-  cuda::SetMmqKernel(1);
-  BenchModel("32B-class target", q32, "Q4_K_M", GgmlType::F16, copy, false, {6});
-  cuda::SetMmqKernel(2);
+  {  // v2 at its round-2 setting for comparison
+    const int bps = cuda::GetMmqBlocksPerSm();
+    cuda::SetMmqKernel(2);
+    cuda::SetMmqBlocksPerSm(8);
+    BenchModel("32B-class target", q32, "Q4_K_M", GgmlType::F16, copy, false, {1, 6});
+    cuda::SetMmqKernel(3);
+    cuda::SetMmqBlocksPerSm(bps);
+  }
   std::printf("SUMMARY: bench done, %d failed checks\n", g_failures);
   return g_failures == 0 ? 0 : 1;
 }
 
 int RunBench() {
   const double copy = BenchCopy();
-  TuneMv2();
+  SweepMv3(copy);
   BenchMatvec(copy);
   BenchAttention();
   const Shape q32 = {"qwen3", 64, 5120, 64, 8, 128, 25600, 151936, false, 1e6f};
   const Shape q3b = {"qwen2", 36, 2048, 16, 2, 128, 11008, 151936, true, 1e6f};
   BenchModel("32B-class target", q32, "Q4_K_M", GgmlType::F16, copy, false);
   BenchModel("3B-class draft", q3b, "Q4_K_M", GgmlType::Q8_0, copy, false);
-  {  // the shared-memory kernel (v1) for comparison
+  {  // v2 (round 2's setting) and the shared-memory kernel (v1) for comparison
     const int bps = cuda::GetMmqBlocksPerSm();
-    cuda::SetMmqKernel(1);
-    cuda::SetMmqBlocksPerSm(8);
-    BenchModel("32B-class target", q32, "Q4_K_M", GgmlType::F16, copy, false, {6});
     cuda::SetMmqKernel(2);
+    cuda::SetMmqBlocksPerSm(8);
+    BenchModel("32B-class target", q32, "Q4_K_M", GgmlType::F16, copy, false, {1, 6});
+    cuda::SetMmqKernel(1);
+    BenchModel("32B-class target", q32, "Q4_K_M", GgmlType::F16, copy, false, {6});
+    cuda::SetMmqKernel(3);
     cuda::SetMmqBlocksPerSm(bps);
   }
   {  // the FP32 attention (v1) for comparison

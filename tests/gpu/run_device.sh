@@ -39,7 +39,7 @@ if [ "$mode" = bench ] || [ "$mode" = all ] || [ "$mode" = full ]; then
   t1=$(date +%s)
   timeout "$BENCH_S" "$bin" --bench > "$OUT/bench.log" 2>&1; brc=$?
   echo "== bench rc=$brc ($(( $(date +%s) - t1 )) s)"
-  grep -E "^(BENCH|  |FAIL|SUMMARY)|rror" "$OUT/bench.log" | head -90
+  grep -E "^(BENCH|  |FAIL|SUMMARY)|rror" "$OUT/bench.log" | head -200
   [ $rc -eq 0 ] && rc=$brc
 fi
 if [ "$mode" = min ]; then  # quick check + short benchmark (tight device budgets)
@@ -49,7 +49,7 @@ if [ "$mode" = min ]; then  # quick check + short benchmark (tight device budget
   t1=$(date +%s)
   timeout "$BENCH_S" "$bin" --bench-min > "$OUT/bench.log" 2>&1; brc=$?
   echo "== bench-min rc=$brc ($(( $(date +%s) - t1 )) s)"
-  grep -E "^(BENCH|  |FAIL|SUMMARY)|rror" "$OUT/bench.log" | head -60
+  grep -E "^(BENCH|  |FAIL|SUMMARY)|rror" "$OUT/bench.log" | head -120
   [ $rc -eq 0 ] && rc=$brc
 fi
 if [ "$mode" = profile ] || [ "$mode" = full ]; then

@@ -1227,7 +1227,10 @@ void CudaBackend::ExecMatMul(const OpRec& op) {
 }
 
 void CudaBackend::RunGraph() {
-  std::vector<int64_t> shape = {b_.n_tokens, b_.n_out, b_.n_seqs, b_.bt_stride, static_cast<int64_t>(meta_used_)};
+  // The matvec settings (kernel version, K-split target, v3 depth) are read at
+  // launch time: a graph captured under other settings must not replay.
+  std::vector<int64_t> shape = {b_.n_tokens, b_.n_out, b_.n_seqs, b_.bt_stride, static_cast<int64_t>(meta_used_),
+                                cuda::MmqConfigGeneration()};
   for (const auto& [key, bp] : attn_plans_) {
     shape.push_back(bp.n_tiles);
     shape.push_back(bp.plan.kernel);

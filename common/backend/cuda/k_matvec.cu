@@ -20,6 +20,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <type_traits>
@@ -602,6 +603,12 @@ bool DispatchMmq(GgmlType t, F&& f) {
 // (row, column) pairs; with n >= 2 each lane holds all units of its columns.
 // Integer dots are exact and fp additions commute, so a column's bits never
 // depend on n.
+//
+// v3 (Mv2Kernel with RING 1/2, the default) is the same kernel with the
+// weight stream moved into a per-warp ring of `depth` 128-element stages in
+// dynamic shared memory, filled by cp.async depth - 1 stages ahead (plus the
+// group headers in each stage-0 slot); see Ring / IssueStage / ReadStage.
+// Only where the bytes come from changes, so v3 is bit-identical to v2.
 // ======================================================================
 namespace mv2 {
 
@@ -888,28 +895,316 @@ __device__ __forceinline__ void BuildTable(const Hdr<T>& hd, uint32_t misb, floa
 // Runtime options (process-wide, set before recording).
 struct Opts {
   int prefetch = 0;  // prefetch.global.L2 of the lane's table row two groups ahead
+  int depth = 4;     // v3: ring slots per warp (2..kMaxDepth); set by the launcher
+  int l2hint = 0;    // v3: cp.async with the .L2::128B prefetch-size hint
+  int n_rb = 0;      // v3 persistent: row blocks (work item = ks * n_rb + row block)
 };
+
+// ---- v3: per-warp cp.async ring ----
+// The same kernel with the weight stream in shared memory instead of
+// registers: each warp owns `depth` slots of one 128-element stage; lane L
+// copies exactly the bytes v2's lane L loads into Raw<T> (and, in a group's
+// stage-0 slot, the header v2 loads into Hdr<T>) with cp.async of the same
+// sizes and addresses, and reads them back into Raw<T>/Hdr<T> itself, so
+// cp.async.wait_group is the only synchronization and the arithmetic is v2's
+// (bit-identical). Slot layout, piece-major so every access is conflict-free:
+// [kQ8 x 32 lanes x 8 B][kQ4 x 32 x 4 B][kH16 x 32 x 16 B][kH4 x 32 x 4 B].
+constexpr int kMaxDepth = 8;
+template <GgmlType T> struct Ring;
+template <> struct Ring<GgmlType::Q4_K> { static constexpr int kQ8 = 8, kQ4 = 0, kH16 = 1, kH4 = 0; };
+template <> struct Ring<GgmlType::Q5_K> { static constexpr int kQ8 = 12, kQ4 = 0, kH16 = 1, kH4 = 0; };
+template <> struct Ring<GgmlType::Q6_K> { static constexpr int kQ8 = 0, kQ4 = 36, kH16 = 0, kH4 = 5; };
+template <> struct Ring<GgmlType::Q8_0> { static constexpr int kQ8 = 12, kQ4 = 16, kH16 = 0, kH4 = 8; };
+template <GgmlType T>
+constexpr int RingOff4() { return Ring<T>::kQ8 * 256; }
+template <GgmlType T>
+constexpr int RingOffH16() { return RingOff4<T>() + Ring<T>::kQ4 * 128; }
+template <GgmlType T>
+constexpr int RingOffH4() { return RingOffH16<T>() + Ring<T>::kH16 * 512; }
+template <GgmlType T>
+constexpr int RingSlot() { return RingOffH4<T>() + Ring<T>::kH4 * 128; }  // bytes per warp and slot
+
+__device__ __forceinline__ void Cp4(uint32_t dst, const uint8_t* src, int hint) {
+  if (hint) asm volatile("cp.async.ca.shared.global.L2::128B [%0], [%1], 4;" ::"r"(dst), "l"(src) : "memory");
+  else asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(dst), "l"(src) : "memory");
+}
+__device__ __forceinline__ void Cp8(uint32_t dst, const uint8_t* src, int hint) {
+  if (hint) asm volatile("cp.async.ca.shared.global.L2::128B [%0], [%1], 8;" ::"r"(dst), "l"(src) : "memory");
+  else asm volatile("cp.async.ca.shared.global [%0], [%1], 8;" ::"r"(dst), "l"(src) : "memory");
+}
+__device__ __forceinline__ void Cp16(uint32_t dst, const uint8_t* src, int hint) {
+  if (hint) asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16;" ::"r"(dst), "l"(src) : "memory");
+  else asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(src) : "memory");
+}
+__device__ __forceinline__ void CpCommit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+// Wait until at most n (= depth - 1, uniform) groups are pending.
+__device__ __forceinline__ void CpWaitPending(int n) {
+  switch (n) {
+    case 1: asm volatile("cp.async.wait_group 1;" ::: "memory"); break;
+    case 2: asm volatile("cp.async.wait_group 2;" ::: "memory"); break;
+    case 3: asm volatile("cp.async.wait_group 3;" ::: "memory"); break;
+    case 4: asm volatile("cp.async.wait_group 4;" ::: "memory"); break;
+    case 5: asm volatile("cp.async.wait_group 5;" ::: "memory"); break;
+    case 6: asm volatile("cp.async.wait_group 6;" ::: "memory"); break;
+    case 7: asm volatile("cp.async.wait_group 7;" ::: "memory"); break;
+    default: asm volatile("cp.async.wait_group 0;" ::: "memory"); break;
+  }
+}
+
+// Issues the copies of stage st of the group at rp[mt][h] + off (and, for
+// st == 0, the header of the lane's table row at tp + off) into the slot at
+// shared address slot (lane offsets added here). Same addresses and sizes as
+// LoadStage / LoadHdr.
+//
+// kCoop (Q4_K/Q5_K/Q6_K): the quad of row g copies the row's stage bytes with
+// 16-byte cp.async.cg (L1 bypassed, fewer copies) and each lane reads its
+// pieces, written by other lanes of its quad, so the wait is followed by
+// __syncwarp (ring_next). Q4_K/Q5_K: the 64 quant bytes stored [row r][pair
+// pp][g][32 B], lane t's piece at +8t (Q5_K: qh [r][g][32 B] after 2 KB).
+// Q6_K (rows 2-byte aligned): per (r, g) a 144-byte region holding the
+// 16-byte-aligned windows [ql: 80 B][qh: 48 B] around the stage's ql bytes
+// (A + 64st + [0, 68)) and qh bytes (A + 128 + 32st + [0, 36)), A = the
+// row's group start rounded down to 4; lane t's word w of chunk c sits at
+// (A & 15) + 32c + 8t + 4w (qh: 80 + (A & 15) + 8t + 4w).
+template <GgmlType T>
+constexpr bool CoopOk() {
+  return T == GgmlType::Q4_K || T == GgmlType::Q5_K || T == GgmlType::Q6_K;
+}
+constexpr int kQ6Region = 144;
+template <GgmlType T, bool kCoop>
+__device__ __forceinline__ void IssueStage(uint32_t slot, const uint8_t* const (&rp)[2][2], const uint8_t* tp,
+                                           int64_t off, int st, int lane, int t, int hint) {
+  using R = Ring<T>;
+  const uint32_t q8 = slot + 8 * lane, q4 = slot + RingOff4<T>() + 4 * lane;
+  const int g = lane >> 2;
+#pragma unroll
+  for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const uint8_t* p = rp[mt][h] + off;
+      const int r = 2 * mt + h;
+      if constexpr (kCoop && T == GgmlType::Q6_K) {
+        // Chunks t and t + 4 of the row's 8: 0..4 the ql window, 5..7 the qh window.
+        const uintptr_t a = reinterpret_cast<uintptr_t>(p) & ~uintptr_t{3};
+        const uint8_t* bq = reinterpret_cast<const uint8_t*>((a + 64 * st) & ~uintptr_t{15});
+        const uint8_t* bh = reinterpret_cast<const uint8_t*>((a + 128 + 32 * st) & ~uintptr_t{15});
+        const uint32_t reg = slot + kQ6Region * (r * 8 + g);
+        Cp16(reg + 16 * t, bq + 16 * t, hint);
+        if (t == 0) Cp16(reg + 64, bq + 64, hint);
+        else Cp16(reg + 16 * (t + 4), bh + 16 * (t - 1), hint);
+      } else if constexpr (kCoop) {
+        static_assert(CoopOk<T>());
+        constexpr int kQ = T == GgmlType::Q4_K ? 16 : 48;  // quants' offset in the group
+        const int pp = t >> 1, c = t & 1;
+        Cp16(slot + 32 * ((2 * r + pp) * 8 + g) + 16 * c, p + kQ + 32 * (2 * st + pp) + 16 * c, hint);
+        if constexpr (T == GgmlType::Q5_K) {
+          // qh: 2 chunks per row, rows r = t/2 and 2 + t/2 of this lane's quad.
+          if ((r & 1) == (t >> 1))
+            Cp16(slot + 2048 + 32 * (r * 8 + g) + 16 * c, p + 16 + 16 * c, hint);
+        }
+      } else if constexpr (T == GgmlType::Q4_K) {
+#pragma unroll
+        for (int pp = 0; pp < 2; ++pp) Cp8(q8 + 256 * (2 * r + pp), p + 16 + 32 * (2 * st + pp) + 8 * t, hint);
+      } else if constexpr (T == GgmlType::Q5_K) {
+#pragma unroll
+        for (int pp = 0; pp < 2; ++pp) Cp8(q8 + 256 * (3 * r + pp), p + 48 + 32 * (2 * st + pp) + 8 * t, hint);
+        Cp8(q8 + 256 * (3 * r + 2), p + 16 + 8 * t, hint);
+      } else if constexpr (T == GgmlType::Q6_K) {
+        const uint8_t* pa =
+            reinterpret_cast<const uint8_t*>(reinterpret_cast<uintptr_t>(p) & ~uintptr_t{3}) + 8 * t;
+        const int offc[3] = {64 * st, 64 * st + 32, 128 + 32 * st};
+#pragma unroll
+        for (int c = 0; c < 3; ++c)
+#pragma unroll
+          for (int w = 0; w < 3; ++w) Cp4(q4 + 128 * ((3 * r + c) * 3 + w), pa + offc[c] + 4 * w, hint);
+      } else {  // Q8_0: per row 8-byte pieces j0, j2, j3 and words j0[2], j1[0..1], j2[0]
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const uint8_t* q = p + 34 * (4 * st + j) + 2 + 8 * t;
+          if (j == 0) {
+            Cp8(q8 + 256 * (3 * r + 0), q - 2, hint);
+            Cp4(q4 + 128 * (4 * r + 0), q + 6, hint);
+          } else if (j == 1) {
+            Cp4(q4 + 128 * (4 * r + 1), q, hint);
+            Cp4(q4 + 128 * (4 * r + 2), q + 4, hint);
+          } else if (j == 2) {
+            Cp4(q4 + 128 * (4 * r + 3), q - 2, hint);
+            Cp8(q8 + 256 * (3 * r + 1), q + 2, hint);
+          } else {
+            Cp8(q8 + 256 * (3 * r + 2), q, hint);
+          }
+        }
+      }
+    }
+  if (st == 0) {
+    const uint8_t* hp = tp + off;
+    if constexpr (R::kH16 > 0) {
+      Cp16(slot + RingOffH16<T>() + 16 * lane, hp, hint);
+    } else if constexpr (T == GgmlType::Q6_K) {
+      const uint8_t* a = reinterpret_cast<const uint8_t*>(reinterpret_cast<uintptr_t>(hp + 192) & ~uintptr_t{3});
+#pragma unroll
+      for (int i = 0; i < 5; ++i) Cp4(slot + RingOffH4<T>() + 128 * i + 4 * lane, a + 4 * i, hint);
+    } else {  // Q8_0: the aligned word holding d of block u (low half for even u, high for odd)
+#pragma unroll
+      for (int u = 0; u < 8; ++u) Cp4(slot + RingOffH4<T>() + 128 * u + 4 * lane, hp + 34 * u - 2 * (u & 1), hint);
+    }
+  }
+}
+
+// Reads back the lane's pieces of a slot (generic pointer to the slot).
+// rp: the current group's row pointers (Q6_K coop: the windows' offsets).
+template <GgmlType T, bool kCoop>
+__device__ __forceinline__ void ReadStage(Raw<T>& r, const uint8_t* slot, int lane,
+                                          const uint8_t* const (&rp)[2][2]) {
+  const uint2* q8 = reinterpret_cast<const uint2*>(slot) + lane;
+  const uint32_t* q4 = reinterpret_cast<const uint32_t*>(slot + RingOff4<T>()) + lane;
+#pragma unroll
+  for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int rr = 2 * mt + h;
+      if constexpr (kCoop && T == GgmlType::Q6_K) {
+        const int mis = static_cast<int>(reinterpret_cast<uintptr_t>(rp[mt][h]) & 12);
+        const uint8_t* reg = slot + kQ6Region * (rr * 8 + (lane >> 2)) + mis + 8 * (lane & 3);
+#pragma unroll
+        for (int c = 0; c < 3; ++c)
+#pragma unroll
+          for (int w = 0; w < 3; ++w)
+            r.w[mt][h][c][w] = *reinterpret_cast<const uint32_t*>(reg + (c == 2 ? 80 : 32 * c) + 4 * w);
+      } else if constexpr (kCoop) {
+        // [rr][pp][g][32 B] + 8t is 8 B * (32 (2 rr + pp) + lane): the same index as the per-lane layout's
+        // piece 2 rr + pp; Q5_K qh at 2048 + [rr][g][32 B] + 8t = 8 B * (256 + 32 rr + lane).
+        if constexpr (T == GgmlType::Q4_K) {
+#pragma unroll
+          for (int pp = 0; pp < 2; ++pp) r.q[mt][h][pp] = q8[32 * (2 * rr + pp)];
+        } else {
+#pragma unroll
+          for (int pp = 0; pp < 2; ++pp) r.q[mt][h][pp] = q8[32 * (2 * rr + pp)];
+          r.qh[mt][h] = q8[256 + 32 * rr];
+        }
+      } else if constexpr (T == GgmlType::Q4_K) {
+#pragma unroll
+        for (int pp = 0; pp < 2; ++pp) r.q[mt][h][pp] = q8[32 * (2 * rr + pp)];
+      } else if constexpr (T == GgmlType::Q5_K) {
+#pragma unroll
+        for (int pp = 0; pp < 2; ++pp) r.q[mt][h][pp] = q8[32 * (3 * rr + pp)];
+        r.qh[mt][h] = q8[32 * (3 * rr + 2)];
+      } else if constexpr (T == GgmlType::Q6_K) {
+#pragma unroll
+        for (int c = 0; c < 3; ++c)
+#pragma unroll
+          for (int w = 0; w < 3; ++w) r.w[mt][h][c][w] = q4[32 * ((3 * rr + c) * 3 + w)];
+      } else {
+        const uint2 v0 = q8[32 * (3 * rr + 0)], v2 = q8[32 * (3 * rr + 1)], v3 = q8[32 * (3 * rr + 2)];
+        r.w[mt][h][0][0] = v0.x, r.w[mt][h][0][1] = v0.y, r.w[mt][h][0][2] = q4[32 * (4 * rr + 0)];
+        r.w[mt][h][1][0] = q4[32 * (4 * rr + 1)], r.w[mt][h][1][1] = q4[32 * (4 * rr + 2)];
+        r.w[mt][h][2][0] = q4[32 * (4 * rr + 3)], r.w[mt][h][2][1] = v2.x, r.w[mt][h][2][2] = v2.y;
+        r.w[mt][h][3][0] = v3.x, r.w[mt][h][3][1] = v3.y;
+      }
+    }
+}
+
+template <GgmlType T>
+__device__ __forceinline__ void ReadHdr(Hdr<T>& hd, const uint8_t* slot, int lane) {
+  if constexpr (T == GgmlType::Q4_K || T == GgmlType::Q5_K) {
+    hd.h = reinterpret_cast<const uint4*>(slot + RingOffH16<T>())[lane];
+  } else if constexpr (T == GgmlType::Q6_K) {
+#pragma unroll
+    for (int i = 0; i < 5; ++i) hd.w[i] = reinterpret_cast<const uint32_t*>(slot + RingOffH4<T>())[32 * i + lane];
+  } else {
+#pragma unroll
+    for (int u = 0; u < 8; ++u) {
+      const uint32_t w = reinterpret_cast<const uint32_t*>(slot + RingOffH4<T>())[32 * u + lane];
+      hd.d[u] = (u & 1) ? w >> 16 : w & 0xFFFFu;
+    }
+  }
+}
 
 // MODE 1: n == 1; 8: n <= 8; 16: n <= 16.
 // Resident blocks per multiprocessor the register allocation aims for
 // (from -Xptxas -v on sm_90: Q4_K n == 1 fits 128 registers without spills;
 // the others fit 168 with at most ~100 bytes of spills).
-template <GgmlType T, int MODE>
+template <GgmlType T, int MODE, bool kRing>
 constexpr int Mv2MinBlocks() {
   if (MODE == 16) return 1;
+  if (kRing) return T == GgmlType::Q6_K ? 3 : 4;  // v3 (no register double buffer): 128 registers but Q6_K
   if (MODE == 1) return T == GgmlType::Q4_K ? 4 : 3;
   return 3;
 }
 
-template <GgmlType T, int MODE>
-__global__ void __launch_bounds__(kWarps * 32, (Mv2MinBlocks<T, MODE>())) Mv2Kernel(MmqArgs a, Opts o) {
+// RING: 0 = v2 (weights streamed into registers, one stage ahead); 1 = v3,
+// an o.depth-slot cp.async ring per warp in dynamic shared memory, each lane
+// copying its own pieces; 2 = v3 with the quad-cooperative 16-byte copies
+// (Q4_K/Q5_K/Q6_K).
+//
+// PERSIST (v3 only): a grid of (resident blocks x SMs) blocks, each taking the
+// work items (row block, K-split part) blockIdx.x, + gridDim.x, ... in order;
+// the ring's issue side runs on into the next item, so only the block's first
+// item waits for a fill. Each item computes exactly what the one-item block
+// computes (same partials, same last-block sum), so results are unchanged.
+template <GgmlType T, int MODE, int RING, bool PERSIST = false>
+__global__ void __launch_bounds__(kWarps * 32, (Mv2MinBlocks<T, MODE, RING != 0>())) Mv2Kernel(MmqArgs a, Opts o) {
   using F = mv2t::Fmt<T>;
+  constexpr bool kRing = RING != 0, kCoop = RING == 2;
+  static_assert(!PERSIST || kRing);
+  extern __shared__ __align__(16) uint8_t ring_all[];
   constexpr int NT = MODE == 16 ? 2 : 1;
   constexpr bool kU8 = F::kU8;
   __shared__ __align__(16) float tab_all[kWarps][kRowsW * kTab];
   __shared__ int last;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
-  const int bx = blockIdx.x, ks = blockIdx.y;
+  const int depth = kRing ? o.depth : 2;
+  const int n_items = PERSIST ? o.n_rb * a.ksplit : 1;
+  int item = PERSIST ? static_cast<int>(blockIdx.x) : 0;
+  // Ring slots (v3; both sides persist across a PERSIST block's items).
+  int slot_w = 0, slot_r = 0;
+  // PERSIST issue side: the item being issued, its rows at the group being
+  // issued, and the stage within it.
+  const uint8_t* irp[2][2] = {{nullptr, nullptr}, {nullptr, nullptr}};
+  const uint8_t* itp = nullptr;
+  int iit = item, iq = 0, inq = 0;
+  // Rows (at group s0) and stage count of work item it (PERSIST).
+  auto geom = [&](int it, const uint8_t* (&p)[2][2], const uint8_t*& tq, int& nst) {
+    const int gbx = it % o.n_rb, gks = it / o.n_rb;
+    int gmi = 0;
+#pragma unroll
+    for (int i = 1; i < kMmqMaxMats; ++i)
+      if (i < a.n_mats && gbx >= a.m[i].rb0) gmi = i;
+    const uint8_t* gW = a.m[0].w;
+    size_t grb = a.m[0].row_bytes;
+    int64_t grows = a.m[0].rows;
+    int grb0 = a.m[0].rb0;
+#pragma unroll
+    for (int i = 1; i < kMmqMaxMats; ++i)
+      if (gmi == i) gW = a.m[i].w, grb = a.m[i].row_bytes, grows = a.m[i].rows, grb0 = a.m[i].rb0;
+    const int64_t grw0 = static_cast<int64_t>(gbx - grb0) * kRowsB + warp * kRowsW;
+    const int gS = static_cast<int>(a.k / 256);
+    const int gs0 = static_cast<int>(static_cast<int64_t>(gks) * gS / a.ksplit);
+    const int gs1 = static_cast<int>(static_cast<int64_t>(gks + 1) * gS / a.ksplit);
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+        p[mt][h] = gW + min(grw0 + 16 * mt + 8 * h + g, grows - 1) * grb + static_cast<size_t>(gs0) * F::kGroup;
+    tq = gW + min(grw0 + lane, grows - 1) * grb + static_cast<size_t>(gs0) * F::kGroup;
+    nst = 2 * max(gs1 - gs0, 0);
+  };
+  // Moves the issue side to the next item with stages (iit >= n_items: none left).
+  auto next_issue_item = [&](int first) {
+    iit = first;
+    iq = 0;
+    inq = 0;
+    while (iit < n_items) {
+      geom(iit, irp, itp, inq);
+      if (inq > 0) break;
+      iit += gridDim.x;
+    }
+  };
+  if constexpr (PERSIST) next_issue_item(item);
+  bool primed = false;
+  for (;;) {  // one pass per work item (PERSIST); a single pass otherwise
+  const int bx = PERSIST ? item % o.n_rb : static_cast<int>(blockIdx.x);
+  const int ks = PERSIST ? item / o.n_rb : static_cast<int>(blockIdx.y);
   int mi = 0;
 #pragma unroll
   for (int i = 1; i < kMmqMaxMats; ++i)
@@ -975,6 +1270,51 @@ __global__ void __launch_bounds__(kWarps * 32, (Mv2MinBlocks<T, MODE>())) Mv2Ker
 
   Raw<T> r0, r1;
   Hdr<T> hd;
+  // v3 ring state: stages are numbered q = 2 (s - s0) + st; stage q lives in
+  // slot q % depth. Issued: stages < qi (all of them once qi == nq).
+  // PERSIST: the stages of the block's items, in item order, one stream.
+  const int nq = 2 * max(s1 - s0, 0);
+  uint8_t* wring = ring_all + warp * depth * RingSlot<T>();
+  const uint32_t wring_s = static_cast<uint32_t>(__cvta_generic_to_shared(wring));
+  int qi = 0;
+  int64_t ioff = 0;  // byte offset of stage qi's group from the current group (rp, tp)
+  // Issues the next stage (if any) into slot_w and commits a group (empty past the end).
+  auto ring_issue = [&]() {
+    if constexpr (PERSIST) {
+      if (iit < n_items) {
+        IssueStage<T, kCoop>(wring_s + slot_w * RingSlot<T>(), irp, itp, 0, iq & 1, lane, t, o.l2hint);
+        if (iq & 1) {
+#pragma unroll
+          for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) irp[mt][h] += F::kGroup;
+          itp += F::kGroup;
+        }
+        slot_w = slot_w + 1 == depth ? 0 : slot_w + 1;
+        if (++iq == inq) next_issue_item(iit + gridDim.x);
+      }
+    } else if (qi < nq) {
+      IssueStage<T, kCoop>(wring_s + slot_w * RingSlot<T>(), rp, tp, ioff, qi & 1, lane, t, o.l2hint);
+      if (qi & 1) ioff += F::kGroup;
+      ++qi;
+      slot_w = slot_w + 1 == depth ? 0 : slot_w + 1;
+    }
+    CpCommit();
+  };
+  // The next stage to compute: refill the slot read one step ago, wait for
+  // this one (its group is depth - 1 commits back), read it.
+  auto ring_next = [&](Hdr<T>* hdr) {
+    __syncwarp();  // this lane's reads of the slot about to be refilled are done
+    ring_issue();
+    CpWaitPending(depth - 1);
+    if constexpr (kCoop) __syncwarp();  // the quad's copies of this slot are complete and visible
+    const uint8_t* sl = wring + slot_r * RingSlot<T>();
+    Raw<T> r;
+    ReadStage<T, kCoop>(r, sl, lane, rp);
+    if (hdr) ReadHdr<T>(*hdr, sl, lane);
+    slot_r = slot_r + 1 == depth ? 0 : slot_r + 1;
+    return r;
+  };
   // MODE 1 activations of a group (kOff: 0 this group, kXg the next):
   // Q4_K/Q5_K/Q8_0: the lane's unit g and {scale, sum} of units 2t, 2t+1;
   // Q6_K: unit g/2 of each stage (if live) and the scales of units t, 4+t.
@@ -1001,20 +1341,36 @@ __global__ void __launch_bounds__(kWarps * 32, (Mv2MinBlocks<T, MODE>())) Mv2Ker
 #pragma unroll
       for (int h = 0; h < 2; ++h) mb[mt][h] = static_cast<uint32_t>(reinterpret_cast<uintptr_t>(rp[mt][h]) & 3) * 8;
   };
-  // The next group's stage 0 (and table header, MODE 1 activations).
+  // The next group's stage 0 (and table header, MODE 1 activations); v3: the
+  // activations only (the ring holds the weights and headers).
   auto load_next = [&]() {
-    LoadStage<T, F::kGroup>(r0, rp, 0, t);
-    LoadHdr<T>(hd, tp + F::kGroup);
+    if constexpr (!kRing) {
+      LoadStage<T, F::kGroup>(r0, rp, 0, t);
+      LoadHdr<T>(hd, tp + F::kGroup);
+    }
     if constexpr (MODE == 1) load_act1(std::integral_constant<int, kXg>{});
   };
+  // Stage 1 of the current group.
+  auto raw1 = [&]() -> Raw<T> {
+    if constexpr (kRing) return ring_next(nullptr);
+    else return r1;
+  };
 
+  if constexpr (kRing) {
+    if (!primed)
+      for (int i = 0; i + 1 < depth; ++i) ring_issue();
+    primed = true;
+  }
   if (s0 < s1) {
-    LoadStage<T, 0>(r0, rp, 0, t);
-    LoadHdr<T>(hd, tp);
+    if constexpr (!kRing) {
+      LoadStage<T, 0>(r0, rp, 0, t);
+      LoadHdr<T>(hd, tp);
+    }
     if constexpr (MODE == 1) load_act1(std::integral_constant<int, 0>{});
   }
   for (int s = s0; s < s1; ++s) {
-    LoadStage<T, 0>(r1, rp, 1, t);
+    if constexpr (kRing) r0 = ring_next(&hd);
+    else LoadStage<T, 0>(r1, rp, 1, t);
     if (o.prefetch && s + 2 < s1) {
       PrefetchL2(tp + 2 * F::kGroup);
       PrefetchL2(tp + 2 * F::kGroup + 128);
@@ -1056,7 +1412,7 @@ __global__ void __launch_bounds__(kWarps * 32, (Mv2MinBlocks<T, MODE>())) Mv2Ker
           }
         };
         stage(std::integral_constant<int, 0>{}, r0);
-        stage(std::integral_constant<int, 1>{}, r1);
+        stage(std::integral_constant<int, 1>{}, raw1());
         // Lane t: units 2t, 2t+1 of rows g (d0, d1) and g+8 (d2, d3).
 #pragma unroll
         for (int mt = 0; mt < 2; ++mt)
@@ -1113,7 +1469,7 @@ __global__ void __launch_bounds__(kWarps * 32, (Mv2MinBlocks<T, MODE>())) Mv2Ker
             }
         };
         stage(std::integral_constant<int, 0>{}, r0);
-        stage(std::integral_constant<int, 1>{}, r1);
+        stage(std::integral_constant<int, 1>{}, raw1());
       }
     } else {
       // MODE 8/16: lane (g, t) holds columns 8nt + 2t, +1 of every unit.
@@ -1246,7 +1602,7 @@ __global__ void __launch_bounds__(kWarps * 32, (Mv2MinBlocks<T, MODE>())) Mv2Ker
           for (int k = 0; k < 4 * NT; ++k) acc[mt][k] = __fadd_rn(acc[mt][k], sub[mt][k]);
       };
       stage(std::integral_constant<int, 0>{}, r0);
-      stage(std::integral_constant<int, 1>{}, r1);
+      stage(std::integral_constant<int, 1>{}, raw1());
     }
     // Next group.
 #pragma unroll
@@ -1254,6 +1610,7 @@ __global__ void __launch_bounds__(kWarps * 32, (Mv2MinBlocks<T, MODE>())) Mv2Ker
 #pragma unroll
       for (int h = 0; h < 2; ++h) rp[mt][h] += F::kGroup;
     tp += F::kGroup;
+    if constexpr (kRing) ioff -= F::kGroup;
     xa += kXg;
     xb += kXg;
   }
@@ -1284,8 +1641,7 @@ __global__ void __launch_bounds__(kWarps * 32, (Mv2MinBlocks<T, MODE>())) Mv2Ker
           Y[col * rows + row] = v;
         }
       }
-    return;
-  }
+  } else {
 #pragma unroll
   for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
@@ -1300,7 +1656,7 @@ __global__ void __launch_bounds__(kWarps * 32, (Mv2MinBlocks<T, MODE>())) Mv2Ker
   __syncthreads();
   if (tid == 0) last = atomicAdd(&a.counters[bx], 1) == a.ksplit - 1;
   __syncthreads();
-  if (!last) return;
+  if (last) {
   __threadfence();
 #pragma unroll
   for (int mt = 0; mt < 2; ++mt)
@@ -1318,6 +1674,12 @@ __global__ void __launch_bounds__(kWarps * 32, (Mv2MinBlocks<T, MODE>())) Mv2Ker
       }
     }
   if (tid == 0) a.counters[bx] = 0;
+  }  // last
+  }  // ksplit > 1
+  if constexpr (!PERSIST) return;
+  item += gridDim.x;
+  if (item >= n_items) return;
+  }  // work items
 }
 
 template <class F>
@@ -1461,13 +1823,33 @@ int MmqWarps(GgmlType type) {
 }
 
 namespace {
-// SPECD_CUDA_MMQ=1 selects the v1 kernel for every type (default v2).
+// SPECD_CUDA_MMQ=1 / 2 / 3 selects v1 (every type) / v2 / v3 (default).
 int InitialMmqKernel() {
   const char* e = std::getenv("SPECD_CUDA_MMQ");
-  return e && (std::strcmp(e, "1") == 0 || std::strcmp(e, "v1") == 0) ? 1 : 2;
+  if (e && (std::strcmp(e, "1") == 0 || std::strcmp(e, "v1") == 0)) return 1;
+  if (e && (std::strcmp(e, "2") == 0 || std::strcmp(e, "v2") == 0)) return 2;
+  return 3;
+}
+// SPECD_CUDA_MV3_DEPTH=N forces v3's ring depth (0 or unset: automatic).
+int InitialMv3Depth() {
+  const char* e = std::getenv("SPECD_CUDA_MV3_DEPTH");
+  return e ? std::max(0, std::atoi(e)) : 0;
 }
 int g_mmq_kernel = InitialMmqKernel();
 int g_mmq_blocks_per_sm = 8;
+int g_mv3_depth = InitialMv3Depth();
+// Q4_K/Q5_K/Q6_K rings filled by quad-cooperative 16-byte copies (default;
+// SPECD_CUDA_MV3_COPY16=0: each lane's own 8/4-byte pieces).
+bool g_mv3_coop = [] {
+  const char* e = std::getenv("SPECD_CUDA_MV3_COPY16");
+  return !(e && std::strcmp(e, "0") == 0);
+}();
+// SPECD_CUDA_MV3_PERSIST=1: persistent v3 blocks (default off).
+bool g_mv3_persist = [] {
+  const char* e = std::getenv("SPECD_CUDA_MV3_PERSIST");
+  return e && std::strcmp(e, "1") == 0;
+}();
+int g_mmq_generation = 0;
 // The L2 prefetch measured slower on the H200 (46.7 vs 39.2 us at n = 1, Q4_K
 // 25600x5120): off by default.
 mv2::Opts MakeMv2Opts() {
@@ -1476,18 +1858,115 @@ mv2::Opts MakeMv2Opts() {
   return o;
 }
 mv2::Opts g_mv2_opts = MakeMv2Opts();
-// v2 serves Q4_K, Q5_K, Q6_K and Q8_0 with K a multiple of 256 (whole groups).
+// v2 (and v3, its ring variant: same blocking, same results) serves Q4_K,
+// Q5_K, Q6_K and Q8_0 with K a multiple of 256 (whole groups).
 bool UseV2(GgmlType type, int64_t k) {
-  return g_mmq_kernel == 2 && k % 256 == 0 &&
+  return g_mmq_kernel >= 2 && k % 256 == 0 &&
          (type == GgmlType::Q4_K || type == GgmlType::Q5_K || type == GgmlType::Q6_K || type == GgmlType::Q8_0);
+}
+
+// ---- v3 ring depth ----
+// Per (type, mode): the kernel's static shared memory and, once
+// PrepareMatvecKernels has run, the resident blocks per SM at each depth.
+constexpr int kMv3Auto = 6;  // automatic depth: the deepest <= this that keeps depth 2's occupancy
+int TypeIndex(GgmlType t) {
+  return t == GgmlType::Q4_K ? 0 : t == GgmlType::Q5_K ? 1 : t == GgmlType::Q6_K ? 2 : 3;
+}
+int ModeIndex(int n) { return n == 1 ? 0 : n <= 8 ? 1 : 2; }
+struct Mv3Info {
+  bool ready = false;
+  int static_smem = 0;
+  int occ[mv2::kMaxDepth + 1] = {};
+  int occ_v2 = 0;  // v2's resident blocks per SM
+};
+Mv3Info g_mv3_info[4][3][4];  // [type][mode][ring kind - 1 + 2 * persistent]
+template <GgmlType T>
+int RingKind() {
+  return g_mv3_coop && mv2::CoopOk<T>() ? 2 : 1;
+}
+template <GgmlType T>
+const Mv3Info& Info(int n) {
+  return g_mv3_info[TypeIndex(T)][ModeIndex(n)][RingKind<T>() - 1 + (g_mv3_persist ? 2 : 0)];
+}
+
+template <GgmlType T>
+size_t Mv3Smem(int depth) {
+  return static_cast<size_t>(depth) * mv2::kWarps * mv2::RingSlot<T>();
+}
+
+// The depth v3 runs with for (T, n), or 0 when no depth >= 2 fits a block.
+template <GgmlType T>
+int Mv3DepthT(int n) {
+  const Mv3Info& in = Info<T>(n);
+  const int room = GetDeviceInfo().smem_optin - (in.ready ? in.static_smem : 8 * 1024 + 64);
+  const int fit = std::min<int>(mv2::kMaxDepth, room / (mv2::kWarps * mv2::RingSlot<T>()));
+  if (fit < 2) return 0;
+  if (g_mv3_depth > 0 && in.ready) return std::max(2, std::min(g_mv3_depth, fit));
+  const int top = std::min(kMv3Auto, fit);
+  // Without PrepareMatvecKernels' attributes a launch may take 48 KB of dynamic shared memory.
+  if (!in.ready) {
+    const int d = std::min({3, top, 48 * 1024 / (mv2::kWarps * mv2::RingSlot<T>())});
+    return d >= 2 ? d : 0;
+  }
+  // Where even depth 2 costs occupancy against v2 (small shared memory:
+  // sm_86/sm_89), v2 runs instead.
+  if (in.occ[2] < in.occ_v2) return 0;
+  for (int d = top; d > 2; --d)
+    if (in.occ[d] >= in.occ[2]) return d;
+  return 2;
+}
+int Mv3Depth(GgmlType type, int n) {
+  int d = 0;
+  mv2::Dispatch(type, [&]<GgmlType T>() { d = Mv3DepthT<T>(n); });
+  return d;
 }
 }  // namespace
 
-void SetMmqKernel(int version) { g_mmq_kernel = version == 1 ? 1 : 2; }
+void SetMmqKernel(int version) {
+  g_mmq_kernel = version == 1 ? 1 : version == 2 ? 2 : 3;
+  ++g_mmq_generation;
+}
 int GetMmqKernel() { return g_mmq_kernel; }
-void SetMmqPrefetch(bool on) { g_mv2_opts.prefetch = on ? 1 : 0; }
-void SetMmqBlocksPerSm(int n) { g_mmq_blocks_per_sm = n > 0 ? n : 8; }
+void SetMmqPrefetch(bool on) {
+  g_mv2_opts.prefetch = on ? 1 : 0;
+  ++g_mmq_generation;
+}
+void SetMmqBlocksPerSm(int n) {
+  g_mmq_blocks_per_sm = n > 0 ? n : 8;
+  ++g_mmq_generation;
+}
 int GetMmqBlocksPerSm() { return g_mmq_blocks_per_sm; }
+void SetMmqDepth(int depth) {
+  g_mv3_depth = std::max(0, depth);
+  ++g_mmq_generation;
+}
+int GetMmqDepth(GgmlType type, int n) { return Mv3Depth(type, std::max(1, std::min(n, 16))); }
+int GetMmqResidentBlocks(GgmlType type, int n) {
+  n = std::max(1, std::min(n, 16));
+  int b = 0;
+  mv2::Dispatch(type, [&]<GgmlType T>() {
+    const Mv3Info& in = Info<T>(n);
+    if (!in.ready) return;
+    const int d = g_mmq_kernel == 3 ? Mv3DepthT<T>(n) : 0;
+    b = d >= 2 ? in.occ[d] : in.occ_v2;
+  });
+  return b;
+}
+void SetMmqL2Hint(bool on) {
+  g_mv2_opts.l2hint = on ? 1 : 0;
+  ++g_mmq_generation;
+}
+void SetMmqCopy16(bool on) {
+  g_mv3_coop = on;
+  ++g_mmq_generation;
+}
+bool GetMmqCopy16() { return g_mv3_coop; }
+void SetMmqPersistent(bool on) {
+  g_mv3_persist = on;
+  ++g_mmq_generation;
+}
+bool GetMmqPersistent() { return g_mv3_persist; }
+int MmqConfigGeneration() { return g_mmq_generation; }
 
 bool MmqSupported(GgmlType type, int64_t rows, int64_t k, size_t row_bytes) {
   if (rows < 1 || k < 32 || k % 32 != 0) return false;
@@ -1549,11 +2028,51 @@ cudaError_t LaunchMmq(GgmlType type, const MmqMatrix* mats, int n_mats, int64_t 
   if (ksplit > 1 && (!part || !counters || part_rows < r0)) return cudaErrorInvalidValue;
   dim3 grid(rb, ksplit);
   bool ok;
-  if (v2) {
+  const int depth = v2 && g_mmq_kernel == 3 ? Mv3Depth(type, n) : 0;
+  if (v2 && depth >= 2 && g_mv3_persist) {  // v3, persistent blocks
+    mv2::Opts o = g_mv2_opts;
+    o.depth = depth;
+    o.n_rb = rb;
     ok = mv2::Dispatch(type, [&]<GgmlType T>() {
-      if (n == 1) mv2::Mv2Kernel<T, 1><<<grid, mv2::kWarps * 32, 0, s>>>(a, g_mv2_opts);
-      else if (n <= 8) mv2::Mv2Kernel<T, 8><<<grid, mv2::kWarps * 32, 0, s>>>(a, g_mv2_opts);
-      else mv2::Mv2Kernel<T, 16><<<grid, mv2::kWarps * 32, 0, s>>>(a, g_mv2_opts);
+      const size_t sm = Mv3Smem<T>(depth);
+      const Mv3Info& in = Info<T>(n);
+      const int per_sm = in.ready && in.occ[depth] > 0 ? in.occ[depth] : 1;
+      const int sms = GetDeviceInfo().sm_count > 0 ? GetDeviceInfo().sm_count : 1;
+      const dim3 pg(static_cast<unsigned>(std::min<int64_t>(static_cast<int64_t>(rb) * ksplit, per_sm * sms)));
+      if (RingKind<T>() == 2) {
+        if constexpr (mv2::CoopOk<T>()) {
+          if (n == 1) mv2::Mv2Kernel<T, 1, 2, true><<<pg, mv2::kWarps * 32, sm, s>>>(a, o);
+          else if (n <= 8) mv2::Mv2Kernel<T, 8, 2, true><<<pg, mv2::kWarps * 32, sm, s>>>(a, o);
+          else mv2::Mv2Kernel<T, 16, 2, true><<<pg, mv2::kWarps * 32, sm, s>>>(a, o);
+        }
+      } else {
+        if (n == 1) mv2::Mv2Kernel<T, 1, 1, true><<<pg, mv2::kWarps * 32, sm, s>>>(a, o);
+        else if (n <= 8) mv2::Mv2Kernel<T, 8, 1, true><<<pg, mv2::kWarps * 32, sm, s>>>(a, o);
+        else mv2::Mv2Kernel<T, 16, 1, true><<<pg, mv2::kWarps * 32, sm, s>>>(a, o);
+      }
+    });
+  } else if (v2 && depth >= 2) {  // v3: the ring variant
+    mv2::Opts o = g_mv2_opts;
+    o.depth = depth;
+    ok = mv2::Dispatch(type, [&]<GgmlType T>() {
+      const size_t sm = Mv3Smem<T>(depth);
+      if (RingKind<T>() == 2) {
+        if constexpr (mv2::CoopOk<T>()) {
+          if (n == 1) mv2::Mv2Kernel<T, 1, 2><<<grid, mv2::kWarps * 32, sm, s>>>(a, o);
+          else if (n <= 8) mv2::Mv2Kernel<T, 8, 2><<<grid, mv2::kWarps * 32, sm, s>>>(a, o);
+          else mv2::Mv2Kernel<T, 16, 2><<<grid, mv2::kWarps * 32, sm, s>>>(a, o);
+        }
+      } else {
+        if (n == 1) mv2::Mv2Kernel<T, 1, 1><<<grid, mv2::kWarps * 32, sm, s>>>(a, o);
+        else if (n <= 8) mv2::Mv2Kernel<T, 8, 1><<<grid, mv2::kWarps * 32, sm, s>>>(a, o);
+        else mv2::Mv2Kernel<T, 16, 1><<<grid, mv2::kWarps * 32, sm, s>>>(a, o);
+      }
+    });
+  } else if (v2) {
+    ok = mv2::Dispatch(type, [&]<GgmlType T>() {
+      if (n == 1) mv2::Mv2Kernel<T, 1, 0><<<grid, mv2::kWarps * 32, 0, s>>>(a, g_mv2_opts);
+      else if (n <= 8) mv2::Mv2Kernel<T, 8, 0><<<grid, mv2::kWarps * 32, 0, s>>>(a, g_mv2_opts);
+      else mv2::Mv2Kernel<T, 16, 0><<<grid, mv2::kWarps * 32, 0, s>>>(a, g_mv2_opts);
     });
   } else {
     const int warps = MmqWarps(type);
@@ -1583,6 +2102,49 @@ cudaError_t PrepareMatvecKernels() {
       };
       raise(reinterpret_cast<const void*>(MmqKernel<T, 1>));
       raise(reinterpret_cast<const void*>(MmqKernel<T, 2>));
+    });
+  }
+  // v3: allow the ring's dynamic shared memory, prefer shared memory over L1,
+  // and record the resident blocks per SM at each depth (Mv3DepthT).
+  for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q8_0}) {
+    mv2::Dispatch(t, [&]<GgmlType T>() {
+      auto prep = [&](const void* fn, const void* fn_v2, int mode, int kind) {
+        Mv3Info& in = g_mv3_info[TypeIndex(T)][mode][kind - 1];  // kind 3/4: persistent 1/2
+        cudaFuncAttributes fa{};
+        cudaError_t e = cudaFuncGetAttributes(&fa, fn);
+        if (e == cudaSuccess)
+          e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                   limit - static_cast<int>(fa.sharedSizeBytes));
+        if (e == cudaSuccess)
+          e = cudaFuncSetAttribute(fn, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                   cudaSharedmemCarveoutMaxShared);
+        if (e == cudaSuccess) {
+          in.static_smem = static_cast<int>(fa.sharedSizeBytes);
+          for (int d = 2; d <= mv2::kMaxDepth && e == cudaSuccess; ++d) {
+            in.occ[d] = 0;
+            if (in.static_smem + static_cast<int>(Mv3Smem<T>(d)) > limit) continue;
+            e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&in.occ[d], fn, mv2::kWarps * 32, Mv3Smem<T>(d));
+          }
+          if (e == cudaSuccess) e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&in.occ_v2, fn_v2, mv2::kWarps * 32, 0);
+          in.ready = e == cudaSuccess;
+        }
+        if (e != cudaSuccess && err == cudaSuccess) err = e;
+      };
+      auto fn = [](auto k) { return reinterpret_cast<const void*>(k); };
+      prep(fn(mv2::Mv2Kernel<T, 1, 1>), fn(mv2::Mv2Kernel<T, 1, 0>), 0, 1);
+      prep(fn(mv2::Mv2Kernel<T, 8, 1>), fn(mv2::Mv2Kernel<T, 8, 0>), 1, 1);
+      prep(fn(mv2::Mv2Kernel<T, 16, 1>), fn(mv2::Mv2Kernel<T, 16, 0>), 2, 1);
+      prep(fn(mv2::Mv2Kernel<T, 1, 1, true>), fn(mv2::Mv2Kernel<T, 1, 0>), 0, 3);
+      prep(fn(mv2::Mv2Kernel<T, 8, 1, true>), fn(mv2::Mv2Kernel<T, 8, 0>), 1, 3);
+      prep(fn(mv2::Mv2Kernel<T, 16, 1, true>), fn(mv2::Mv2Kernel<T, 16, 0>), 2, 3);
+      if constexpr (mv2::CoopOk<T>()) {
+        prep(fn(mv2::Mv2Kernel<T, 1, 2>), fn(mv2::Mv2Kernel<T, 1, 0>), 0, 2);
+        prep(fn(mv2::Mv2Kernel<T, 8, 2>), fn(mv2::Mv2Kernel<T, 8, 0>), 1, 2);
+        prep(fn(mv2::Mv2Kernel<T, 16, 2>), fn(mv2::Mv2Kernel<T, 16, 0>), 2, 2);
+        prep(fn(mv2::Mv2Kernel<T, 1, 2, true>), fn(mv2::Mv2Kernel<T, 1, 0>), 0, 4);
+        prep(fn(mv2::Mv2Kernel<T, 8, 2, true>), fn(mv2::Mv2Kernel<T, 8, 0>), 1, 4);
+        prep(fn(mv2::Mv2Kernel<T, 16, 2, true>), fn(mv2::Mv2Kernel<T, 16, 0>), 2, 4);
+      }
     });
   }
   return err;

@@ -61,10 +61,12 @@ cudaError_t LaunchQuantizeX(const float* x, int n, int64_t k, void* xq, cudaStre
 // sums them in split order (counters: one int per row block, zero before the
 // first launch; the kernel leaves them zero).
 //
-// Two kernels: v2 (default) streams Q4_K, Q5_K, Q6_K and Q8_0 weights with
-// K % 256 == 0 straight into MMA registers (128 rows per block); v1 (all
-// other cases, or everything after SetMmqKernel(1)) stages them through
-// shared memory. The choice depends on the type and K only.
+// Three kernels: v2 streams Q4_K, Q5_K, Q6_K and Q8_0 weights with
+// K % 256 == 0 straight into MMA registers (128 rows per block); v3 (default)
+// is v2 with the weight stream in a per-warp cp.async ring in shared memory
+// (same blocking, same arithmetic: bit-identical to v2); v1 (all other cases,
+// or everything after SetMmqKernel(1)) stages them through shared memory.
+// The choice depends on the type and K only.
 constexpr int kMmqMaxMats = 3;
 struct MmqMatrix {
   const void* w;
@@ -85,9 +87,34 @@ int MmqKSplit(GgmlType type, int row_blocks, int64_t k);
 // (default off: slower on the H200; does not change results).
 void SetMmqBlocksPerSm(int n);
 int GetMmqBlocksPerSm();
-void SetMmqKernel(int version);
+void SetMmqKernel(int version);  // 1, 2 or 3 (SPECD_CUDA_MMQ=1/2/3 at start-up; default 3)
 int GetMmqKernel();
 void SetMmqPrefetch(bool on);
+// v3 ring slots per warp (stages of 128 elements; depth - 1 in flight while
+// one is computed): 0 = automatic (the deepest <= 6 that keeps the occupancy
+// of depth 2; SPECD_CUDA_MV3_DEPTH=N at start-up), N = forced (clamped to
+// 2..8 and to what fits one block). Does not change results.
+void SetMmqDepth(int depth);
+int GetMmqDepth(GgmlType type, int n);  // the depth v3 runs with (0: v3 cannot run it, v2 does)
+// Resident blocks per SM of the v2/v3 launch for (type, n) under the current
+// settings (occupancy API, after a backend was created; 0 if unknown).
+int GetMmqResidentBlocks(GgmlType type, int n);
+void SetMmqL2Hint(bool on);             // v3 cp.async with .L2::128B (default off; same results)
+// v3 Q4_K/Q5_K/Q6_K: fill the ring with 16-byte cp.async.cg copies shared by
+// each row's 4 lanes (L1 bypassed, 2x (Q4_K) to 4.5x (Q6_K) fewer copies; a
+// __syncwarp after each wait) instead of each lane's own 8-byte (Q6_K: 4-byte)
+// cp.async.ca pieces (default on; SPECD_CUDA_MV3_COPY16=0 at start-up turns it
+// off; same results).
+void SetMmqCopy16(bool on);
+bool GetMmqCopy16();
+// v3 persistent blocks: resident blocks x SMs, each looping over the same
+// (row block, K-split part) work items with the ring running on into the
+// next item (default off; SPECD_CUDA_MV3_PERSIST=1; same results).
+void SetMmqPersistent(bool on);
+bool GetMmqPersistent();
+// Bumped by every setter above: part of the CUDA graph key, so a captured
+// graph never replays a launch made with other settings.
+int MmqConfigGeneration();
 // y_i[c * rows_i + r] = W_i[r] . x_c (+ bias_i[r]) for c < n <= 16; xq: the
 // column group holding these n columns (LaunchQuantizeX layout).
 cudaError_t LaunchMmq(GgmlType type, const MmqMatrix* mats, int n_mats, int64_t k, const void* xq, int n, int ksplit,
