@@ -1836,7 +1836,12 @@ int InitialMv3Depth() {
   return e ? std::max(0, std::atoi(e)) : 0;
 }
 int g_mmq_kernel = InitialMmqKernel();
-int g_mmq_blocks_per_sm = 8;
+// SPECD_CUDA_MMQ_BPS=N: the K-split target (blocks per SM), default 8.
+int g_mmq_blocks_per_sm = [] {
+  const char* e = std::getenv("SPECD_CUDA_MMQ_BPS");
+  const int v = e ? std::atoi(e) : 0;
+  return v > 0 ? v : 8;
+}();
 int g_mv3_depth = InitialMv3Depth();
 // Q4_K/Q5_K/Q6_K rings filled by quad-cooperative 16-byte copies (default;
 // SPECD_CUDA_MV3_COPY16=0: each lane's own 8/4-byte pieces).

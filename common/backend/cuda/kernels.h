@@ -79,12 +79,13 @@ bool MmqSupported(GgmlType type, int64_t rows, int64_t k, size_t row_bytes);
 int MmqRowBlocks(GgmlType type, int64_t rows, int64_t k);
 int64_t MmqPartRows(GgmlType type, int64_t rows, int64_t k);  // rows of the partials' row space taken by a matrix
 int MmqKSplit(GgmlType type, int row_blocks, int64_t k);
-// Tuning knobs, process-wide. Changing them changes summation orders: set
-// them once, before any batch is recorded. Blocks per multiprocessor that
-// MmqKSplit aims for (default 8); kernel version (2 default, 1 = the
-// shared-memory kernel for every type; the environment variable
-// SPECD_CUDA_MMQ=1 sets 1 at start-up); v2's L2 prefetch two groups ahead
-// (default off: slower on the H200; does not change results).
+// Tuning knobs, process-wide. Changing the K-split target or v1 vs v2/v3
+// changes summation orders: set them once, before any batch is recorded.
+// Blocks per multiprocessor that MmqKSplit aims for (default 8;
+// SPECD_CUDA_MMQ_BPS=N at start-up); kernel version (3 default, 2 = v2, 1 =
+// the shared-memory kernel for every type; SPECD_CUDA_MMQ=1/2/3 at
+// start-up); v2/v3's L2 prefetch two groups ahead (default off: slower on the
+// H200; does not change results).
 void SetMmqBlocksPerSm(int n);
 int GetMmqBlocksPerSm();
 void SetMmqKernel(int version);  // 1, 2 or 3 (SPECD_CUDA_MMQ=1/2/3 at start-up; default 3)
