@@ -1857,9 +1857,12 @@ bool g_mv3_persist = [] {
 int g_mmq_generation = 0;
 // The L2 prefetch measured slower on the H200 (46.7 vs 39.2 us at n = 1, Q4_K
 // 25600x5120): off by default.
+// The v3 copies' .L2::128B hint measured faster (Q6_K 5120x25600 n=1 1543 ->
+// 1616 GB/s): on by default.
 mv2::Opts MakeMv2Opts() {
   mv2::Opts o;
   o.prefetch = 0;
+  o.l2hint = 1;
   return o;
 }
 mv2::Opts g_mv2_opts = MakeMv2Opts();
@@ -1916,8 +1919,11 @@ int Mv3DepthT(int n) {
   // Where even depth 2 costs occupancy against v2 (small shared memory:
   // sm_86/sm_89), v2 runs instead.
   if (in.occ[2] < in.occ_v2) return 0;
-  for (int d = top; d > 2; --d)
-    if (in.occ[d] >= in.occ[2]) return d;
+  // Measured on the H200 (docs/gpu-notes.md, device call 8): the ring pays
+  // only for Q6_K (n=1: 1201 -> 1616 GB/s at depth 2 with the L2 hint, deeper
+  // rings lose); for Q4_K, Q5_K and Q8_0 it loses to v2 at every depth
+  // (Q4_K n=1: 1510-1590 vs 1903 GB/s), so they run v2 unless a depth is forced.
+  if (T != GgmlType::Q6_K) return 0;
   return 2;
 }
 int Mv3Depth(GgmlType type, int n) {
