@@ -22,6 +22,29 @@ S=$C/bin/specd
 t0=$(date +%s)
 rc=0
 stamp() { echo "== [$(( $(date +%s) - t0 )) s] $*"; }
+# spec_pairs TAG "BACKEND FLAGS" PRESET TYPE TOKENS: bench-spec on the trained
+# pair (when carried) and on a derived pair of PRESET/TYPE with a 2-layer draft.
+spec_pairs() {
+  local tag=$1 flags=$2 preset=$3 type=$4 tokens=$5
+  export LD_LIBRARY_PATH="$C/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+  local G="$flags --max-seqs 2 --max-seq-len 2048"
+  # shellcheck disable=SC2086
+  if [ -f "$C/models/pycode-target-10m-f16.gguf" ]; then
+    stamp "bench-spec, trained pair, $tag"
+    timeout 200 "$S" bench-spec $G --model "$C/models/pycode-target-10m-f16.gguf" \
+      --draft "$C/models/pycode-draft-0.4m-f16.gguf" --max-tokens 128 --repeats 3 --ks 1,2,3,4,6,8 \
+      > "$OUT/spec_pycode_$tag.txt" 2>&1
+    echo "rc=$?"; tail -n 14 "$OUT/spec_pycode_$tag.txt"
+  fi
+  local P=/tmp/pair$preset
+  [ -f $P/target.gguf ] || timeout 240 "$S" make-model --preset "$preset" --type "$type" --pair --draft-layers 2 \
+    --out $P > "$OUT/make$preset.txt" 2>&1
+  stamp "bench-spec, derived $preset $type pair, $tag"
+  # shellcheck disable=SC2086
+  timeout 200 "$S" bench-spec $G --model $P/target.gguf --draft $P/draft.gguf --max-tokens "$tokens" --repeats 3 \
+    --ks 1,2,3,4,6 > "$OUT/spec_${preset}_$tag.txt" 2>&1
+  echo "rc=$?"; tail -n 12 "$OUT/spec_${preset}_$tag.txt"
+}
 for stage in "$@"; do
   case $stage in
     check)
@@ -37,38 +60,9 @@ for stage in "$@"; do
       stamp "e2e bench"
       OUT=$OUT/e2e timeout ${E2E_S:-400} bash tests/gpu/e2e_device.sh bench 2>&1 | tail -n 80 ;;
     spec)
-      export LD_LIBRARY_PATH="$C/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
-      G="--backend cuda --max-seqs 2 --max-seq-len 2048"
-      if [ -f "$C/models/pycode-target-10m-f16.gguf" ]; then
-        stamp "bench-spec, trained pair, cuda"
-        timeout 150 "$S" bench-spec $G --model "$C/models/pycode-target-10m-f16.gguf" \
-          --draft "$C/models/pycode-draft-0.4m-f16.gguf" --max-tokens 128 --repeats 3 --ks 1,2,3,4,6,8 \
-          > "$OUT/spec_pycode_cuda.txt" 2>&1
-        echo "rc=$?"; tail -n 14 "$OUT/spec_pycode_cuda.txt"
-      fi
-      P=/tmp/pair1b
-      [ -f $P/target.gguf ] || timeout 240 "$S" make-model --preset 1b --type Q4_K_M --pair --draft-layers 2 --out $P \
-        > "$OUT/make1b.txt" 2>&1
-      stamp "bench-spec, derived 1b pair, cuda"
-      timeout 200 "$S" bench-spec $G --model $P/target.gguf --draft $P/draft.gguf --max-tokens 128 --repeats 3 \
-        --ks 1,2,3,4,6 > "$OUT/spec_1b_cuda.txt" 2>&1
-      echo "rc=$?"; tail -n 12 "$OUT/spec_1b_cuda.txt" ;;
+      spec_pairs cuda "--backend cuda" 1b Q4_K_M 128 ;;
     cpuspec)
-      export LD_LIBRARY_PATH="$C/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
-      G="--backend cpu --threads ${CPU_THREADS:-8} --max-seqs 2 --max-seq-len 2048"
-      if [ -f "$C/models/pycode-target-10m-f16.gguf" ]; then
-        stamp "bench-spec, trained pair, cpu"
-        timeout 200 "$S" bench-spec $G --model "$C/models/pycode-target-10m-f16.gguf" \
-          --draft "$C/models/pycode-draft-0.4m-f16.gguf" --max-tokens 128 --repeats 3 --ks 1,2,3,4,6,8 \
-          > "$OUT/spec_pycode_cpu.txt" 2>&1
-        echo "rc=$?"; tail -n 14 "$OUT/spec_pycode_cpu.txt"
-      fi
-      P=/tmp/pair100m
-      [ -f $P/target.gguf ] || "$S" make-model --preset 100m --type Q8_0 --pair --draft-layers 2 --out $P > /dev/null 2>&1
-      stamp "bench-spec, derived 100m Q8_0 pair, cpu"
-      timeout 200 "$S" bench-spec $G --model $P/target.gguf --draft $P/draft.gguf --max-tokens 96 --repeats 3 \
-        --ks 1,2,3,4,6 > "$OUT/spec_100m_cpu.txt" 2>&1
-      echo "rc=$?"; tail -n 12 "$OUT/spec_100m_cpu.txt" ;;
+      spec_pairs cpu "--backend cpu --threads ${CPU_THREADS:-8}" 100m Q8_0 96 ;;
     *) echo "unknown stage $stage"; rc=2 ;;
   esac
 done
