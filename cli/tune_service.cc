@@ -17,6 +17,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
+#include "common/util/net.h"
 #include "coordinator/client/client.h"
 
 namespace specd::tune {
@@ -75,21 +76,6 @@ std::string ErrorOf(const std::string& log) {
 }
 
 }  // namespace
-
-int FreeLoopbackPort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return 0;
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(a);
-  int port = 0;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0 &&
-      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
-    port = ntohs(a.sin_port);
-  close(fd);
-  return port;
-}
 
 absl::StatusOr<std::string> FindBinary(const std::string& name, const std::string& bin_dir) {
   if (!bin_dir.empty()) {

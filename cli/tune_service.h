@@ -26,9 +26,6 @@ namespace specd::tune {
 
 using KeyValues = std::vector<std::pair<std::string, std::string>>;
 
-// A loopback TCP port nobody listens on right now (0 if none was found).
-int FreeLoopbackPort();
-
 // `name` (e.g. "specd-coordinator") in `bin_dir` when given; else next to
 // this executable, in its build-tree sibling folders, then on $PATH.
 absl::StatusOr<std::string> FindBinary(const std::string& name, const std::string& bin_dir);

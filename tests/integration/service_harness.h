@@ -21,28 +21,13 @@
 #include "common/engine/engine.h"
 #include "common/modelgen/modelgen.h"
 #include "common/sampler/sampler.h"
+#include "common/util/net.h"
 #include "coordinator/client/client.h"
 #include "gtest/gtest.h"
 #include "tests/support/test_models.h"
 #include "tests/support/test_util.h"
 
 namespace specd::testing {
-
-// A loopback TCP port nobody listens on right now.
-inline int FreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = 0;
-  socklen_t len = sizeof(a);
-  int port = 0;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0 &&
-      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
-    port = ntohs(a.sin_port);
-  close(fd);
-  return port;
-}
 
 class Process {
  public:
@@ -152,7 +137,7 @@ class Service {
   }
 
   // Starts all three and waits until requests are served (with the draft
-  // when there is one). A port taken between FreePort and the bind (tests
+  // when there is one). A port taken between FreeLoopbackPort and the bind (tests
   // run in parallel) makes a process exit: then it tries other ports.
   absl::Status Start() {
     for (const char* b : {"target_worker/specd-target-worker", "draft_worker/specd-draft-worker",
@@ -212,7 +197,7 @@ class Service {
  private:
   void PickAddresses() {
     auto addr = [&](const char* name) {
-      return o_.unix_sockets ? "unix:" + dir_ + "/" + name + ".sock" : "127.0.0.1:" + std::to_string(FreePort());
+      return o_.unix_sockets ? "unix:" + dir_ + "/" + name + ".sock" : "127.0.0.1:" + std::to_string(FreeLoopbackPort());
     };
     target_address = addr("target");
     draft_address = o_.draft_model.empty() ? "" : addr("draft");

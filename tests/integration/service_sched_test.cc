@@ -4,9 +4,6 @@
 // the operator's view (Admin.Stats, GET /metrics, the per-request log line)
 // reports occupancy, the k histogram and the memory ledger. Outputs stay
 // lossless throughout. Every wait is bounded.
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <sys/time.h>
 
 #include <atomic>
 #include <fstream>
@@ -226,24 +223,7 @@ TEST_F(ServiceSchedTest, AdmissionQueuesRefusesPastTheQueueAndClampsToTheContext
 
 // GET path from 127.0.0.1:port; the whole response (bounded by 5 s timeouts).
 std::string HttpGet(int port, const std::string& path) {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  timeval tv{5, 0};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = htons(static_cast<uint16_t>(port));
-  std::string out;
-  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) {
-    const std::string req = "GET " + path + " HTTP/1.1\r\nHost: localhost\r\n\r\n";
-    (void)!send(fd, req.data(), req.size(), MSG_NOSIGNAL);
-    char buf[8192];
-    ssize_t n;
-    while ((n = recv(fd, buf, sizeof buf, 0)) > 0) out.append(buf, static_cast<size_t>(n));
-  }
-  close(fd);
-  return out;
+  return LoopbackExchange(port, "GET " + path + " HTTP/1.1\r\nHost: localhost\r\n\r\n");
 }
 
 // The value of the sample line starting with `series` + " " (-1: absent).
@@ -255,7 +235,7 @@ double Sample(const std::string& body, const std::string& series) {
 }
 
 TEST_F(ServiceSchedTest, StatsMetricsAndLogsShowTheService) {
-  const int mport = FreePort();
+  const int mport = FreeLoopbackPort();
   StartService({"--metrics-listen", "127.0.0.1:" + std::to_string(mport)}, {"--batch-wait-us", "2000"});
   // Concurrent requests: both workers see multi-sequence batches.
   const int nreq = 8;

@@ -233,8 +233,8 @@ TEST(Tune, QuickWritesConfigsTheServicesAccept) {
   EXPECT_TRUE(absl::StrContains(tconf, "vram-budget = ")) << tconf;
   EXPECT_TRUE(absl::StrContains(Slurp(out.File("coordinator.conf")), "speculation = ")) << tconf;
   TempDir logs;
-  const std::string ta = "127.0.0.1:" + std::to_string(FreePort()), da = "127.0.0.1:" + std::to_string(FreePort()),
-                    ca = "127.0.0.1:" + std::to_string(FreePort());
+  const std::string ta = "127.0.0.1:" + std::to_string(FreeLoopbackPort()), da = "127.0.0.1:" + std::to_string(FreeLoopbackPort()),
+                    ca = "127.0.0.1:" + std::to_string(FreeLoopbackPort());
   Process target, draft, coordinator;
   ASSERT_TRUE(target.Start({BinaryPath("target_worker/specd-target-worker"), "--config", out.File("target.conf"),
                             "--listen", ta}, logs.File("target.log")));

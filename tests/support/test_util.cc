@@ -1,5 +1,7 @@
 #include "tests/support/test_util.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/time.h>
@@ -83,6 +85,27 @@ std::string SharedModelsDir() {
   struct stat st;
   if (stat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) return dir;
   return "";
+}
+
+std::string LoopbackExchange(int port, const std::string& request) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return "";
+  timeval tv{5, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  std::string out;
+  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) {
+    if (!request.empty()) (void)!send(fd, request.data(), request.size(), MSG_NOSIGNAL);
+    char buf[8192];
+    ssize_t n;
+    while ((n = recv(fd, buf, sizeof buf, 0)) > 0) out.append(buf, static_cast<size_t>(n));
+  }
+  close(fd);
+  return out;
 }
 
 NotifyListener::NotifyListener(const std::string& name) : name_(name) {

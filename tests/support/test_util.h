@@ -36,6 +36,10 @@ std::string BinaryPath(const std::string& rel);
 std::string SharedModelsDir();
 std::string ShellQuote(const std::string& s);
 
+// Sends `request` (if any) to 127.0.0.1:port and returns everything the
+// server sends back until it closes the connection; 5 s socket timeouts.
+std::string LoopbackExchange(int port, const std::string& request);
+
 // A bound unix datagram socket standing in for systemd's $NOTIFY_SOCKET
 // (`name` starting with '@': abstract namespace).
 class NotifyListener {

@@ -7,6 +7,7 @@
 
 #include "common/engine/engine.h"
 #include "common/util/config.h"
+#include "common/util/net.h"
 #include "gtest/gtest.h"
 #include "tests/support/test_util.h"
 
@@ -117,7 +118,7 @@ TEST(Loadgen, BadSpecsAreErrorsNotCrashes) {
 TEST(Loadgen, NothingListeningFailsEveryRequestWithAStatus) {
   // Text prompts need no tokenizer round trip; every call must still end.
   LoadSpec s;
-  s.coordinator = "127.0.0.1:" + std::to_string(tune::FreeLoopbackPort());
+  s.coordinator = "127.0.0.1:" + std::to_string(FreeLoopbackPort());
   s.prompts = {"hello", "world"};
   s.requests = 6;
   s.concurrency = 3;

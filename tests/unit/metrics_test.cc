@@ -1,15 +1,12 @@
 // Metrics primitives, the Prometheus text rendering, and the HTTP endpoint
 // (real GETs on loopback, bounded by socket timeouts).
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <sys/time.h>
-#include <unistd.h>
 
 #include <thread>
 
 #include "common/metrics/http_server.h"
 #include "common/metrics/metrics.h"
 #include "gtest/gtest.h"
+#include "tests/support/test_util.h"
 
 namespace specd::metrics {
 namespace {
@@ -117,27 +114,7 @@ TEST(Metrics, BadNamesAreKeptButNotExported) {
 
 // ---------------------------------------------------------------- HTTP
 
-// Sends `request` to 127.0.0.1:port and returns everything the server sent
-// back (it closes the connection). Bounded by 5 s socket timeouts.
-std::string Exchange(int port, const std::string& request) {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  timeval tv{5, 0};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = htons(static_cast<uint16_t>(port));
-  std::string out;
-  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) {
-    if (!request.empty()) (void)!send(fd, request.data(), request.size(), MSG_NOSIGNAL);
-    char buf[4096];
-    ssize_t n;
-    while ((n = recv(fd, buf, sizeof buf, 0)) > 0) out.append(buf, static_cast<size_t>(n));
-  }
-  close(fd);
-  return out;
-}
+using specd::testing::LoopbackExchange;
 
 TEST(MetricsHttp, ServesGetMetricsOnLoopback) {
   Registry r;
@@ -148,7 +125,7 @@ TEST(MetricsHttp, ServesGetMetricsOnLoopback) {
   const int port = (*s)->port();
   ASSERT_GT(port, 0);
   c->Inc();
-  const std::string resp = Exchange(port, "GET /metrics HTTP/1.1\r\nHost: localhost\r\nAccept: */*\r\n\r\n");
+  const std::string resp = LoopbackExchange(port, "GET /metrics HTTP/1.1\r\nHost: localhost\r\nAccept: */*\r\n\r\n");
   ASSERT_EQ(resp.rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << resp;
   EXPECT_NE(resp.find("Content-Type: text/plain; version=0.0.4"), std::string::npos) << resp;
   const std::string body = resp.substr(resp.find("\r\n\r\n") + 4);
@@ -156,19 +133,19 @@ TEST(MetricsHttp, ServesGetMetricsOnLoopback) {
   EXPECT_NE(body.find("specd_test_total 42\n"), std::string::npos);
   EXPECT_NE(resp.find("Content-Length: " + std::to_string(body.size()) + "\r\n"), std::string::npos);
 
-  EXPECT_EQ(Exchange(port, "GET /other HTTP/1.1\r\n\r\n").rfind("HTTP/1.1 404", 0), 0u);
-  EXPECT_EQ(Exchange(port, "POST /metrics HTTP/1.1\r\nContent-Length: 0\r\n\r\n").rfind("HTTP/1.1 405", 0), 0u);
-  EXPECT_EQ(Exchange(port, "garbage\r\n\r\n").rfind("HTTP/1.1 400", 0), 0u);
-  const std::string head = Exchange(port, "HEAD /metrics?x=1 HTTP/1.0\r\n\r\n");
+  EXPECT_EQ(LoopbackExchange(port, "GET /other HTTP/1.1\r\n\r\n").rfind("HTTP/1.1 404", 0), 0u);
+  EXPECT_EQ(LoopbackExchange(port, "POST /metrics HTTP/1.1\r\nContent-Length: 0\r\n\r\n").rfind("HTTP/1.1 405", 0), 0u);
+  EXPECT_EQ(LoopbackExchange(port, "garbage\r\n\r\n").rfind("HTTP/1.1 400", 0), 0u);
+  const std::string head = LoopbackExchange(port, "HEAD /metrics?x=1 HTTP/1.0\r\n\r\n");
   EXPECT_EQ(head.rfind("HTTP/1.1 200", 0), 0u);
   EXPECT_EQ(head.substr(head.find("\r\n\r\n") + 4), "");
-  EXPECT_EQ(Exchange(port, std::string(9000, 'a')).rfind("HTTP/1.1 431", 0), 0u);
+  EXPECT_EQ(LoopbackExchange(port, std::string(9000, 'a')).rfind("HTTP/1.1 431", 0), 0u);
   // A client that connects and says nothing is dropped after the I/O timeout;
   // the next scrape is still served.
   const auto t0 = std::chrono::steady_clock::now();
-  std::thread idle([&] { Exchange(port, ""); });
+  std::thread idle([&] { LoopbackExchange(port, ""); });
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  EXPECT_EQ(Exchange(port, "GET /metrics HTTP/1.1\r\n\r\n").rfind("HTTP/1.1 200", 0), 0u);
+  EXPECT_EQ(LoopbackExchange(port, "GET /metrics HTTP/1.1\r\n\r\n").rfind("HTTP/1.1 200", 0), 0u);
   idle.join();
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
   EXPECT_GE((*s)->requests(), 6);
