@@ -13,15 +13,13 @@
 namespace specd::testing {
 namespace {
 
-TestModels* g_models = nullptr;
+const TestModels* g_models = nullptr;
 
 class ServiceFaultTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    g_models = new TestModels();
-    ASSERT_TRUE(g_models->Make().ok());
+    g_models = &SharedTestModels();
   }
-  static void TearDownTestSuite() { delete g_models; }
 
   void StartService(bool unix_sockets = false) {
     ServiceOptions o;

@@ -18,17 +18,12 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-TestModels* g_models = nullptr;
+const TestModels* g_models = nullptr;
 
 class ServiceSchedTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    g_models = new TestModels();
-    ASSERT_TRUE(g_models->Make().ok());
-  }
-  static void TearDownTestSuite() {
-    delete g_models;
-    g_models = nullptr;
+    g_models = &SharedTestModels();
   }
   void TearDown() override {
     if (HasFailure() && svc_) std::cerr << svc_->Logs() << "\n";

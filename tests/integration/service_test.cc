@@ -10,15 +10,14 @@
 namespace specd::testing {
 namespace {
 
-TestModels* g_models = nullptr;
+const TestModels* g_models = nullptr;
 Service* g_service = nullptr;
 TempDir* g_dir = nullptr;
 
 class ServiceTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    g_models = new TestModels();
-    ASSERT_TRUE(g_models->Make().ok());
+    g_models = &SharedTestModels();
     g_dir = new TempDir();
     ServiceOptions o;
     o.target_model = g_models->target;
@@ -30,7 +29,6 @@ class ServiceTest : public ::testing::Test {
   static void TearDownTestSuite() {
     delete g_service;
     delete g_dir;
-    delete g_models;
   }
   void SetUp() override {
     if (!g_service || !g_service->client) GTEST_SKIP() << "service did not start";

@@ -28,6 +28,13 @@ absl::Status TestModels::Make() {
   return GenerateModel(g, foreign);
 }
 
+const TestModels& SharedTestModels() {
+  static TestModels models;
+  static const absl::Status made = models.Make();
+  EXPECT_TRUE(made.ok()) << "generating the test models: " << made;
+  return models;
+}
+
 std::unique_ptr<Engine> MakeTestEngine(const std::string& path, int max_seqs) {
   EngineOptions o;
   o.model_path = path;

@@ -18,6 +18,10 @@ struct TestModels {
   absl::Status Make();
 };
 
+// The models above, generated once per test binary on first use (removed at
+// exit); a generation failure fails the calling test.
+const TestModels& SharedTestModels();
+
 // An in-process engine on the CPU backend (1 thread, default KV type):
 // `max_seqs` sequences of up to 512 tokens, 64-token batches. Null (and a
 // test failure) when it cannot be created.

@@ -22,6 +22,7 @@ namespace specd {
 namespace {
 
 using testing::MakeTestEngine;
+using testing::SharedTestModels;
 using testing::TestModels;
 
 // ---------------------------------------------------------------- header
@@ -184,29 +185,20 @@ DeviceExchangeHooks FakeHooks() {
 
 // ---------------------------------------------------------------- engines
 
-TestModels* g_models = nullptr;
+const TestModels* g_models = nullptr;
 
 class ExchangeDeviceTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    g_models = new TestModels();
-    ASSERT_TRUE(g_models->Make().ok());
-  }
-  static void TearDownTestSuite() {
-    delete g_models;
-    g_models = nullptr;
-  }
-
-  static std::unique_ptr<Engine> MakeEngine(const std::string& path, int max_seqs = 4) {
-    return MakeTestEngine(path, max_seqs);
+    g_models = &SharedTestModels();
   }
 
   void SetUp() override {
     g_dev = &dev_;
     SetDeviceExchangeHooksForTesting(FakeHooks());
-    target_engine_ = MakeEngine(g_models->target);
-    draft_engine_ = MakeEngine(g_models->draft);
-    ref_engine_ = MakeEngine(g_models->target, 1);
+    target_engine_ = MakeTestEngine(g_models->target);
+    draft_engine_ = MakeTestEngine(g_models->draft);
+    ref_engine_ = MakeTestEngine(g_models->target, 1);
     ASSERT_TRUE(target_engine_ && draft_engine_ && ref_engine_);
     target_ = std::make_unique<LocalTarget>(target_engine_.get());
     auto d = LocalDraft::Create(draft_engine_.get(), 8, "auto");
@@ -396,7 +388,7 @@ TEST_F(ExchangeDeviceTest, OpenFailureAttachesOnTheHostPath) {
 }
 
 TEST_F(ExchangeDeviceTest, ReattachAfterASwapMapsTheNewRows) {
-  auto other_engine = MakeEngine(g_models->other);
+  auto other_engine = MakeTestEngine(g_models->other);
   auto other = LocalDraft::Create(other_engine.get(), 6, "cuda");
   ASSERT_TRUE(other.ok()) << other.status();
   EXPECT_EQ((*other)->exchange().kind(), "cuda");

@@ -18,6 +18,7 @@ namespace specd {
 namespace {
 
 using testing::MakeTestEngine;
+using testing::SharedTestModels;
 using testing::TempDir;
 using testing::TestModels;
 
@@ -52,28 +53,19 @@ TEST(StopMatcher, FlushReturnsTheHeldTailAndEmptyStopsAreIgnored) {
 
 // ---------------------------------------------------------------- engines
 
-TestModels* g_models = nullptr;  // other: same vocabulary, unrelated weights
+const TestModels* g_models = nullptr;  // other: same vocabulary, unrelated weights
 
 class SpecLoopTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    g_models = new TestModels();
-    ASSERT_TRUE(g_models->Make().ok());
-  }
-  static void TearDownTestSuite() {
-    delete g_models;
-    g_models = nullptr;
-  }
-
-  static std::unique_ptr<Engine> MakeEngine(const std::string& path, int max_seqs = 4) {
-    return MakeTestEngine(path, max_seqs);
+    g_models = &SharedTestModels();
   }
 
   void SetUp() override {
-    target_engine_ = MakeEngine(g_models->target);
-    draft_engine_ = MakeEngine(g_models->draft);
-    other_engine_ = MakeEngine(g_models->other);
-    ref_engine_ = MakeEngine(g_models->target, 1);
+    target_engine_ = MakeTestEngine(g_models->target);
+    draft_engine_ = MakeTestEngine(g_models->draft);
+    other_engine_ = MakeTestEngine(g_models->other);
+    ref_engine_ = MakeTestEngine(g_models->target, 1);
     ASSERT_TRUE(target_engine_ && draft_engine_ && other_engine_ && ref_engine_);
     target_ = std::make_unique<LocalTarget>(target_engine_.get());
     auto d = LocalDraft::Create(draft_engine_.get(), 8);
@@ -317,7 +309,7 @@ TEST_F(SpecLoopTest, VerifyReadsExactlyWhatProposeWrote) {
   ASSERT_TRUE((*reader)->Read(p->ref, 5, p->tokens, &q).ok());
   // Row i is the draft's processed distribution after prompt + x_1..x_{i-1},
   // recomputed here on a separate engine.
-  auto ref = MakeEngine(g_models->draft, 1);
+  auto ref = MakeTestEngine(g_models->draft, 1);
   const int V = ref->vocab_size();
   std::vector<int32_t> ctx = prompt;
   for (int i = 0; i < 3; ++i) {
@@ -376,7 +368,7 @@ TEST_F(SpecLoopTest, AttachRefusesAnotherVocabulary) {
   g.shape.vocab_size = 300;
   TempDir dir;
   ASSERT_TRUE(GenerateModel(g, dir.File("v300.gguf")).ok());
-  auto e = MakeEngine(dir.File("v300.gguf"), 1);
+  auto e = MakeTestEngine(dir.File("v300.gguf"), 1);
   auto d = LocalDraft::Create(e.get(), 4);
   ASSERT_TRUE(d.ok());
   auto st = target_->Attach((*d)->exchange().kind(), (*d)->exchange().name());
