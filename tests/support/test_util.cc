@@ -9,11 +9,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 
 namespace specd::testing {
 
@@ -85,6 +88,37 @@ std::string SharedModelsDir() {
   struct stat st;
   if (stat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) return dir;
   return "";
+}
+
+std::vector<double> RunPythonReference(const std::string& script, const std::string& model,
+                                       const std::vector<int32_t>& tokens, const TempDir& dir) {
+  std::string csv;
+  for (size_t i = 0; i < tokens.size(); ++i) csv += (i ? "," : "") + std::to_string(tokens[i]);
+  const std::string out = dir.File("ref.bin");
+  const std::string cmd = ShellQuote(PythonPath()) + " " + ShellQuote(SourcePath(script)) + " " + ShellQuote(model) +
+                          " " + csv + " " + ShellQuote(out);
+  std::string ignored;
+  EXPECT_EQ(RunCommand(cmd, &ignored), 0) << cmd;
+  std::ifstream in(out, std::ios::binary);
+  std::vector<double> v;
+  double x;
+  while (in.read(reinterpret_cast<char*>(&x), sizeof x)) v.push_back(x);
+  return v;
+}
+
+std::vector<double> RowRelErrors(const std::vector<float>& got, const std::vector<double>& ref, int vocab) {
+  std::vector<double> e;
+  const size_t rows = ref.size() / static_cast<size_t>(vocab);
+  for (size_t r = 0; r < rows; ++r) {
+    double num = 0, den = 0;
+    for (int i = 0; i < vocab; ++i) {
+      const double d = got[r * vocab + i] - ref[r * vocab + i];
+      num += d * d;
+      den += ref[r * vocab + i] * ref[r * vocab + i];
+    }
+    e.push_back(std::sqrt(num / std::max(den, 1e-300)));
+  }
+  return e;
 }
 
 std::string LoopbackExchange(int port, const std::string& request) {

@@ -1,6 +1,7 @@
 // Helpers shared by the tests: temporary directories, the Python reference
 // interpreter, and locating optional assets.
 #pragma once
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,15 @@ std::string BinaryPath(const std::string& rel);
 // ../shared/models when present (real trained models; optional).
 std::string SharedModelsDir();
 std::string ShellQuote(const std::string& s);
+
+// Runs a reference script (`script`, relative to the source tree) with the
+// reference python: `script MODEL TOKEN,TOKEN,... OUT`, which writes the
+// logits of every position as float64 to OUT. Returns them (empty, and a
+// test failure, if the script fails).
+std::vector<double> RunPythonReference(const std::string& script, const std::string& model,
+                                       const std::vector<int32_t>& tokens, const TempDir& dir);
+// Relative L2 error of each row of `got` against `ref` (rows of `vocab`).
+std::vector<double> RowRelErrors(const std::vector<float>& got, const std::vector<double>& ref, int vocab);
 
 // Sends `request` (if any) to 127.0.0.1:port and returns everything the
 // server sends back until it closes the connection; 5 s socket timeouts.

@@ -2,9 +2,9 @@
 // (tests/python/ref_model.py: the `gguf` package's reader and dequantizers +
 // numpy), and the engine's batching/KV invariants that speculative decoding
 // relies on.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <map>
 
 #include "common/engine/engine.h"
@@ -42,35 +42,13 @@ std::vector<float> AllLogits(Engine& e, int32_t seq, const std::vector<int32_t>&
 }
 
 std::vector<double> ReferenceLogits(const std::string& model, const std::vector<int32_t>& toks, TempDir& dir) {
-  std::string csv;
-  for (size_t i = 0; i < toks.size(); ++i) csv += (i ? "," : "") + std::to_string(toks[i]);
-  const std::string out = dir.File("ref.bin");
-  const std::string cmd = testing::ShellQuote(testing::PythonPath()) + " " +
-                          testing::ShellQuote(testing::SourcePath("tests/python/ref_model.py")) + " " +
-                          testing::ShellQuote(model) + " " + csv + " " + testing::ShellQuote(out);
-  std::string ignored;
-  EXPECT_EQ(testing::RunCommand(cmd, &ignored), 0) << cmd;
-  std::ifstream in(out, std::ios::binary);
-  std::vector<double> v;
-  double x;
-  while (in.read(reinterpret_cast<char*>(&x), sizeof x)) v.push_back(x);
-  return v;
+  return testing::RunPythonReference("tests/python/ref_model.py", model, toks, dir);
 }
 
 // Largest per-row relative L2 error.
 double MaxRowRelErr(const std::vector<float>& got, const std::vector<double>& ref, int vocab) {
-  double worst = 0;
-  const size_t rows = ref.size() / vocab;
-  for (size_t r = 0; r < rows; ++r) {
-    double num = 0, den = 0;
-    for (int i = 0; i < vocab; ++i) {
-      const double d = got[r * vocab + i] - ref[r * vocab + i];
-      num += d * d;
-      den += ref[r * vocab + i] * ref[r * vocab + i];
-    }
-    worst = std::max(worst, std::sqrt(num / std::max(den, 1e-300)));
-  }
-  return worst;
+  const std::vector<double> e = testing::RowRelErrors(got, ref, vocab);
+  return e.empty() ? 0.0 : *std::max_element(e.begin(), e.end());
 }
 
 std::vector<int32_t> Tokens(int n, int vocab, int salt = 0) {

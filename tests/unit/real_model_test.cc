@@ -5,7 +5,6 @@
 // own chat template.
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 
 #include "common/backend/cpu/cpu_backend.h"
 #include "common/engine/engine.h"
@@ -27,22 +26,6 @@ std::string SmolLm2Path() {
     return "";
   while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
   return out;
-}
-
-std::vector<double> RunRef(const std::string& script, const std::string& model, const std::vector<int32_t>& toks,
-                           const testing::TempDir& dir) {
-  std::string csv;
-  for (size_t i = 0; i < toks.size(); ++i) csv += (i ? "," : "") + std::to_string(toks[i]);
-  const std::string out = dir.File("ref.bin");
-  const std::string cmd = ShellQuote(testing::PythonPath()) + " " + ShellQuote(testing::SourcePath(script)) + " " +
-                          ShellQuote(model) + " " + csv + " " + ShellQuote(out);
-  std::string ignored;
-  EXPECT_EQ(testing::RunCommand(cmd, &ignored), 0) << cmd;
-  std::ifstream in(out, std::ios::binary);
-  std::vector<double> v;
-  double x;
-  while (in.read(reinterpret_cast<char*>(&x), sizeof x)) v.push_back(x);
-  return v;
 }
 
 class SmolLm2Test : public ::testing::Test {
@@ -78,17 +61,8 @@ class SmolLm2Test : public ::testing::Test {
 };
 
 // Per-row relative L2 errors of `got` against `ref`, sorted.
-std::vector<double> RowErrors(const std::vector<float>& got, const std::vector<double>& ref, size_t rows, int V) {
-  std::vector<double> e;
-  for (size_t r = 0; r < rows; ++r) {
-    double num = 0, den = 0;
-    for (int i = 0; i < V; ++i) {
-      const double d = got[r * V + i] - ref[r * V + i];
-      num += d * d;
-      den += ref[r * V + i] * ref[r * V + i];
-    }
-    e.push_back(std::sqrt(num / den));
-  }
+std::vector<double> SortedRowErrors(const std::vector<float>& got, const std::vector<double>& ref, int V) {
+  std::vector<double> e = testing::RowRelErrors(got, ref, V);
   std::sort(e.begin(), e.end());
   return e;
 }
@@ -104,10 +78,10 @@ std::vector<double> RowErrors(const std::vector<float>& got, const std::vector<d
 TEST_F(SmolLm2Test, LogitsMatchFloat64Reference) {
   testing::TempDir dir;
   const auto got = Logits();
-  const auto ref = RunRef("tests/python/ref_model.py", path_, prompt_, dir);
+  const auto ref = testing::RunPythonReference("tests/python/ref_model.py", path_, prompt_, dir);
   const int V = engine_->vocab_size();
   ASSERT_EQ(ref.size(), got.size());
-  const auto err = RowErrors(got, ref, prompt_.size(), V);
+  const auto err = SortedRowErrors(got, ref, V);
   int agree = 0;
   for (size_t r = 0; r < prompt_.size(); ++r) {
     int a = 0, b = 0;
@@ -118,10 +92,10 @@ TEST_F(SmolLm2Test, LogitsMatchFloat64Reference) {
     agree += a == b;
   }
   std::vector<float> llama_f;
-  const auto llama = RunRef("tests/python/llamacpp_ref.py", path_, prompt_, dir);
+  const auto llama = testing::RunPythonReference("tests/python/llamacpp_ref.py", path_, prompt_, dir);
   if (llama.size() == ref.size()) {
     llama_f.assign(llama.begin(), llama.end());
-    const auto le = RowErrors(llama_f, ref, prompt_.size(), V);
+    const auto le = SortedRowErrors(llama_f, ref, V);
     std::printf("llama.cpp Q4_1 vs float64: max row relative error %.3g, median %.3g\n", le.back(),
                 le[le.size() / 2]);
   }
@@ -140,7 +114,7 @@ TEST_F(SmolLm2Test, LogitsMatchFloat64Reference) {
 TEST_F(SmolLm2Test, LogitsAgreeWithLlamaCpp) {
   testing::TempDir dir;
   const auto got = Logits();
-  const auto ref = RunRef("tests/python/llamacpp_ref.py", path_, prompt_, dir);
+  const auto ref = testing::RunPythonReference("tests/python/llamacpp_ref.py", path_, prompt_, dir);
   const int V = engine_->vocab_size();
   ASSERT_EQ(ref.size(), got.size());
   double worst = 0;
