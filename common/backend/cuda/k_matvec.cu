@@ -1876,7 +1876,6 @@ bool UseV2(GgmlType type, int64_t k) {
 // ---- v3 ring depth ----
 // Per (type, mode): the kernel's static shared memory and, once
 // PrepareMatvecKernels has run, the resident blocks per SM at each depth.
-constexpr int kMv3Auto = 6;  // automatic depth: the deepest <= this that keeps depth 2's occupancy
 int TypeIndex(GgmlType t) {
   return t == GgmlType::Q4_K ? 0 : t == GgmlType::Q5_K ? 1 : t == GgmlType::Q6_K ? 2 : 3;
 }
@@ -1910,21 +1909,17 @@ int Mv3DepthT(int n) {
   const int fit = std::min<int>(mv2::kMaxDepth, room / (mv2::kWarps * mv2::RingSlot<T>()));
   if (fit < 2) return 0;
   if (g_mv3_depth > 0 && in.ready) return std::max(2, std::min(g_mv3_depth, fit));
-  const int top = std::min(kMv3Auto, fit);
+  // Automatic: measured on the H200 (docs/gpu-notes.md, device call 8), the
+  // ring pays only for Q6_K (n=1: 1201 -> 1616 GB/s at depth 2 with the L2
+  // hint; deeper rings lose); for Q4_K, Q5_K and Q8_0 it loses to v2 at every
+  // depth (Q4_K n=1: 1510-1590 vs 1903 GB/s), so they run v2 unless a depth is
+  // forced.
+  if (T != GgmlType::Q6_K) return 0;
   // Without PrepareMatvecKernels' attributes a launch may take 48 KB of dynamic shared memory.
-  if (!in.ready) {
-    const int d = std::min({3, top, 48 * 1024 / (mv2::kWarps * mv2::RingSlot<T>())});
-    return d >= 2 ? d : 0;
-  }
+  if (!in.ready) return 48 * 1024 / (mv2::kWarps * mv2::RingSlot<T>()) >= 2 ? 2 : 0;
   // Where even depth 2 costs occupancy against v2 (small shared memory:
   // sm_86/sm_89), v2 runs instead.
-  if (in.occ[2] < in.occ_v2) return 0;
-  // Measured on the H200 (docs/gpu-notes.md, device call 8): the ring pays
-  // only for Q6_K (n=1: 1201 -> 1616 GB/s at depth 2 with the L2 hint, deeper
-  // rings lose); for Q4_K, Q5_K and Q8_0 it loses to v2 at every depth
-  // (Q4_K n=1: 1510-1590 vs 1903 GB/s), so they run v2 unless a depth is forced.
-  if (T != GgmlType::Q6_K) return 0;
-  return 2;
+  return in.occ[2] < in.occ_v2 ? 0 : 2;
 }
 int Mv3Depth(GgmlType type, int n) {
   int d = 0;

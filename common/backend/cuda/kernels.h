@@ -92,9 +92,10 @@ void SetMmqKernel(int version);  // 1, 2 or 3 (SPECD_CUDA_MMQ=1/2/3 at start-up;
 int GetMmqKernel();
 void SetMmqPrefetch(bool on);
 // v3 ring slots per warp (stages of 128 elements; depth - 1 in flight while
-// one is computed): 0 = automatic (the deepest <= 6 that keeps the occupancy
-// of depth 2; SPECD_CUDA_MV3_DEPTH=N at start-up), N = forced (clamped to
-// 2..8 and to what fits one block). Does not change results.
+// one is computed): 0 = automatic (depth 2 for Q6_K where it keeps v2's
+// occupancy, v2 for every other type: measured on the H200), N = forced for
+// every type (SPECD_CUDA_MV3_DEPTH=N at start-up; clamped to 2..8 and to what
+// fits one block). Does not change results.
 void SetMmqDepth(int depth);
 int GetMmqDepth(GgmlType type, int n);  // the depth v3 runs with (0: v3 cannot run it, v2 does)
 // Resident blocks per SM of the v2/v3 launch for (type, n) under the current
