@@ -188,6 +188,7 @@ grpc::Status Frontend::Serve(grpc::ServerContext* ctx, const v1::GenerateRequest
     sr.policy.adaptive = adaptive;
     sr.policy.draft_max = draft_cap;
     sr.costs = &costs_;
+    sr.prior = &prior_;
     const float default_conf = opts_.min_confidence >= 0 ? opts_.min_confidence : adaptive ? kAdaptiveMinConfidence : 0.0f;
     sr.min_confidence = spec.min_confidence() > 0 ? spec.min_confidence() : default_conf;
     sr.max_context = context;
@@ -303,6 +304,7 @@ grpc::Status Frontend::Stats(v1::StatsResponse* resp) {
   resp->set_adaptive(adaptive_.load());
   resp->set_draft_max(draft_max_.load());
   resp->set_step_costs(costs_.ToString());
+  resp->set_acceptance_prior(prior_.ToString());
   resp->set_draft_ready(cluster_->draft().has_value());
   std::shared_ptr<const TargetView> t = cluster_->target();
   resp->set_target_ready(t != nullptr);
@@ -392,6 +394,9 @@ void Frontend::AddCollectors() {
 grpc::Status Frontend::SwapDraft(const v1::SwapDraftRequest& req, v1::SwapDraftResponse* resp) {
   auto info = cluster_->SwapDraft(req.path());
   if (!info.ok()) return rpc::ToGrpc(info.status());
+  // The new draft has its own speed and its own agreement with the target.
+  costs_.ForgetDraft();
+  prior_.Reset();
   *resp->mutable_draft() = *info;
   return grpc::Status::OK;
 }

@@ -79,7 +79,8 @@ class Frontend {
   std::atomic<int64_t> next_id_{1};
   const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
   Admission admission_;
-  SpecCosts costs_;  // call times measured by every request (adaptive length)
+  SpecCosts costs_;         // call times measured by every request (adaptive length)
+  AcceptancePrior prior_;   // acceptance measured by every adaptive request (its starting estimates)
   ServiceStats stats_;
 };
 

@@ -38,6 +38,8 @@ absl::StatusOr<BenchResult> RunSpecBench(const BenchPair& pair, const std::vecto
   if (mode.uses_draft() && !pair.draft) return absl::InvalidArgumentError(absl::StrCat(mode.name, " needs a draft"));
   BenchResult res;
   res.mode = mode.name;
+  // Each run learns the pair's acceptance from nothing, over its own prompts.
+  AcceptancePrior prior;
   for (const BenchPrompt& p : prompts) {
     SpecRequest req;
     req.seq = 1;
@@ -50,11 +52,24 @@ absl::StatusOr<BenchResult> RunSpecBench(const BenchPair& pair, const std::vecto
     req.policy.adaptive = mode.adaptive;
     req.policy.draft_max = mode.draft_max;
     req.costs = costs;
+    req.prior = &prior;
     req.max_context = pair.target->engine()->options().max_seq_len;
-    SpecResult r = RunSpeculative(req, *pair.tokenizer, *pair.target, mode.uses_draft() ? pair.draft : nullptr, {});
+    const CostTable table = costs ? costs->Table(std::max(mode.draft_max, mode.k)) : CostTable{};
+    auto price = [&](const StepEvent& ev) {
+      if (!table.known) return true;
+      // A proposal cut short by low confidence ran one more forward than it kept.
+      const int forwards = ev.proposed < ev.k ? ev.proposed + 1 : ev.k;
+      res.modeled_seconds += table.Verify(ev.proposed) + (ev.draft_used ? table.Draft(forwards) : 0.0) +
+                             table.Resume(ev.caught_up);
+      return true;
+    };
+    SpecResult r = RunSpeculative(req, *pair.tokenizer, *pair.target, mode.uses_draft() ? pair.draft : nullptr, price);
     if (!r.status.ok()) return absl::Status(r.status.code(), absl::StrCat(mode.name, ": ", r.status.message()));
     res.tokens += static_cast<int64_t>(r.tokens.size());
     res.seconds += r.stats.elapsed_seconds;
+    res.prefill_seconds += r.stats.prefill_seconds;
+    res.draft_seconds += r.stats.draft_seconds;
+    res.verify_seconds += r.stats.verify_seconds;
     res.steps += r.stats.steps;
     res.speculative_steps += r.stats.speculative_steps;
     res.proposed += r.stats.proposed;
@@ -119,6 +134,33 @@ absl::Status CalibrateCosts(const BenchPair& pair, const std::vector<int32_t>& p
       committed.insert(committed.end(), v->appended.begin(), v->appended.end());
     }
   }
+  // Resuming: a proposal of one token after `gap` target-only steps, against
+  // a proposal of one token right after another (draft_t[1]).
+  constexpr int kGaps[] = {8, 32};
+  std::vector<std::vector<double>> resume_t(std::size(kGaps));
+  for (int rep = 0; rep < reps && st.ok(); ++rep) {
+    for (size_t g = 0; g < std::size(kGaps) && st.ok(); ++g) {
+      if (static_cast<int64_t>(committed.size()) + kGaps[g] + 3 >= max_len) break;  // no room: not measured
+      for (int i = 0; i < kGaps[g] && st.ok(); ++i) {
+        auto v = pair.target->Verify(kSeq, {}, ExchangeRef{}, kNoDeadline);
+        if (!v.ok()) st = v.status();
+        else committed.insert(committed.end(), v->appended.begin(), v->appended.end());
+      }
+      if (!st.ok()) break;
+      const std::vector<int32_t> fresh(committed.begin() + synced, committed.end());
+      const auto t = Clock::now();
+      auto p = pair.draft->Propose(kSeq, synced, fresh, 1, 0.0f, kNoDeadline);
+      resume_t[g].push_back(secs(t));
+      if (!p.ok()) {
+        st = p.status();
+        break;
+      }
+      synced = static_cast<int64_t>(committed.size());
+      auto v = pair.target->Verify(kSeq, p->tokens, p->ref, kNoDeadline);
+      if (!v.ok()) st = v.status();
+      else committed.insert(committed.end(), v->appended.begin(), v->appended.end());
+    }
+  }
   pair.target->ReleaseSeq(kSeq);
   pair.draft->ReleaseSeq(kSeq);
   SPECD_RETURN_IF_ERROR(st);
@@ -130,7 +172,10 @@ absl::Status CalibrateCosts(const BenchPair& pair, const std::vector<int32_t>& p
     if (!verify_t[static_cast<size_t>(k)].empty()) costs->ObserveVerify(k, median(verify_t[static_cast<size_t>(k)]));
     if (!draft_t[static_cast<size_t>(k)].empty()) costs->ObserveDraft(k, median(draft_t[static_cast<size_t>(k)]));
   }
-  costs->Freeze();
+  for (size_t g = 0; g < std::size(kGaps); ++g) {
+    if (!resume_t[g].empty() && !draft_t[1].empty())
+      costs->ObserveResume(kGaps[g], median(resume_t[g]) - median(draft_t[1]));
+  }
   return absl::OkStatus();
 }
 

@@ -3,10 +3,10 @@
 // (batch 1), with tokens/s, acceptance, mean accepted length and the k
 // histogram per mode and per prompt. `specd bench-spec` and the tuner use it.
 //
-// For repeatable comparisons calibrate the call costs once (CalibrateCosts)
-// and pass the frozen table to every run: the adaptive policy's choices then
-// depend only on the text, so its k histogram is the same run after run and
-// only the timings vary.
+// For repeatable comparisons calibrate the call costs once (CalibrateCosts,
+// then runs of the workload) and pass the frozen table to every run: the
+// adaptive policy's choices then depend only on the text, so its k histogram
+// is the same run after run and only the timings vary.
 #pragma once
 #include <string>
 #include <vector>
@@ -47,11 +47,21 @@ struct BenchResult {
   std::string mode;
   int64_t tokens = 0;
   double seconds = 0;
+  // The steps' time as the cost table prices them (draft and verify calls
+  // only: no prefill, no draft catch-up): with a table measured on another
+  // machine (bench-spec --costs), what this run's choices would take there.
+  double modeled_seconds = 0;
+  // Where `seconds` went: target prefill, Propose calls (draft catch-up
+  // included), Verify calls; the rest is the loop's own work.
+  double prefill_seconds = 0, draft_seconds = 0, verify_seconds = 0;
   int64_t steps = 0, speculative_steps = 0, proposed = 0, accepted = 0, spec_appended = 0;
   std::vector<int64_t> k_hist;  // steps by drafts verified (0: target-only steps)
   std::vector<BenchPromptResult> prompts;
 
   double TokensPerSecond() const { return seconds > 0 ? static_cast<double>(tokens) / seconds : 0.0; }
+  double ModeledTokensPerSecond() const {
+    return modeled_seconds > 0 ? static_cast<double>(tokens) / modeled_seconds : 0.0;
+  }
   double AcceptanceRate() const { return proposed ? static_cast<double>(accepted) / proposed : 0.0; }
   double MeanAcceptedLength() const {
     return speculative_steps ? static_cast<double>(spec_appended) / speculative_steps : 0.0;
@@ -68,13 +78,17 @@ struct BenchPair {
 };
 
 // Runs every prompt once in `mode`. `costs`: the call times the adaptive
-// policy uses (null: each request measures its own as it runs).
+// policy uses (null: each request measures its own as it runs); they also
+// price modeled_seconds.
 absl::StatusOr<BenchResult> RunSpecBench(const BenchPair& pair, const std::vector<BenchPrompt>& prompts,
                                          const BenchMode& mode, SpecCosts* costs);
 
 // Measures a target-only step and, for k = 1..k_max, a proposal of k drafts
-// and a verify of them (median of `reps` after a warm-up) on `prompt`,
-// records them in `costs` and freezes it.
+// and a verify of them, and the draft's catch-up after 8 and 32 target-only
+// steps (SpecCosts::ObserveResume) (median of `reps` after a warm-up) on `prompt` and
+// records them in `costs` (the caller freezes it, possibly after refining it
+// with runs of the workload itself: one prompt's calls at one context length
+// can differ from the workload's).
 absl::Status CalibrateCosts(const BenchPair& pair, const std::vector<int32_t>& prompt, int k_max, int reps,
                             SpecCosts* costs);
 

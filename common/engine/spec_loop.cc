@@ -77,6 +77,7 @@ struct DraftState {
   bool open = false;
   bool ever_opened = false;
   int64_t synced = 0;      // committed tokens the draft holds
+  bool proposed_last = false;  // the previous step used a proposal (so the draft is nearly in sync)
   SteadyTime retry_at{};   // no reopen / proposal before this
   int failures_in_row = 0;
 };
@@ -107,7 +108,7 @@ SpecResult RunSpeculative(const SpecRequest& req, const Tokenizer& tok, TargetCl
   std::vector<int32_t> committed = req.prompt;
   SpecCosts own_costs;
   SpecCosts* costs = req.costs ? req.costs : &own_costs;
-  SpecPolicy policy(req.policy, costs);
+  SpecPolicy policy(req.policy, costs, req.prior);
   auto since = [](SteadyTime t) { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count(); };
   DraftState ds;
   StreamDecoder decoder(&tok);
@@ -155,6 +156,7 @@ SpecResult RunSpeculative(const SpecRequest& req, const Tokenizer& tok, TargetCl
 
     DraftProposal prop;
     bool use_draft = false;
+    int caught_up = 0;
     if (draft != nullptr && k > 0 && std::chrono::steady_clock::now() >= ds.retry_at) {
       if (!ds.open) {
         st = draft->Open(seq, committed, req.sampling, req.deadline);
@@ -179,7 +181,16 @@ SpecResult RunSpeculative(const SpecRequest& req, const Tokenizer& tok, TargetCl
           use_draft = !prop.tokens.empty();
           // A proposal cut short by low confidence ran one more forward than it kept.
           const int n = static_cast<int>(prop.tokens.size());
-          costs->ObserveDraft(n < k ? n + 1 : k, secs);
+          const int forwards = n < k ? n + 1 : k;
+          if (ds.proposed_last || fresh.empty()) {
+            costs->ObserveDraft(forwards, secs);
+          } else {
+            // The draft first caught up on the tokens of target-only steps:
+            // a cost of resuming, not of drafting.
+            caught_up = static_cast<int>(fresh.size());
+            const std::optional<double> normal = costs->Draft(forwards);
+            if (normal) costs->ObserveResume(caught_up, secs - *normal);
+          }
           r.stats.draft_seconds += secs;
         } else {
           draft_failed(p.status());
@@ -217,9 +228,11 @@ SpecResult RunSpeculative(const SpecRequest& req, const Tokenizer& tok, TargetCl
       break;
     }
 
+    ds.proposed_last = use_draft;
     StepEvent ev;
     ev.k = k;
     ev.draft_used = use_draft;
+    ev.caught_up = use_draft ? caught_up : 0;
     ev.proposed = use_draft ? static_cast<int>(prop.tokens.size()) : 0;
     ev.accepted = step->n_accepted;
     ev.appended = static_cast<int>(step->appended.size());

@@ -85,6 +85,7 @@ struct SpecRequest {
   float min_confidence = 0.0f;      // the draft stops proposing below this top probability
   SpecPolicyOptions policy;         // adaptive length (spec_policy.h); default: always k
   SpecCosts* costs = nullptr;       // call times shared with other requests (null: this request measures its own)
+  AcceptancePrior* prior = nullptr; // acceptance learned across requests of this pair (null: none)
   int max_context = 0;              // target's positions per sequence (0: unknown)
   Deadline deadline = kNoDeadline;
   std::function<bool()> cancelled;  // polled between steps
@@ -98,6 +99,7 @@ struct StepEvent {
   int accepted = 0;
   int appended = 0;
   bool draft_used = false;
+  int caught_up = 0;  // draft_used after target-only steps: committed tokens the draft first caught up on
   std::vector<int32_t> tokens;  // emitted: trimmed at eos / stop / max_tokens
   std::string text;             // UTF-8 safe; stop strings and what follows them held back
 };

@@ -3,6 +3,11 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+
 namespace specd {
 
 // ---------------------------------------------------------------- SpecCosts
@@ -23,6 +28,14 @@ void SpecCosts::Add(std::vector<Cell>& cells, int i, double seconds) {
 
 void SpecCosts::ObserveDraft(int forwards, double seconds) { Add(draft_, forwards, seconds); }
 void SpecCosts::ObserveVerify(int drafted, double seconds) { Add(verify_, drafted, seconds); }
+void SpecCosts::ObserveResume(int tokens, double extra_seconds) {
+  Add(resume_, std::min(tokens, kMaxLen), std::max(extra_seconds, 0.0));
+}
+
+void SpecCosts::ForgetDraft() {
+  std::lock_guard<std::mutex> l(mu_);
+  for (std::vector<Cell>* cells : {&draft_, &resume_}) cells->assign(kMaxLen + 1, Cell{});
+}
 
 void SpecCosts::Freeze() {
   std::lock_guard<std::mutex> l(mu_);
@@ -88,6 +101,25 @@ CostTable SpecCosts::Table(int n) const {
   std::lock_guard<std::mutex> l(mu_);
   const std::vector<Pt> d = Points(draft_), v = Points(verify_);
   t.known = !d.empty() && !v.empty();
+  // Resume(n) = fixed + n * per_token, a weighted least-squares line through
+  // the observed cells (one cell: flat).
+  const std::vector<Pt> r = Points(resume_);
+  if (!r.empty()) {
+    double sw = 0, sx = 0, sy = 0;
+    for (const Pt& p : r) {
+      sw += p.w;
+      sx += p.w * p.x;
+      sy += p.w * p.y;
+    }
+    const double mx = sx / sw, my = sy / sw;
+    double sxx = 0, sxy = 0;
+    for (const Pt& p : r) {
+      sxx += p.w * (p.x - mx) * (p.x - mx);
+      sxy += p.w * (p.x - mx) * (p.y - my);
+    }
+    t.resume_per_token = sxx > 0 ? std::max(0.0, sxy / sxx) : 0.0;
+    t.resume_fixed = my - t.resume_per_token * mx;
+  }
   if (!t.known) return t;
   for (int i = 0; i <= n; ++i) {
     t.draft[static_cast<size_t>(i)] = i == 0 ? 0.0 : *Estimate(d, i, /*proportional=*/true);
@@ -116,7 +148,8 @@ std::string SpecCosts::ToString() const {
   std::string out;
   char buf[64];
   for (const auto& [name, cells] : {std::pair<const char*, const std::vector<Cell>*>{"verify", &verify_},
-                                    std::pair<const char*, const std::vector<Cell>*>{"draft", &draft_}}) {
+                                    std::pair<const char*, const std::vector<Cell>*>{"draft", &draft_},
+                                    std::pair<const char*, const std::vector<Cell>*>{"resume", &resume_}}) {
     for (size_t i = 0; i < cells->size(); ++i) {
       if ((*cells)[i].n == 0) continue;
       std::snprintf(buf, sizeof buf, "%s%s[%zu]=%.3fms", out.empty() ? "" : " ", name, i, (*cells)[i].mean * 1e3);
@@ -126,33 +159,134 @@ std::string SpecCosts::ToString() const {
   return out.empty() ? "(no measurements)" : out;
 }
 
+absl::Status SpecCosts::Load(std::string_view table) {
+  // (Debian's Abseil has its own string_view.)
+  for (absl::string_view cell : absl::StrSplit(absl::string_view(table.data(), table.size()), ' ', absl::SkipWhitespace())) {
+    // name[len]=X.XXXms
+    const size_t open = cell.find('['), close = cell.find("]="), ms = cell.rfind("ms");
+    int len = -1;
+    double millis = -1;
+    const absl::string_view name = cell.substr(0, open);
+    if (open == absl::string_view::npos || close == absl::string_view::npos || ms == absl::string_view::npos ||
+        ms != cell.size() - 2 || close < open || (name != "verify" && name != "draft" && name != "resume") ||
+        !absl::SimpleAtoi(cell.substr(open + 1, close - open - 1), &len) ||
+        !absl::SimpleAtod(cell.substr(close + 2, ms - close - 2), &millis) || len < (name == "draft" ? 1 : 0) ||
+        len > kMaxLen || !(millis >= 0)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("bad cost cell '", cell, "' (expected e.g. verify[0]=1.25ms, draft[2]=0.4ms or resume[8]=0.2ms)"));
+    }
+    if (name == "verify") ObserveVerify(len, millis * 1e-3);
+    else if (name == "draft") ObserveDraft(len, millis * 1e-3);
+    else ObserveResume(len, millis * 1e-3);
+  }
+  return absl::OkStatus();
+}
+
+// ---------------------------------------------------------------- estimates
+
+PositionEstimates::PositionEstimates(int size) {
+  const size_t n = static_cast<size_t>(std::max(size, 0)) + 1;
+  alpha.assign(n, 0.0);
+  n_alpha.assign(n, 0.0);
+  pi.assign(n, 1.0);
+  n_pi.assign(n, 1.0);
+}
+
+void PositionEstimates::Observe(int k, int drafted, int accepted, double ewma) {
+  k = std::min(k, size());
+  drafted = std::clamp(drafted, 0, k);
+  accepted = std::clamp(accepted, 0, drafted);
+  auto update = [&](std::vector<double>& v, std::vector<double>& n, int i, bool hit) {
+    const size_t u = static_cast<size_t>(i);
+    const double w = std::max(ewma, 1.0 / (n[u] + 1));
+    v[u] += w * ((hit ? 1.0 : 0.0) - v[u]);
+    n[u] += 1;
+  };
+  // Position i was reached (pi) when the step asked for i and the draft did not stop before i - 1.
+  for (int i = 2; i <= std::min(k, drafted + 1); ++i) update(pi, n_pi, i, drafted >= i);
+  // Position i was judged (alpha) when it was drafted and every earlier one accepted.
+  for (int i = 1; i <= std::min(drafted, accepted + 1); ++i) update(alpha, n_alpha, i, i <= accepted);
+}
+
+double PositionEstimates::Alpha(int i, double base) const {
+  if (i < 1 || i > size()) return base;
+  const double parent = i == 1 ? base : Alpha(i - 1, base);
+  const double n = n_alpha[static_cast<size_t>(i)];
+  if (n >= 3) return alpha[static_cast<size_t>(i)];
+  const double w = n / 3.0;
+  return w * alpha[static_cast<size_t>(i)] + (1 - w) * parent;
+}
+
+void AcceptancePrior::Observe(int k, int drafted, int accepted) {
+  std::lock_guard<std::mutex> l(mu_);
+  est_.Observe(k, drafted, accepted, ewma_);
+  ++steps_;
+}
+
+PositionEstimates AcceptancePrior::Snapshot() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return est_;
+}
+
+int64_t AcceptancePrior::steps() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return steps_;
+}
+
+void AcceptancePrior::Reset() {
+  std::lock_guard<std::mutex> l(mu_);
+  est_ = PositionEstimates(est_.size());
+  steps_ = 0;
+}
+
+std::string AcceptancePrior::ToString() const {
+  std::lock_guard<std::mutex> l(mu_);
+  std::string out = absl::StrCat("steps=", steps_);
+  char buf[48];
+  for (int i = 1; i <= est_.size() && est_.n_alpha[static_cast<size_t>(i)] > 0; ++i) {
+    std::snprintf(buf, sizeof buf, " alpha[%d]=%.3f", i, est_.alpha[static_cast<size_t>(i)]);
+    out += buf;
+  }
+  for (int i = 2; i <= est_.size() && est_.n_pi[static_cast<size_t>(i)] > 1; ++i) {
+    std::snprintf(buf, sizeof buf, " pi[%d]=%.3f", i, est_.pi[static_cast<size_t>(i)]);
+    out += buf;
+  }
+  return out;
+}
+
 // ---------------------------------------------------------------- SpecPolicy
 
-SpecPolicy::SpecPolicy(const SpecPolicyOptions& opts, const SpecCosts* costs) : o_(opts), costs_(costs) {
+SpecPolicy::SpecPolicy(const SpecPolicyOptions& opts, const SpecCosts* costs, AcceptancePrior* prior)
+    : o_(opts), costs_(costs), prior_(prior) {
   o_.draft_max = std::clamp(o_.draft_max, 0, SpecCosts::kMaxLen);
   o_.ewma = std::clamp(o_.ewma, 1e-3, 1.0);
   o_.prior_accept = std::clamp(o_.prior_accept, 0.0, 1.0);
+  o_.prior_weight = std::max(o_.prior_weight, 0.0);
+  o_.resume_horizon = std::max(o_.resume_horizon, 1);
+  o_.stop_margin = std::max(o_.stop_margin, 0.0);
   o_.probe_after = std::max(o_.probe_after, 1);
   o_.probe_max = std::max(o_.probe_max, o_.probe_after);
-  alpha_.assign(static_cast<size_t>(o_.draft_max) + 1, o_.prior_accept);
-  pi_.assign(static_cast<size_t>(o_.draft_max) + 1, 1.0);
-  seen_alpha_.assign(alpha_.size(), 0);
-  seen_pi_.assign(pi_.size(), 0);
+  est_ = PositionEstimates(o_.draft_max);
+  if (prior_ && o_.adaptive && prior_->steps() >= o_.prior_steps) {
+    // Start from the pair's estimates, counted as at most prior_weight
+    // observations each, so this request's own observations soon dominate.
+    const PositionEstimates p = prior_->Snapshot();
+    for (int i = 1; i <= std::min(o_.draft_max, p.size()); ++i) {
+      const size_t u = static_cast<size_t>(i);
+      est_.alpha[u] = p.alpha[u];
+      est_.n_alpha[u] = std::min(p.n_alpha[u], o_.prior_weight);
+      est_.pi[u] = p.pi[u];
+      est_.n_pi[u] = std::max(1.0, std::min(p.n_pi[u], o_.prior_weight));
+    }
+    informed_ = true;
+  }
   probe_wait_ = o_.probe_after;
-}
-
-double SpecPolicy::alpha(int i) const {
-  const double parent = i <= 1 ? o_.prior_accept : alpha(i - 1);
-  const int n = seen_alpha_[static_cast<size_t>(i)];
-  if (n >= 3) return alpha_[static_cast<size_t>(i)];
-  const double w = n / 3.0;
-  return w * alpha_[static_cast<size_t>(i)] + (1 - w) * parent;
 }
 
 double SpecPolicy::ExpectedTokens(int k) const {
   double e = 1, run = 1;
   for (int i = 1; i <= std::min(k, o_.draft_max); ++i) {
-    run *= pi_[static_cast<size_t>(i)] * alpha(i);
+    run *= pi(i) * alpha(i);
     e += run;
   }
   return e;
@@ -161,7 +295,7 @@ double SpecPolicy::ExpectedTokens(int k) const {
 double SpecPolicy::ExpectedDrafted(int k) const {
   double e = 0, run = 1;
   for (int i = 1; i <= std::min(k, o_.draft_max); ++i) {
-    run *= pi_[static_cast<size_t>(i)];
+    run *= pi(i);
     e += run;
   }
   return e;
@@ -171,14 +305,15 @@ double SpecPolicy::ExpectedForwards(int k) const {
   // Forward i decides position i; it runs when position i - 1 was drafted.
   double e = 0, run = 1;
   for (int i = 1; i <= std::min(k, o_.draft_max); ++i) {
-    if (i > 1) run *= pi_[static_cast<size_t>(i - 1)];
+    if (i > 1) run *= pi(i - 1);
     e += run;
   }
   return e;
 }
 
-double SpecPolicy::Rate(const CostTable& t, int k) const {
-  const double secs = k == 0 ? t.Verify(0) : t.Draft(ExpectedForwards(k)) + t.Verify(ExpectedDrafted(k));
+double SpecPolicy::Rate(const CostTable& t, int k, double resume) const {
+  const double secs =
+      k == 0 ? t.Verify(0) : t.Draft(ExpectedForwards(k)) + t.Verify(ExpectedDrafted(k)) + resume;
   return ExpectedTokens(k) / std::max(secs, 1e-9);
 }
 
@@ -186,14 +321,14 @@ std::optional<double> SpecPolicy::ExpectedRate(int k) const {
   if (!costs_) return std::nullopt;
   const CostTable t = costs_->Table(std::max(k, 1));
   if (!t.known) return std::nullopt;
-  return Rate(t, k);
+  return Rate(t, k, 0.0);
 }
 
-int SpecPolicy::Best(const CostTable& t, int kmax) const {
+int SpecPolicy::Best(const CostTable& t, int kmax, double resume) const {
   int best = 0;
   double best_rate = -1;
   for (int k = 0; k <= kmax; ++k) {
-    const double r = Rate(t, k);
+    const double r = Rate(t, k, resume);
     if (r > best_rate) {
       best = k;
       best_rate = r;
@@ -210,6 +345,8 @@ bool SpecPolicy::CouldPay(const CostTable& t, int kmax) {
 }
 
 int SpecPolicy::Next(int k, int limit) {
+  if (observed_ > 0 && !observed_last_) ++behind_;
+  observed_last_ = false;
   if (k <= 0 || limit <= 0) return 0;
   if (!o_.adaptive) return std::min(k, limit);
   const int kmax = std::min(o_.draft_max, limit);
@@ -220,11 +357,31 @@ int SpecPolicy::Next(int k, int limit) {
   if (!t.known) return std::min(k, kmax);  // costs not known yet
   const bool could_pay = CouldPay(t, kmax);
   // Warm-up: measure this request's acceptance before the estimates decide.
-  if (observed_ < o_.warmup_steps && could_pay) return std::min(k, kmax);
-  const int best = Best(t, kmax);
+  if (!informed_ && observed_ < o_.warmup_steps && could_pay) return std::min(k, kmax);
+  // Resuming after target-only steps first costs the draft's catch-up:
+  // charged to the decision, spread over the steps a resume is expected to
+  // draft, it keeps the policy from flipping at break-even.
+  const double resume = t.Resume(behind_) / o_.resume_horizon;
+  int best = 0;
+  double best_rate = -1;
+  for (int j = 1; j <= kmax; ++j) {
+    const double r = Rate(t, j, resume);
+    if (r > best_rate) {
+      best = j;
+      best_rate = r;
+    }
+  }
+  // While drafting, stop only when target-only is clearly faster: near
+  // break-even the estimates' noise would otherwise decide.
+  const bool drafting = observed_ > 0 && behind_ == 0;
+  if (Rate(t, 0, 0.0) > best_rate * (drafting ? 1 + o_.stop_margin : 1.0)) best = 0;
   if (best > 0) {
     idle_ = 0;
     probe_wait_ = o_.probe_after;
+    // Now and then one position deeper: asking for `best` only ever measures
+    // positions up to `best`, so a deeper estimate that started low (from the
+    // prior or a few early steps) would never be corrected.
+    if (++drafting_ % std::max(o_.explore_every, 1) == 0 && best < kmax) ++best;
     return best;
   }
   // Target-only pays more now; probe the draft now and then. Even when the
@@ -235,34 +392,27 @@ int SpecPolicy::Next(int k, int limit) {
   int probe = 1;
   double probe_rate = -1;
   for (int j = 1; j <= kmax; ++j) {
-    const double r = Rate(t, j);
+    const double r = Rate(t, j, 0.0);
     if (r > probe_rate) {
       probe = j;
       probe_rate = r;
     }
   }
-  // Space probes so that their expected loss stays near 3% of the time.
+  // Space probes so that their expected loss (the catch-up included) stays
+  // near 3% of the time.
   const double t0 = t.Verify(0);
-  const double loss = ExpectedTokens(probe) / probe_rate / t0 - ExpectedTokens(probe);  // in target-only steps
+  const double loss = ExpectedTokens(probe) / probe_rate / t0 - ExpectedTokens(probe) +
+                      t.Resume(behind_) / t0;  // in target-only steps
   probe_wait_ = std::clamp(std::max(2 * probe_wait_, static_cast<int>(loss / 0.03)), o_.probe_after, o_.probe_max);
   return probe;
 }
 
 void SpecPolicy::Observe(int k, int drafted, int accepted) {
-  k = std::min(k, o_.draft_max);
-  drafted = std::clamp(drafted, 0, k);
-  accepted = std::clamp(accepted, 0, drafted);
   ++observed_;
-  // The first observations of a position are averaged (alpha: from nothing,
-  // the prior enters through alpha(); pi: from the prior 1), then EWMA.
-  auto update = [&](std::vector<double>& v, std::vector<int>& seen, int i, bool hit, double extra) {
-    const size_t u = static_cast<size_t>(i);
-    const double w = std::max(o_.ewma, 1.0 / (seen[u] + extra));
-    v[u] += w * ((hit ? 1.0 : 0.0) - v[u]);
-    ++seen[u];
-  };
-  for (int i = 2; i <= std::min(k, drafted + 1); ++i) update(pi_, seen_pi_, i, drafted >= i, 2.0);
-  for (int i = 1; i <= std::min(drafted, accepted + 1); ++i) update(alpha_, seen_alpha_, i, i <= accepted, 1.0);
+  observed_last_ = true;
+  behind_ = 0;
+  est_.Observe(k, drafted, accepted, o_.ewma);
+  if (prior_ && o_.adaptive) prior_->Observe(k, drafted, accepted);
 }
 
 }  // namespace specd

@@ -1,27 +1,30 @@
 // Adaptive speculation length: how many tokens to draft at each step.
 //
-// Per sequence, running estimates (EWMA over steps) of
+// Per sequence, running estimates (PositionEstimates) of
 //   pi_i     the draft goes on to position i (it stops early when its top
 //            probability falls under min_confidence; pi_1 = 1), and
 //   alpha_i  position i is accepted, given that it was drafted and every
 //            earlier position was accepted,
-// (a position seen fewer than 3 times leans on the estimate of the position
-// before it: acceptance is similar along a proposal, and a depth never tried
-// must not look worse than the last one tried) give the expected tokens a
-// step that asks for k drafts decides:
+// give the expected tokens a step that asks for k drafts decides:
 //   E(k) = 1 + sum_{i<=k} prod_{j<=i} pi_j alpha_j      (the 1: correction/bonus)
 // and the measured cost of the step's two calls (SpecCosts, shared by every
 // request that uses the same workers):
 //   T(k) = Draft(forwards(k)) + Verify(drafted(k)),     T(0) = a target-only step.
-// The policy takes argmax_k E(k) / T(k) over 0..draft_max, after a warm-up
-// of `warmup_steps` steps with the fixed k that measures this request's
-// acceptance (skipped when the costs say drafting cannot pay). When target-only
-// wins, it probes the draft again after probe_after target-only steps
-// (doubling while probes keep losing, up to probe_max, and spaced further
-// when a probe's expected loss is large), so a sequence whose text turns
-// predictable gets speculation back. When the costs say that drafting could
-// not pay even if every draft were accepted, it probes only every
-// 4 x probe_max steps (to measure stale costs again). While the costs
+// The policy takes argmax_k E(k) / T(k) over 0..draft_max.
+//
+// A request starts from what earlier requests of the same pair measured
+// (AcceptancePrior, shared like the costs), weighted as a few observations,
+// so its first rejections do not decide alone; only the first requests of a
+// pair (no prior yet) warm up with the fixed k. After target-only steps the
+// draft must first catch up on the tokens it missed; that cost (measured,
+// SpecCosts::Resume) is charged to resuming, spread over a few steps, so the
+// policy does not flip between drafting and target-only at break-even.
+// When target-only wins, it probes the draft again after probe_after
+// target-only steps (doubling while probes keep losing, up to probe_max, and
+// spaced further when a probe's expected loss is large), so a sequence whose
+// text turns predictable gets speculation back. When the costs say that
+// drafting could not pay even if every draft were accepted, it probes only
+// every 4 x probe_max steps (to measure stale costs again). While the costs
 // hold no measured target-only step, every 8th step is one (its cost cannot
 // be extrapolated from verify costs: on some backends one token is much
 // cheaper than two).
@@ -29,10 +32,15 @@
 // Fixed mode (adaptive = false) just returns the given k. Both modes are
 // capped by the loop's limit (tokens left, context room).
 #pragma once
+#include <algorithm>
+#include <cstdint>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
+
+#include "absl/status/status.h"
 
 namespace specd {
 
@@ -41,8 +49,10 @@ namespace specd {
 struct CostTable {
   std::vector<double> draft, verify;  // draft[0] is unused (0)
   bool known = false;                 // something was observed of both calls
+  double resume_fixed = 0, resume_per_token = 0;  // Resume(n) = fixed + n * per_token
   double Draft(double forwards) const { return At(draft, forwards); }
   double Verify(double drafted) const { return At(verify, drafted); }
+  double Resume(double tokens) const { return tokens > 0 ? std::max(0.0, resume_fixed + tokens * resume_per_token) : 0.0; }
 
  private:
   static double At(const std::vector<double>& v, double x);
@@ -60,6 +70,12 @@ class SpecCosts {
 
   void ObserveDraft(int forwards, double seconds);
   void ObserveVerify(int drafted, double seconds);
+  // A proposal that first caught the draft up on `tokens` committed tokens
+  // (decided by target-only steps) took `extra_seconds` more than Draft()
+  // says (lengths past kMaxLen count as kMaxLen).
+  void ObserveResume(int tokens, double extra_seconds);
+  // Forget the draft's costs (draft[], resume): a new draft model was loaded.
+  void ForgetDraft();
   // Seconds, or nullopt while nothing is known. Fractional lengths interpolate.
   std::optional<double> Draft(double forwards) const;
   std::optional<double> Verify(double drafted) const;
@@ -72,6 +88,9 @@ class SpecCosts {
   void Freeze();
   // "verify[0]=1.2ms verify[4]=1.9ms draft[4]=0.4ms ..." (observed cells).
   std::string ToString() const;
+  // Reads what ToString writes ("resume[n]=..." cells too), as one observation per cell (a table measured
+  // elsewhere, e.g. on another machine, to replay its costs).
+  absl::Status Load(std::string_view table);
 
  private:
   struct Cell {
@@ -87,30 +106,74 @@ class SpecCosts {
 
   const double ewma_;
   mutable std::mutex mu_;
-  std::vector<Cell> draft_ = std::vector<Cell>(kMaxLen + 1), verify_ = std::vector<Cell>(kMaxLen + 1);
+  std::vector<Cell> draft_ = std::vector<Cell>(kMaxLen + 1), verify_ = std::vector<Cell>(kMaxLen + 1),
+                    resume_ = std::vector<Cell>(kMaxLen + 1);
   bool frozen_ = false;
+};
+
+// Per draft position i (1-based): pi_i, the draft went on to position i, and
+// alpha_i, position i was accepted given that it was drafted and every
+// earlier one was accepted. Each is a running mean that turns into an EWMA of
+// weight `ewma` (the first observations are averaged, a prior's
+// pseudo-observations included in n).
+struct PositionEstimates {
+  std::vector<double> alpha, pi, n_alpha, n_pi;  // index 1..size (0 unused)
+  // pi starts at 1 as one pseudo-observation; alpha has none.
+  explicit PositionEstimates(int size = 0);
+  int size() const { return static_cast<int>(alpha.size()) - 1; }
+  // A step asked for k, the draft proposed `drafted`, `accepted` were kept.
+  void Observe(int k, int drafted, int accepted, double ewma);
+  // alpha_i, leaning on position i-1 (position 0: `base`) while i has fewer
+  // than 3 observations: acceptance is similar along a proposal, and a depth
+  // never tried must not look worse than the last one tried.
+  double Alpha(int i, double base) const;
+};
+
+// What the requests of one draft/target pair measured, across requests: the
+// prior a new request's estimates start from. Thread-safe.
+class AcceptancePrior {
+ public:
+  explicit AcceptancePrior(double ewma = 0.01) : ewma_(ewma), est_(SpecCosts::kMaxLen) {}
+  void Observe(int k, int drafted, int accepted);
+  PositionEstimates Snapshot() const;
+  int64_t steps() const;  // observed speculative steps
+  void Reset();           // a new draft: its acceptance is not the old one's
+  // "steps=562 alpha[1]=0.81 alpha[2]=0.70 ... pi[2]=0.95 ..." (observed positions).
+  std::string ToString() const;
+
+ private:
+  const double ewma_;
+  mutable std::mutex mu_;
+  PositionEstimates est_;
+  int64_t steps_ = 0;
 };
 
 struct SpecPolicyOptions {
   bool adaptive = false;
   int draft_max = 8;          // adaptive: the most drafts per step
-  double ewma = 0.15;         // weight of one step in the running estimates
-  double prior_accept = 0.6;  // alpha_i before a position was ever drafted
+  double ewma = 0.05;         // weight of one step in the running estimates (acceptance is noisy: ~20 steps)
+  double prior_accept = 0.6;  // alpha_i before a position was ever drafted (no AcceptancePrior yet)
+  int prior_steps = 16;       // an AcceptancePrior counts once it holds this many steps ...
+  double prior_weight = 10;   // ... and then weighs as this many observations of each position
+  int resume_horizon = 4;     // drafting steps a resume's catch-up cost is spread over
+  double stop_margin = 0.05;  // while drafting, target-only must be this much faster to stop
+  int explore_every = 16;     // every this many drafting steps, ask for one more than the best k
   int probe_after = 8;        // target-only steps before the draft is tried again
   int probe_max = 128;        // ... doubling up to this while probes lose
-  int warmup_steps = 2;       // steps with the fixed k before the estimates decide
+  int warmup_steps = 2;       // steps with the fixed k before the estimates decide (no prior)
 };
 
 class SpecPolicy {
  public:
-  // `costs` may be null (then adaptive mode always uses the fixed k).
-  SpecPolicy(const SpecPolicyOptions& opts, const SpecCosts* costs);
+  // `costs` may be null (then adaptive mode always uses the fixed k);
+  // `prior` may be null (then the estimates start from prior_accept).
+  SpecPolicy(const SpecPolicyOptions& opts, const SpecCosts* costs, AcceptancePrior* prior = nullptr);
 
   // The drafts to ask for next (0: target-only). `k` is the fixed k (adaptive:
   // the k used until costs are known); `limit` caps the answer.
   int Next(int k, int limit);
   // What a step that used the draft did: asked for `k`, got `drafted` (<= k),
-  // `accepted` of them kept.
+  // `accepted` of them kept. Also recorded in the prior.
   void Observe(int k, int drafted, int accepted);
 
   double ExpectedTokens(int k) const;
@@ -118,27 +181,35 @@ class SpecPolicy {
   std::optional<double> ExpectedRate(int k) const;
   bool adaptive() const { return o_.adaptive; }
   // The estimates in use for position i (1-based).
-  double alpha(int i) const;
-  double pi(int i) const { return pi_[static_cast<size_t>(i)]; }
+  double alpha(int i) const { return est_.Alpha(i, o_.prior_accept); }
+  double pi(int i) const { return est_.pi[static_cast<size_t>(i)]; }
+  // Whether the estimates started from an AcceptancePrior.
+  bool informed() const { return informed_; }
 
  private:
   // Expected drafts and draft forwards when asking for k.
   double ExpectedDrafted(int k) const;
   double ExpectedForwards(int k) const;
-  double Rate(const CostTable& t, int k) const;
+  // Tokens per second of asking for k; `resume`: the catch-up cost charged
+  // to this step (0 while drafting).
+  double Rate(const CostTable& t, int k, double resume) const;
   // argmax_k rate over 0..kmax.
-  int Best(const CostTable& t, int kmax) const;
+  int Best(const CostTable& t, int kmax, double resume) const;
   // Whether some k <= kmax beats target-only if every draft is accepted.
   static bool CouldPay(const CostTable& t, int kmax);
 
   SpecPolicyOptions o_;
   const SpecCosts* costs_;
-  std::vector<double> alpha_, pi_;  // index 1..draft_max
-  std::vector<int> seen_alpha_, seen_pi_;  // observations of each position
-  int idle_ = 0;                    // target-only steps since the last probe
+  AcceptancePrior* prior_;
+  PositionEstimates est_;
+  bool informed_ = false;
+  int idle_ = 0;        // target-only steps since the last probe
+  int behind_ = 0;      // target-only steps since the draft last proposed (tokens it must catch up on)
+  bool observed_last_ = false;  // the step before this Next used the draft
   int probe_wait_ = 0;
-  int64_t steps_ = 0;               // Next calls
-  int observed_ = 0;                // Observe calls
+  int64_t steps_ = 0;   // Next calls
+  int64_t drafting_ = 0;  // Next calls that asked for drafts
+  int observed_ = 0;    // Observe calls
 };
 
 }  // namespace specd

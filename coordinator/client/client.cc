@@ -262,6 +262,7 @@ absl::StatusOr<Stats> Client::GetStats(std::chrono::milliseconds timeout) {
   s.draft_max = r.draft_max();
   s.k_histogram.assign(r.k_histogram().begin(), r.k_histogram().end());
   s.step_costs = r.step_costs();
+  s.acceptance_prior = r.acceptance_prior();
   for (const v1::RequestRecord& q : r.recent()) {
     RequestRecord rec;
     rec.id = q.id();
@@ -364,6 +365,7 @@ std::string FormatStats(const Stats& s) {
                         s.mean_accepted_length);
   os << "k histogram (drafts verified per step: share of steps): " << KHist(s.k_histogram) << "\n";
   if (!s.step_costs.empty()) os << "step costs: " << s.step_costs << "\n";
+  if (!s.acceptance_prior.empty()) os << "acceptance prior: " << s.acceptance_prior << "\n";
   os << absl::StrFormat("batches: %.2f sequences per verify, %.2f per draft proposal\n", s.verify_batch_mean,
                         s.draft_batch_mean);
   os << absl::StrFormat("draft: %d failures, %d reconnects, %d swaps\n", s.draft_failures, s.draft_reconnects,

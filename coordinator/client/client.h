@@ -139,6 +139,7 @@ struct Stats {
   int draft_max = 0;
   std::vector<int64_t> k_histogram;  // steps by drafts verified (index 0: target-only)
   std::string step_costs;            // the measured call times the adaptive policy uses
+  std::string acceptance_prior;      // the acceptance a new adaptive request starts from
   std::vector<RequestRecord> recent;  // newest first
 };
 

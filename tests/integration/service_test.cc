@@ -318,6 +318,8 @@ TEST_F(ServiceTest, ConcurrentRequestsAreBatchedAndStayLossless) {
   EXPECT_GE(s.draft.max_batch, 2) << "concurrent Propose calls should share a forward";
   EXPECT_LE(s.target.max_batch, 8);
   EXPECT_LT(s.target.batches, s.target.batched_requests);
+  EXPECT_NE(s.step_costs.find("verify[1]="), std::string::npos) << s.step_costs;
+  EXPECT_EQ(s.acceptance_prior.rfind("steps=", 0), 0u) << s.acceptance_prior;
   EXPECT_TRUE(g_service->WaitNoSequences());
 }
 

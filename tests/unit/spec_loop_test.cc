@@ -714,6 +714,42 @@ TEST_F(SpecLoopTest, AdaptiveLengthIsLosslessAndFollowsTheCosts) {
   EXPECT_EQ(draft_engine_->active_sequences(), 0);
 }
 
+TEST_F(SpecLoopTest, CatchingUpAfterTargetOnlyStepsIsAResumeCost) {
+  // Drafting on, then off for 10 steps (Admin.SetSpeculation), then on: the
+  // first proposal after the pause first catches the draft up on what it
+  // missed; that time is a resume cost, not a draft cost of its length.
+  const std::vector<int32_t> prompt = tok().Encode("def main():", true, false);
+  int step = 0;
+  SpecRequest req;
+  req.seq = 31;
+  req.prompt = prompt;
+  req.max_tokens = 50;
+  req.ignore_eos = true;
+  req.live_k = [&] { return step >= 5 && step < 15 ? 0 : 3; };
+  SpecCosts costs;
+  req.costs = &costs;
+  std::vector<StepEvent> events;
+  const SpecResult r = RunSpeculative(req, tok(), *target_, draft_.get(), [&](const StepEvent& ev) {
+    events.push_back(ev);
+    ++step;
+    return true;
+  });
+  ASSERT_TRUE(r.status.ok()) << r.status;
+  EXPECT_EQ(r.tokens, ReferenceGreedy(prompt, 50));
+  ASSERT_GT(events.size(), 16u);
+  for (size_t i = 0; i < events.size(); ++i) {
+    if (i == 15) {
+      // The 10 target-only tokens and what step 4 appended.
+      EXPECT_TRUE(events[i].draft_used);
+      EXPECT_EQ(events[i].caught_up, 10 + events[4].appended);
+    } else {
+      EXPECT_EQ(events[i].caught_up, 0) << i;
+    }
+  }
+  EXPECT_NE(costs.ToString().find(absl::StrCat("resume[", 10 + events[4].appended, "]=")), std::string::npos)
+      << costs.ToString();
+}
+
 TEST_F(SpecLoopTest, GreedyConfidenceIsTheModelsTopProbability) {
   // Greedy distributions are one-hot; the confidence the draft reports is its
   // softmax's top probability, so min_confidence can stop a greedy proposal.
@@ -749,6 +785,7 @@ TEST_F(SpecLoopTest, BenchComparesModesOnTheSameOutput) {
   ASSERT_TRUE(CalibrateCosts(pair, prompts[0].tokens, 8, 2, &costs).ok());
   for (int n = 0; n <= 8; ++n) EXPECT_EQ(costs.VerifyCount(n), 1) << n;
   EXPECT_TRUE(costs.Draft(8).has_value());
+  costs.Freeze();
   costs.ObserveVerify(0, 100.0);  // frozen
   EXPECT_LT(*costs.Verify(0), 100.0);
   std::vector<BenchResult> res;
@@ -767,6 +804,9 @@ TEST_F(SpecLoopTest, BenchComparesModesOnTheSameOutput) {
     for (size_t i = 0; i < prompts.size(); ++i) EXPECT_EQ(r.prompts[i].output, res[0].prompts[i].output) << r.mode;
   }
   EXPECT_EQ(res[0].speculative_steps, 0);
+  // Modeled time prices each step with the table: target-only steps at Verify(0).
+  EXPECT_NEAR(res[0].modeled_seconds, static_cast<double>(res[0].steps) * *costs.Verify(0), 1e-12);
+  EXPECT_GT(res[1].modeled_seconds, 0);
   EXPECT_LE(res[1].k_hist.size(), 4u) << "fixed k=3 never verifies more than 3 drafts";
   EXPECT_GT(res[1].speculative_steps, 0);
   EXPECT_GT(res[1].AcceptanceRate(), 0);

@@ -1,5 +1,6 @@
 // The adaptive speculation policy and its cost table, with synthetic costs
 // and acceptance (no models).
+#include <cmath>
 #include <random>
 
 #include "common/engine/spec_policy.h"
@@ -48,6 +49,24 @@ TEST(SpecCosts, AveragesThenFollowsTheLatestAndFreezes) {
   EXPECT_EQ(c.VerifyCount(5), 0);
   c.ObserveVerify(-1, 1.0);  // out of range: ignored
   EXPECT_NE(c.ToString().find("verify[0]=7500.000ms"), std::string::npos) << c.ToString();
+}
+
+TEST(SpecCosts, LoadsWhatToStringWrites) {
+  SpecCosts a;
+  a.ObserveVerify(0, 0.000299);
+  a.ObserveVerify(4, 0.0005);
+  a.ObserveDraft(1, 0.000126);
+  SpecCosts b;
+  ASSERT_TRUE(b.Load(a.ToString()).ok());
+  EXPECT_EQ(b.ToString(), a.ToString());
+  EXPECT_NEAR(*b.Verify(2), 0.0003995, 1e-12);
+  for (const char* bad : {"verify[0]=1.0", "verify[0]=x ms", "draft[0]=1ms", "verify[99]=1ms", "vrfy[1]=1ms",
+                          "verify[1]=-1ms", "verify1]=1ms"}) {
+    SpecCosts c;
+    const absl::Status st = c.Load(bad);
+    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_NE(st.message().find("bad cost cell"), std::string::npos) << st;
+  }
 }
 
 // Costs of a GPU-like backend: verify of k+1 barely dearer than one token, a
@@ -149,6 +168,27 @@ TEST(SpecPolicy, LowAcceptanceDraftsShort) {
   EXPECT_LE(k, 3);
 }
 
+TEST(SpecPolicy, NowAndThenAsksOnePositionDeeper) {
+  SpecCosts c;
+  GpuLike(&c);
+  SpecPolicyOptions o;
+  o.adaptive = true;
+  o.explore_every = 16;
+  SpecPolicy p(o, &c);
+  std::mt19937 rng(1);
+  for (int i = 0; i < 200; ++i) {
+    int a = 0;
+    while (a < 8 && std::uniform_real_distribution<>(0, 1)(rng) < 0.35) ++a;
+    p.Observe(8, 8, a);
+  }
+  std::vector<int> ks;
+  for (int i = 0; i < 32; ++i) ks.push_back(p.Next(4, 100));
+  const int best = ks[0];
+  ASSERT_GE(best, 1);
+  ASSERT_LT(best, 8);
+  for (int i = 0; i < 32; ++i) EXPECT_EQ(ks[static_cast<size_t>(i)], (i + 1) % 16 == 0 ? best + 1 : best) << i;
+}
+
 TEST(SpecPolicy, FallsBackToTargetOnlyAndProbesNowAndThen) {
   SpecCosts c;
   GpuLike(&c);
@@ -190,6 +230,147 @@ TEST(SpecPolicy, RarelyProbesWhenDraftingCannotPay) {
   int probes = 0;
   for (int i = 0; i < 1200; ++i) probes += p.Next(4, 100) > 0;
   EXPECT_EQ(probes, 2);
+}
+
+TEST(SpecCosts, ResumeIsALineThroughTheObservedCatchUps) {
+  SpecCosts c;
+  c.ObserveVerify(0, 0.01);
+  EXPECT_DOUBLE_EQ(c.Table(4).Resume(8), 0.0);  // unobserved: free
+  c.ObserveResume(8, 0.002);
+  EXPECT_DOUBLE_EQ(c.Table(4).Resume(30), 0.002);  // one length seen: flat
+  c.ObserveResume(32, 0.005);
+  const CostTable t = c.Table(4);
+  EXPECT_NEAR(t.Resume(8), 0.002, 1e-12);
+  EXPECT_NEAR(t.Resume(16), 0.003, 1e-12);
+  EXPECT_DOUBLE_EQ(t.Resume(0), 0.0);  // nothing to catch up on
+  c.ObserveResume(500, 0.1);           // counted at kMaxLen
+  EXPECT_NE(c.ToString().find("resume[64]=100.000ms"), std::string::npos) << c.ToString();
+  c.ObserveResume(4, -1.0);  // faster than a normal proposal: no cost, not a negative one
+  EXPECT_NE(c.ToString().find("resume[4]=0.000ms"), std::string::npos) << c.ToString();
+  c.ForgetDraft();
+  EXPECT_EQ(c.ToString().find("resume"), std::string::npos) << c.ToString();
+  EXPECT_NE(c.ToString().find("verify"), std::string::npos) << "the target's costs stay";
+}
+
+TEST(PositionEstimates, AveragesThenFollowsAndLeansOnThePositionBefore) {
+  PositionEstimates e(4);
+  EXPECT_DOUBLE_EQ(e.Alpha(1, 0.6), 0.6);  // nothing seen: the base
+  e.Observe(4, 4, 1, 0.1);                 // 1 accepted, 2 rejected, 3 and 4 not judged
+  EXPECT_DOUBLE_EQ(e.alpha[1], 1.0);
+  EXPECT_DOUBLE_EQ(e.alpha[2], 0.0);
+  EXPECT_DOUBLE_EQ(e.n_alpha[3], 0.0);
+  EXPECT_DOUBLE_EQ(e.Alpha(3, 0.6), e.Alpha(2, 0.6));
+  EXPECT_DOUBLE_EQ(e.Alpha(2, 0.6), (1.0 / 3) * 0.0 + (2.0 / 3) * e.Alpha(1, 0.6));
+  e.Observe(4, 2, 2, 0.1);  // the draft stopped after 2 of 4: pi_3 down, pi_4 not seen
+  EXPECT_DOUBLE_EQ(e.pi[2], 1.0);
+  EXPECT_DOUBLE_EQ(e.pi[3], 2.0 / 3);  // the prior 1 as one observation, a hit, then a miss
+  EXPECT_DOUBLE_EQ(e.n_pi[4], 2.0);
+  EXPECT_DOUBLE_EQ(e.pi[4], 1.0);
+  for (int i = 0; i < 40; ++i) e.Observe(1, 1, 0, 0.1);
+  EXPECT_LT(e.alpha[1], 0.02) << "an EWMA follows the latest observations";
+}
+
+TEST(AcceptancePrior, LearnsAcrossRequestsAndResets) {
+  AcceptancePrior prior;
+  for (int i = 0; i < 100; ++i) prior.Observe(2, 2, i % 4 == 0 ? 0 : 2);  // 75% accepted at position 1
+  EXPECT_EQ(prior.steps(), 100);
+  const PositionEstimates p = prior.Snapshot();
+  EXPECT_NEAR(p.alpha[1], 0.75, 0.05);
+  EXPECT_NEAR(p.alpha[2], 1.0, 1e-9);
+  EXPECT_NE(prior.ToString().find("steps=100 alpha[1]=0.7"), std::string::npos) << prior.ToString();
+  prior.Reset();
+  EXPECT_EQ(prior.steps(), 0);
+  EXPECT_DOUBLE_EQ(prior.Snapshot().n_alpha[1], 0.0);
+}
+
+TEST(SpecPolicy, StartsFromThePairsPriorWithoutWarmUp) {
+  SpecCosts c;
+  GpuLike(&c);
+  AcceptancePrior prior;
+  SpecPolicyOptions o;
+  o.adaptive = true;
+  o.prior_accept = 0.6;
+  o.prior_steps = 16;
+  {
+    SpecPolicy first(o, &c, &prior);
+    EXPECT_FALSE(first.informed()) << "no prior yet";
+    EXPECT_EQ(first.Next(3, 100), 3) << "warm-up with the fixed k";
+    for (int i = 0; i < 20; ++i) first.Observe(2, 2, 0);  // this pair's drafts are always wrong
+  }
+  EXPECT_EQ(prior.steps(), 20);
+  SpecPolicy next(o, &c, &prior);
+  EXPECT_TRUE(next.informed());
+  EXPECT_LT(next.alpha(1), 0.05);
+  EXPECT_EQ(next.Next(3, 100), 0) << "the prior says target-only from the first step";
+  // The request's own observations soon outweigh the prior.
+  for (int i = 0; i < 20; ++i) next.Observe(4, 4, 4);
+  EXPECT_GT(next.alpha(1), 0.6);
+  EXPECT_GT(next.Next(3, 100), 0);
+  // Fixed-k requests neither read nor feed it.
+  SpecPolicyOptions fixed;
+  SpecPolicy f(fixed, &c, &prior);
+  f.Observe(4, 4, 4);
+  EXPECT_EQ(prior.steps(), 40);
+}
+
+// Rates at given acceptance against the costs: a policy whose estimates hold
+// `a` at every position after many observations.
+SpecPolicy Seasoned(const SpecPolicyOptions& o, const SpecCosts* c, double a) {
+  SpecPolicy p(o, c);
+  for (int i = 0; i < 400; ++i) {
+    int acc = 0;
+    // Deterministic pattern with acceptance a at each position.
+    while (acc < 4 && std::fmod((i * 7 + acc * 3) * 0.6180339887, 1.0) < a) ++acc;
+    p.Observe(4, 4, acc);
+  }
+  return p;
+}
+
+TEST(SpecPolicy, StopsOnlyWhenTargetOnlyIsClearlyFaster) {
+  // Costs where one draft at acceptance ~0.5 is near break-even.
+  SpecCosts c;
+  for (int n = 0; n <= 4; ++n) c.ObserveVerify(n, 0.010 + 0.004 * n);
+  for (int f = 1; f <= 4; ++f) c.ObserveDraft(f, 0.001 * f);
+  c.Freeze();
+  SpecPolicyOptions o;
+  o.adaptive = true;
+  o.draft_max = 4;
+  o.warmup_steps = 0;
+  o.stop_margin = 0.10;
+  // Break-even acceptance for k=1: (1 + a) / 0.015 = 1 / 0.010, a = 0.5.
+  SpecPolicy slightly_worse = Seasoned(o, &c, 0.46);
+  ASSERT_LT(*slightly_worse.ExpectedRate(1), *slightly_worse.ExpectedRate(0));
+  ASSERT_GT(*slightly_worse.ExpectedRate(1) * 1.1, *slightly_worse.ExpectedRate(0));
+  EXPECT_EQ(slightly_worse.Next(1, 100), 1) << "within the margin: keeps drafting";
+  SpecPolicy clearly_worse = Seasoned(o, &c, 0.2);
+  EXPECT_EQ(clearly_worse.Next(1, 100), 0);
+  o.stop_margin = 0;
+  SpecPolicy no_margin = Seasoned(o, &c, 0.46);
+  EXPECT_EQ(no_margin.Next(1, 100), 0);
+}
+
+TEST(SpecPolicy, ChargesTheCatchUpToResuming) {
+  SpecCosts c;
+  for (int n = 0; n <= 4; ++n) c.ObserveVerify(n, 0.010 + 0.001 * n);
+  for (int f = 1; f <= 4; ++f) c.ObserveDraft(f, 0.001 * f);
+  c.ObserveResume(8, 0.040);  // catching up on 8 tokens costs 4 target steps
+  c.Freeze();
+  SpecPolicyOptions o;
+  o.adaptive = true;
+  o.draft_max = 4;
+  o.warmup_steps = 0;
+  o.probe_after = 1000;  // no probes in this test
+  o.resume_horizon = 4;
+  SpecPolicy p = Seasoned(o, &c, 0.3);  // drafting pays a little: ~1.3 tokens for 1.2 steps' time at k=1
+  ASSERT_GT(*p.ExpectedRate(1), *p.ExpectedRate(0));
+  EXPECT_GT(p.Next(1, 100), 0) << "in sync: drafting pays";
+  // Ten target-only steps (the draft failed, say): resuming now would first
+  // cost the catch-up, 10 ms a step over 4 steps, more than drafting gains.
+  for (int i = 0; i < 10; ++i) p.Next(1, 100);
+  EXPECT_EQ(p.Next(1, 100), 0);
+  // Once it drafts again (a probe), the draft is in sync and drafting pays.
+  p.Observe(1, 1, 1);
+  EXPECT_GT(p.Next(1, 100), 0);
 }
 
 TEST(SpecPolicy, MeasuresATargetOnlyStepWhenItsCostIsUnknown) {

@@ -11,6 +11,7 @@
 #include <map>
 #include <tuple>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "common/backend/cuda/kernels.h"
@@ -375,6 +376,7 @@ class CudaBackend final : public Backend, public CudaBackendControl {
     uint64_t last_use = 0;
   };
   std::unordered_map<uint64_t, GraphEntry> graphs_;
+  std::unordered_set<uint64_t> graph_seen_;  // shapes run once (eagerly), not captured yet
   uint64_t graph_clock_ = 0;
   bool graphs_on_ = true;
   MatMulPath forced_path_ = MatMulPath::kAuto;
@@ -1244,6 +1246,15 @@ void CudaBackend::RunGraph() {
     it->second.last_use = ++graph_clock_;
     Fail(cudaGraphLaunch(it->second.exec, stream_), "cudaGraphLaunch");
     ++stats_.graph_launches;
+    return;
+  }
+  // Capture a shape the second time it runs: a one-off batch (a draft
+  // catching up on some odd number of tokens) runs eagerly instead of paying
+  // a capture and instantiation, and does not evict a graph in use.
+  if (graph_seen_.size() > 4 * kMaxGraphs) graph_seen_.clear();
+  if (graph_seen_.insert(h).second) {
+    ExecAll();
+    ++stats_.eager_flushes;
     return;
   }
   Fail(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");

@@ -7,8 +7,9 @@
 // enqueued when the batch is flushed (next SetBatch, ReadToHost or
 // Synchronize), and the first error is returned from that call. A decode or
 // verify batch (up to 64 tokens) is replayed from a CUDA graph captured for
-// its shape and op sequence; the batch metadata lives in fixed device buffers
-// that are refreshed before each replay.
+// its shape and op sequence (the second time that shape runs: one-off shapes
+// run eagerly); the batch metadata lives in fixed device buffers that are
+// refreshed before each replay.
 //
 // Numerics: for batches of up to 64 tokens every output element is computed
 // in an order that depends only on the shapes, never on the batch, so a k+1
