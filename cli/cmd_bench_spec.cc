@@ -98,7 +98,10 @@ int BenchSpec(const std::vector<std::string>& args) {
               10.0);
   c.AddString("ks", "1,2,3,4,6,8", "fixed k values to compare");
   c.AddInt("draft-max", 8, "adaptive mode's largest k", 1, 32);
-  c.AddDouble("min-confidence", 0.5, "adaptive mode: the draft stops below this top probability", 0.0, 1.0);
+  c.AddDouble("min-confidence", -1.0,
+              "adaptive mode: the draft stops below this top probability (-1: learned from the acceptance of its "
+              "first token by confidence)",
+              -1.0, 1.0);
   c.AddInt("repeats", 3, "runs of each mode (interleaved); the median is reported", 1, 100);
   c.AddInt("calibration-reps", 5, "timed calls per cost-table cell", 1, 100);
   c.AddString("costs", "",
@@ -217,6 +220,7 @@ int BenchSpec(const std::vector<std::string>& args) {
                 1e3 * (r.seconds - r.prefill_seconds - r.draft_seconds - r.verify_seconds),
                 static_cast<long long>(captures[m]));
   }
+  std::printf("adaptive's acceptance prior at the end of its median run: %s\n", res.back().acceptance_prior.c_str());
   // Measured, then as the cost table prices the same choices.
   for (const bool modeled : {false, true}) {
     auto rate = [&](const BenchResult& r) { return modeled ? r.ModeledTokensPerSecond() : r.TokensPerSecond(); };

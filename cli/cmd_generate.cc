@@ -56,7 +56,7 @@ int Generate(const std::vector<std::string>& args) {
   c.AddInt("k", 4, "draft tokens per step; given explicitly: fixed k (unless --adaptive is given too)", 1, 16);
   c.AddBool("adaptive", true, "choose the speculation length per step (acceptance and measured costs)");
   c.AddInt("draft-max", 8, "adaptive: most draft tokens per step", 1, 16);
-  c.AddDouble("min-confidence", -1.0, "the draft stops below this top probability (-1: 0 fixed, 0.5 adaptive)", -1.0,
+  c.AddDouble("min-confidence", -1.0, "the draft stops below this top probability (-1: 0 fixed, learned adaptive)", -1.0,
               1.0);
   c.AddString("coordinator", "", "generate through this coordinator (host:port or unix:PATH) instead of in-process");
   c.AddBool("no-speculation", false, "with --coordinator: target-only decoding for this request");
@@ -122,7 +122,7 @@ int Generate(const std::vector<std::string>& args) {
   req.policy.adaptive = adaptive;
   req.policy.draft_max = draft_max;
   const double conf = c.GetDouble("min-confidence");
-  req.min_confidence = conf >= 0 ? static_cast<float>(conf) : adaptive ? 0.5f : 0.0f;
+  req.min_confidence = static_cast<float>(conf);  // < 0: the loop's default (0 fixed, learned adaptive)
   req.max_context = opts->max_seq_len;
   req.ignore_eos = c.GetBool("ignore-eos");
   if (!c.GetString("stop").empty()) req.stop.push_back(c.GetString("stop"));

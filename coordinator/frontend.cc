@@ -189,8 +189,8 @@ grpc::Status Frontend::Serve(grpc::ServerContext* ctx, const v1::GenerateRequest
     sr.policy.draft_max = draft_cap;
     sr.costs = &costs_;
     sr.prior = &prior_;
-    const float default_conf = opts_.min_confidence >= 0 ? opts_.min_confidence : adaptive ? kAdaptiveMinConfidence : 0.0f;
-    sr.min_confidence = spec.min_confidence() > 0 ? spec.min_confidence() : default_conf;
+    // Unset: fixed mode never stops early; adaptive mode learns the threshold (SpecPolicy::MinConfidence).
+    sr.min_confidence = spec.min_confidence() > 0 ? spec.min_confidence() : opts_.min_confidence;
     sr.max_context = context;
     sr.deadline = LoopDeadline(deadline);
     sr.cancelled = cancelled;

@@ -30,7 +30,7 @@ struct FrontendOptions {
   bool speculation = true;
   bool adaptive = true;      // choose k per step (spec_policy.h), up to draft_max
   int draft_max = 8;
-  float min_confidence = -1.0f;  // the draft stops below this top probability; < 0: 0 fixed, kAdaptiveMinConfidence adaptive
+  float min_confidence = -1.0f;  // the draft stops below this top probability; < 0: 0 fixed, learned adaptive
   int max_batch = 0;         // requests running at once (0: the target's sequence slots)
   int max_queue = 64;        // requests waiting for admission; more get RESOURCE_EXHAUSTED
   int max_seq_len = 0;       // per-request context (0: the target's max-seq-len)
@@ -41,9 +41,6 @@ struct FrontendOptions {
   std::chrono::milliseconds draft_retry{250};
   CallTimeouts timeouts;
 };
-
-// The draft's confidence threshold adaptive requests use by default.
-constexpr float kAdaptiveMinConfidence = 0.5f;
 
 class Frontend {
  public:

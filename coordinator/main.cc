@@ -25,7 +25,8 @@ int Main(int argc, char** argv) {
   cfg.AddInt("draft-max", 8, "adaptive mode: most draft tokens per step (also capped by the draft's --k-max)", 1, 64);
   cfg.AddBool("speculation", true, "use the draft (false: target-only decoding)");
   cfg.AddDouble("min-confidence", -1.0,
-                "the draft stops a proposal below this top probability (0: never; -1: 0 in fixed mode, 0.5 adaptive)",
+                "the draft stops a proposal below this top probability (0: never; -1: 0 in fixed mode, learned in "
+                "adaptive mode)",
                 -1.0, 1.0);
   cfg.AddInt("max-batch", 0, "requests generating at once (0: the target's --max-seqs)", 0, 4096);
   cfg.AddInt("max-queue", 64, "requests waiting for admission; more are refused with RESOURCE_EXHAUSTED", 0, 1 << 20);

@@ -79,6 +79,7 @@ absl::StatusOr<BenchResult> RunSpecBench(const BenchPair& pair, const std::vecto
     for (size_t k = 0; k < r.stats.k_hist.size(); ++k) res.k_hist[k] += r.stats.k_hist[k];
     res.prompts.push_back(BenchPromptResult{p.label, std::move(r.tokens), r.stats});
   }
+  res.acceptance_prior = prior.ToString();
   return res;
 }
 

@@ -57,6 +57,7 @@ struct BenchResult {
   int64_t steps = 0, speculative_steps = 0, proposed = 0, accepted = 0, spec_appended = 0;
   std::vector<int64_t> k_hist;  // steps by drafts verified (0: target-only steps)
   std::vector<BenchPromptResult> prompts;
+  std::string acceptance_prior;  // what the run's requests learned of the pair (AcceptancePrior::ToString)
 
   double TokensPerSecond() const { return seconds > 0 ? static_cast<double>(tokens) / seconds : 0.0; }
   double ModeledTokensPerSecond() const {

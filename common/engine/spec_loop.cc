@@ -171,7 +171,10 @@ SpecResult RunSpeculative(const SpecRequest& req, const Tokenizer& tok, TargetCl
       if (ds.open) {
         const std::vector<int32_t> fresh(committed.begin() + ds.synced, committed.end());
         const SteadyTime tp = std::chrono::steady_clock::now();
-        auto p = draft->Propose(seq, ds.synced, fresh, k, req.min_confidence, req.deadline);
+        const float min_conf = req.min_confidence >= 0 ? req.min_confidence
+                               : req.policy.adaptive ? policy.MinConfidence(kAdaptiveMinConfidence)
+                                                     : 0.0f;
+        auto p = draft->Propose(seq, ds.synced, fresh, k, min_conf, req.deadline);
         if (p.ok()) {
           const double secs = since(tp);
           ds.synced = static_cast<int64_t>(committed.size());
@@ -247,7 +250,7 @@ SpecResult RunSpeculative(const SpecRequest& req, const Tokenizer& tok, TargetCl
       r.stats.proposed += ev.proposed;
       r.stats.accepted += ev.accepted;
       r.stats.spec_appended += ev.appended;
-      policy.Observe(k, ev.proposed, ev.accepted);
+      policy.Observe(k, ev.proposed, ev.accepted, prop.confidence.empty() ? -1.0f : prop.confidence[0]);
     }
     committed.insert(committed.end(), step->appended.begin(), step->appended.end());
 

@@ -83,6 +83,7 @@ struct SpecRequest {
   int k = 4;                        // 0: target-only; adaptive: the k used until costs are measured
   std::function<int()> live_k;      // when set, read each step instead of k (Admin.SetSpeculation); 0: draft off
   float min_confidence = 0.0f;      // the draft stops proposing below this top probability
+                                    // (< 0: adaptive learns it, SpecPolicy::MinConfidence; fixed: 0)
   SpecPolicyOptions policy;         // adaptive length (spec_policy.h); default: always k
   SpecCosts* costs = nullptr;       // call times shared with other requests (null: this request measures its own)
   AcceptancePrior* prior = nullptr; // acceptance learned across requests of this pair (null: none)

@@ -217,6 +217,42 @@ double PositionEstimates::Alpha(int i, double base) const {
   return w * alpha[static_cast<size_t>(i)] + (1 - w) * parent;
 }
 
+void ConfidenceBins::Observe(float confidence, bool was_accepted) {
+  if (!(confidence >= 0.0f)) return;
+  const size_t b = static_cast<size_t>(std::min(kBins - 1, static_cast<int>(confidence * kBins)));
+  // Bounded counts: the newest thousands of tokens decide.
+  if (n[b] >= 4096) {
+    n[b] /= 2;
+    accepted[b] /= 2;
+  }
+  n[b] += 1;
+  accepted[b] += was_accepted ? 1 : 0;
+}
+
+std::optional<float> ConfidenceBins::Threshold(double alpha_star, double min_n) const {
+  std::optional<float> t;
+  for (int b = kBins - 1; b >= 0; --b) {
+    const size_t u = static_cast<size_t>(b);
+    if (n[u] >= min_n) {
+      if (accepted[u] / n[u] < alpha_star) return t ? t : std::optional<float>(static_cast<float>(b + 1) / kBins);
+      t = static_cast<float>(b) / kBins;
+    } else if (t) {
+      t = static_cast<float>(b) / kBins;  // too few to judge: passes with the bins above it
+    }
+  }
+  return t;
+}
+
+void AcceptancePrior::ObserveConfidence(float confidence, bool accepted) {
+  std::lock_guard<std::mutex> l(mu_);
+  conf_.Observe(confidence, accepted);
+}
+
+ConfidenceBins AcceptancePrior::Confidence() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return conf_;
+}
+
 void AcceptancePrior::Observe(int k, int drafted, int accepted) {
   std::lock_guard<std::mutex> l(mu_);
   est_.Observe(k, drafted, accepted, ewma_);
@@ -236,6 +272,7 @@ int64_t AcceptancePrior::steps() const {
 void AcceptancePrior::Reset() {
   std::lock_guard<std::mutex> l(mu_);
   est_ = PositionEstimates(est_.size());
+  conf_ = ConfidenceBins{};
   steps_ = 0;
 }
 
@@ -249,6 +286,13 @@ std::string AcceptancePrior::ToString() const {
   }
   for (int i = 2; i <= est_.size() && est_.n_pi[static_cast<size_t>(i)] > 1; ++i) {
     std::snprintf(buf, sizeof buf, " pi[%d]=%.3f", i, est_.pi[static_cast<size_t>(i)]);
+    out += buf;
+  }
+  for (int b = 0; b < ConfidenceBins::kBins; ++b) {
+    const size_t u = static_cast<size_t>(b);
+    if (conf_.n[u] == 0) continue;
+    std::snprintf(buf, sizeof buf, " conf[%.1f]=%.2f/%.0f", static_cast<double>(b) / ConfidenceBins::kBins,
+                  conf_.accepted[u] / conf_.n[u], conf_.n[u]);
     out += buf;
   }
   return out;
@@ -378,6 +422,16 @@ int SpecPolicy::Next(int k, int limit) {
   if (best > 0) {
     idle_ = 0;
     probe_wait_ = o_.probe_after;
+    // Stop a proposal at a token the draft is unsure of when such tokens are
+    // accepted less often than one more position costs: extending by one
+    // costs delta seconds (a draft forward and a longer verify), which at the
+    // current rate would have produced delta * rate tokens.
+    if (prior_ && kmax >= 2) {
+      const double delta =
+          (t.Draft(kmax) + t.Verify(kmax) - t.Draft(1) - t.Verify(1)) / static_cast<double>(kmax - 1);
+      min_conf_ = prior_->Confidence().Threshold(std::max(delta, 0.0) * std::max(best_rate, Rate(t, 0, 0.0)),
+                                                 /*min_n=*/16);
+    }
     // Now and then one position deeper: asking for `best` only ever measures
     // positions up to `best`, so a deeper estimate that started low (from the
     // prior or a few early steps) would never be corrected.
@@ -407,12 +461,15 @@ int SpecPolicy::Next(int k, int limit) {
   return probe;
 }
 
-void SpecPolicy::Observe(int k, int drafted, int accepted) {
+void SpecPolicy::Observe(int k, int drafted, int accepted, float first_confidence) {
   ++observed_;
   observed_last_ = true;
   behind_ = 0;
   est_.Observe(k, drafted, accepted, o_.ewma);
-  if (prior_ && o_.adaptive) prior_->Observe(k, drafted, accepted);
+  if (prior_ && o_.adaptive) {
+    prior_->Observe(k, drafted, accepted);
+    if (drafted >= 1 && first_confidence >= 0) prior_->ObserveConfidence(first_confidence, accepted >= 1);
+  }
 }
 
 }  // namespace specd

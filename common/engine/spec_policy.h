@@ -18,7 +18,13 @@
 // pair (no prior yet) warm up with the fixed k. After target-only steps the
 // draft must first catch up on the tokens it missed; that cost (measured,
 // SpecCosts::Resume) is charged to resuming, spread over a few steps, so the
-// policy does not flip between drafting and target-only at break-even.
+// policy does not flip between drafting and target-only at break-even; for
+// the same reason, once drafting it stops only when target-only is
+// stop_margin faster. Every explore_every drafting steps it asks for one
+// position more than the best k (deeper estimates would otherwise never be
+// corrected). The draft's confidence threshold is learned per pair
+// (ConfidenceBins, MinConfidence): stop a proposal at a token whose
+// confidence bin is accepted less often than one more position costs.
 // When target-only wins, it probes the draft again after probe_after
 // target-only steps (doubling while probes keep losing, up to probe_max, and
 // spaced further when a probe's expected loss is large), so a sequence whose
@@ -129,24 +135,47 @@ struct PositionEstimates {
   double Alpha(int i, double base) const;
 };
 
+// How often the draft's first proposed token was accepted, by the draft's
+// confidence in it (its top probability), in ten bins: what stopping a
+// proposal below a confidence threshold gives up. (The first token is always
+// proposed, so its bins see every confidence; a deeper position's acceptance
+// at a given confidence is taken to be the same.)
+struct ConfidenceBins {
+  static constexpr int kBins = 10;
+  std::vector<double> n = std::vector<double>(kBins, 0.0), accepted = std::vector<double>(kBins, 0.0);
+  void Observe(float confidence, bool was_accepted);
+  // The lowest bin edge such that every bin from there up with at least
+  // min_n observations was accepted at least alpha_star of the time (bins
+  // with fewer count as passing); nullopt until some bin has min_n.
+  std::optional<float> Threshold(double alpha_star, double min_n) const;
+};
+
 // What the requests of one draft/target pair measured, across requests: the
-// prior a new request's estimates start from. Thread-safe.
+// prior a new request's estimates start from, and the acceptance of the
+// draft's first token by its confidence. Thread-safe.
 class AcceptancePrior {
  public:
   explicit AcceptancePrior(double ewma = 0.01) : ewma_(ewma), est_(SpecCosts::kMaxLen) {}
   void Observe(int k, int drafted, int accepted);
+  void ObserveConfidence(float confidence, bool accepted);
   PositionEstimates Snapshot() const;
+  ConfidenceBins Confidence() const;
   int64_t steps() const;  // observed speculative steps
   void Reset();           // a new draft: its acceptance is not the old one's
-  // "steps=562 alpha[1]=0.81 alpha[2]=0.70 ... pi[2]=0.95 ..." (observed positions).
+  // "steps=562 alpha[1]=0.81 alpha[2]=0.70 ... pi[2]=0.95 ... conf[0.9]=0.97/120 ..."
+  // (observed positions; confidence bins as acceptance/observations).
   std::string ToString() const;
 
  private:
   const double ewma_;
   mutable std::mutex mu_;
   PositionEstimates est_;
+  ConfidenceBins conf_;
   int64_t steps_ = 0;
 };
+
+// The confidence threshold adaptive mode uses until it has learned one.
+constexpr float kAdaptiveMinConfidence = 0.5f;
 
 struct SpecPolicyOptions {
   bool adaptive = false;
@@ -173,8 +202,14 @@ class SpecPolicy {
   // the k used until costs are known); `limit` caps the answer.
   int Next(int k, int limit);
   // What a step that used the draft did: asked for `k`, got `drafted` (<= k),
-  // `accepted` of them kept. Also recorded in the prior.
-  void Observe(int k, int drafted, int accepted);
+  // `accepted` of them kept; `first_confidence`: the draft's top probability
+  // for its first token (< 0: unknown). Also recorded in the prior.
+  void Observe(int k, int drafted, int accepted, float first_confidence = -1.0f);
+  // The confidence below which the draft should stop proposing in the step
+  // Next just chose (adaptive, with a prior): the lowest at which one more
+  // drafted token still pays, from the prior's ConfidenceBins and the costs;
+  // `fallback` until those are measured.
+  float MinConfidence(float fallback) const { return min_conf_ ? *min_conf_ : fallback; }
 
   double ExpectedTokens(int k) const;
   // E(k) / T(k) in tokens per second; nullopt while costs are unknown.
@@ -209,6 +244,7 @@ class SpecPolicy {
   int probe_wait_ = 0;
   int64_t steps_ = 0;   // Next calls
   int64_t drafting_ = 0;  // Next calls that asked for drafts
+  std::optional<float> min_conf_;  // learned threshold for the current step
   int observed_ = 0;    // Observe calls
 };
 

@@ -714,6 +714,36 @@ TEST_F(SpecLoopTest, AdaptiveLengthIsLosslessAndFollowsTheCosts) {
   EXPECT_EQ(draft_engine_->active_sequences(), 0);
 }
 
+TEST_F(SpecLoopTest, AdaptiveRequestsShareWhatTheyLearnOfThePair) {
+  SpecCosts costs;
+  CheapVerify(&costs);
+  AcceptancePrior prior;
+  int64_t spec_steps = 0;
+  for (const auto& prompt : Prompts(2)) {
+    SpecRequest req;
+    req.seq = 32;
+    req.prompt = prompt;
+    req.max_tokens = 30;
+    req.ignore_eos = true;
+    req.k = 4;
+    req.policy.adaptive = true;
+    req.min_confidence = -1.0f;  // learned
+    req.costs = &costs;
+    req.prior = &prior;
+    const SpecResult r = Run(req, draft_.get());
+    ASSERT_TRUE(r.status.ok()) << r.status;
+    ASSERT_EQ(r.tokens, ReferenceGreedy(prompt, 30));
+    spec_steps += r.stats.speculative_steps;
+  }
+  ASSERT_GT(spec_steps, 0);
+  // Every speculative step fed the prior, and its first token's confidence.
+  EXPECT_EQ(prior.steps(), spec_steps);
+  const ConfidenceBins bins = prior.Confidence();
+  double n = 0;
+  for (double x : bins.n) n += x;
+  EXPECT_EQ(n, static_cast<double>(spec_steps));
+}
+
 TEST_F(SpecLoopTest, CatchingUpAfterTargetOnlyStepsIsAResumeCost) {
   // Drafting on, then off for 10 steps (Admin.SetSpeculation), then on: the
   // first proposal after the pause first catches the draft up on what it

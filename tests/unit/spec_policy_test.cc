@@ -283,6 +283,50 @@ TEST(AcceptancePrior, LearnsAcrossRequestsAndResets) {
   EXPECT_DOUBLE_EQ(prior.Snapshot().n_alpha[1], 0.0);
 }
 
+TEST(ConfidenceBins, ThresholdIsTheLowestConfidenceThatStillPays) {
+  ConfidenceBins b;
+  EXPECT_FALSE(b.Threshold(0.5, 16).has_value()) << "nothing measured";
+  // Acceptance rises with confidence: bin i (confidence i/10) accepted i/10 + 0.05 of the time.
+  for (int bin = 0; bin < 10; ++bin) {
+    for (int j = 0; j < 100; ++j) b.Observe((bin + 0.5f) / 10, j < bin * 10 + 5);
+  }
+  EXPECT_FLOAT_EQ(*b.Threshold(0.5, 16), 0.5f);   // bins 0.5.. are accepted >= 55%
+  EXPECT_FLOAT_EQ(*b.Threshold(0.3, 16), 0.3f);
+  EXPECT_FLOAT_EQ(*b.Threshold(0.0, 16), 0.0f);   // anything pays: never stop
+  EXPECT_FLOAT_EQ(*b.Threshold(0.99, 16), 1.0f);  // nothing pays: stop after the first token
+  // A draft that is right even when unsure (flat distributions): no threshold.
+  ConfidenceBins flat;
+  for (int j = 0; j < 200; ++j) flat.Observe(0.15f, j % 10 < 7);
+  EXPECT_FLOAT_EQ(*flat.Threshold(0.5, 16), 0.0f) << "bins above with no data pass with it";
+  flat.Observe(-1.0f, true);  // unknown confidence: ignored
+  EXPECT_DOUBLE_EQ(flat.n[1], 200.0);
+}
+
+TEST(SpecPolicy, LearnsTheConfidenceThresholdFromThePair) {
+  SpecCosts c;
+  GpuLike(&c);  // one more position costs ~1.5 ms at ~100+ tokens/s: alpha* ~ 0.2-0.3
+  AcceptancePrior prior;
+  SpecPolicyOptions o;
+  o.adaptive = true;
+  o.warmup_steps = 0;
+  SpecPolicy p(o, &c, &prior);
+  EXPECT_FLOAT_EQ(p.MinConfidence(0.5f), 0.5f) << "the fallback until measured";
+  // The draft's first token: accepted 90% above confidence 0.3, 5% below.
+  for (int i = 0; i < 400; ++i) {
+    const float conf = (i % 10) / 10.0f + 0.05f;
+    const bool acc = conf > 0.3f ? i % 10 != 9 || i % 20 != 9 : i % 20 == 0;
+    p.Observe(4, 4, acc ? 4 : 0, conf);
+  }
+  ASSERT_GT(p.Next(4, 100), 0);
+  EXPECT_FLOAT_EQ(p.MinConfidence(0.5f), 0.3f);
+  // Fixed-mode policies do not feed it.
+  SpecPolicy fixed(SpecPolicyOptions{}, &c, &prior);
+  const double n0 = prior.Confidence().n[0];
+  fixed.Observe(4, 4, 0, 0.05f);
+  EXPECT_DOUBLE_EQ(prior.Confidence().n[0], n0);
+  EXPECT_NE(prior.ToString().find("conf[0.9]="), std::string::npos) << prior.ToString();
+}
+
 TEST(SpecPolicy, StartsFromThePairsPriorWithoutWarmUp) {
   SpecCosts c;
   GpuLike(&c);
