@@ -50,6 +50,23 @@ std::vector<SpecCosts::Pt> SpecCosts::Points(const std::vector<Cell>& cells) {
   return pts;
 }
 
+SpecCosts::Line SpecCosts::FitLine(const std::vector<Pt>& pts) {
+  double sw = 0, sx = 0, sy = 0;
+  for (const Pt& p : pts) {
+    sw += p.w;
+    sx += p.w * p.x;
+    sy += p.w * p.y;
+  }
+  const double mx = sx / sw, my = sy / sw;
+  double sxx = 0, sxy = 0;
+  for (const Pt& p : pts) {
+    sxx += p.w * (p.x - mx) * (p.x - mx);
+    sxy += p.w * (p.x - mx) * (p.y - my);
+  }
+  const double slope = sxx > 0 ? std::max(0.0, sxy / sxx) : 0.0;
+  return Line{slope, my - slope * mx};
+}
+
 std::optional<double> SpecCosts::Estimate(const std::vector<Pt>& pts, double x, bool proportional) {
   if (pts.empty()) return std::nullopt;
   if (pts.size() == 1) {
@@ -66,19 +83,7 @@ std::optional<double> SpecCosts::Estimate(const std::vector<Pt>& pts, double x, 
   }
   // Outside the observed lengths: the weighted least-squares slope (never
   // negative: longer calls do not get cheaper) from the nearest end.
-  double sw = 0, sx = 0, sy = 0;
-  for (const Pt& p : pts) {
-    sw += p.w;
-    sx += p.w * p.x;
-    sy += p.w * p.y;
-  }
-  const double mx = sx / sw, my = sy / sw;
-  double sxx = 0, sxy = 0;
-  for (const Pt& p : pts) {
-    sxx += p.w * (p.x - mx) * (p.x - mx);
-    sxy += p.w * (p.x - mx) * (p.y - my);
-  }
-  const double slope = sxx > 0 ? std::max(0.0, sxy / sxx) : 0.0;
+  const double slope = FitLine(pts).slope;
   const Pt& end = x < pts.front().x ? pts.front() : pts.back();
   return std::max(end.y + slope * (x - end.x), 0.05 * end.y);
 }
@@ -105,20 +110,9 @@ CostTable SpecCosts::Table(int n) const {
   // the observed cells (one cell: flat).
   const std::vector<Pt> r = Points(resume_);
   if (!r.empty()) {
-    double sw = 0, sx = 0, sy = 0;
-    for (const Pt& p : r) {
-      sw += p.w;
-      sx += p.w * p.x;
-      sy += p.w * p.y;
-    }
-    const double mx = sx / sw, my = sy / sw;
-    double sxx = 0, sxy = 0;
-    for (const Pt& p : r) {
-      sxx += p.w * (p.x - mx) * (p.x - mx);
-      sxy += p.w * (p.x - mx) * (p.y - my);
-    }
-    t.resume_per_token = sxx > 0 ? std::max(0.0, sxy / sxx) : 0.0;
-    t.resume_fixed = my - t.resume_per_token * mx;
+    const Line l = FitLine(r);
+    t.resume_per_token = l.slope;
+    t.resume_fixed = l.at_zero;
   }
   if (!t.known) return t;
   for (int i = 0; i <= n; ++i) {

@@ -107,6 +107,12 @@ class SpecCosts {
     double x, y, w;
   };
   static std::vector<Pt> Points(const std::vector<Cell>& cells);
+  // Weighted least squares through non-empty pts; the slope is never
+  // negative (longer calls do not get cheaper).
+  struct Line {
+    double slope, at_zero;
+  };
+  static Line FitLine(const std::vector<Pt>& pts);
   static std::optional<double> Estimate(const std::vector<Pt>& pts, double x, bool proportional);
   void Add(std::vector<Cell>& cells, int i, double seconds);
 
