@@ -223,18 +223,26 @@ void ConfidenceBins::Observe(float confidence, bool was_accepted) {
   accepted[b] += was_accepted ? 1 : 0;
 }
 
-std::optional<float> ConfidenceBins::Threshold(double alpha_star, double min_n) const {
-  std::optional<float> t;
-  for (int b = kBins - 1; b >= 0; --b) {
-    const size_t u = static_cast<size_t>(b);
-    if (n[u] >= min_n) {
-      if (accepted[u] / n[u] < alpha_star) return t ? t : std::optional<float>(static_cast<float>(b + 1) / kBins);
-      t = static_cast<float>(b) / kBins;
-    } else if (t) {
-      t = static_cast<float>(b) / kBins;  // too few to judge: passes with the bins above it
-    }
+double ConfidenceBins::total() const {
+  double s = 0;
+  for (double x : n) s += x;
+  return s;
+}
+
+double ConfidenceBins::ShareAbove(float t) const {
+  double above = 0;
+  for (int b = std::max(0, static_cast<int>(t * kBins + 0.5f)); b < kBins; ++b) above += n[static_cast<size_t>(b)];
+  const double all = total();
+  return all > 0 ? above / all : 0.0;
+}
+
+double ConfidenceBins::AcceptedAbove(float t) const {
+  double above = 0, acc = 0;
+  for (int b = std::max(0, static_cast<int>(t * kBins + 0.5f)); b < kBins; ++b) {
+    above += n[static_cast<size_t>(b)];
+    acc += accepted[static_cast<size_t>(b)];
   }
-  return t;
+  return above > 0 ? acc / above : 0.0;
 }
 
 void AcceptancePrior::ObserveConfidence(float confidence, bool accepted) {
@@ -375,6 +383,37 @@ int SpecPolicy::Best(const CostTable& t, int kmax, double resume) const {
   return best;
 }
 
+float SpecPolicy::BestThreshold(const CostTable& t, int k, const ConfidenceBins& bins) const {
+  // Position 1 is always proposed (alpha(1): this request's own); a later
+  // position is proposed when its confidence clears the threshold (share q)
+  // and then accepted as the pair's tokens above it are, scaled by how this
+  // request's first position compares with the pair's. The forward that
+  // computed a cut token is spent either way; cutting saves its verify slot
+  // and the forwards after it.
+  const double a_all = bins.AcceptedAbove(0.0f);
+  const double r = a_all > 0 ? alpha(1) / a_all : 1.0;
+  float best_t = 0.0f;
+  double best_rate = -1;
+  for (int b = 0; b < ConfidenceBins::kBins; ++b) {
+    const float th = static_cast<float>(b) / ConfidenceBins::kBins;
+    const double q = bins.ShareAbove(th), a = std::min(1.0, bins.AcceptedAbove(th) * r);
+    double e = 1 + alpha(1), run = alpha(1), fwd = 1, drafted = 1, proposed = 1;
+    for (int i = 2; i <= k; ++i) {
+      fwd += proposed;  // forward i runs when position i - 1 was proposed
+      proposed *= q;
+      drafted += proposed;
+      run *= q * a;
+      e += run;
+    }
+    const double rate = e / std::max(t.Draft(fwd) + t.Verify(drafted), 1e-12);
+    if (rate > best_rate * (1 + 1e-9)) {
+      best_rate = rate;
+      best_t = th;
+    }
+  }
+  return best_t;
+}
+
 bool SpecPolicy::CouldPay(const CostTable& t, int kmax) {
   for (int j = 1; j <= kmax; ++j) {
     if ((j + 1) / std::max(t.Draft(j) + t.Verify(j), 1e-12) > 1 / std::max(t.Verify(0), 1e-12)) return true;
@@ -416,15 +455,12 @@ int SpecPolicy::Next(int k, int limit) {
   if (best > 0) {
     idle_ = 0;
     probe_wait_ = o_.probe_after;
-    // Stop a proposal at a token the draft is unsure of when such tokens are
-    // accepted less often than one more position costs: extending by one
-    // costs delta seconds (a draft forward and a longer verify), which at the
-    // current rate would have produced delta * rate tokens.
+    // The threshold for asking k, at least 2 even when k is 1: a threshold
+    // learned only while k >= 2 could never undo the fallback's cuts that
+    // made k = 1 look best (the exploration steps ask for 2 with it).
     if (prior_ && kmax >= 2) {
-      const double delta =
-          (t.Draft(kmax) + t.Verify(kmax) - t.Draft(1) - t.Verify(1)) / static_cast<double>(kmax - 1);
-      min_conf_ = prior_->Confidence().Threshold(std::max(delta, 0.0) * std::max(best_rate, Rate(t, 0, 0.0)),
-                                                 /*min_n=*/16);
+      const ConfidenceBins bins = prior_->Confidence();
+      if (bins.total() >= o_.confidence_min_tokens) min_conf_ = BestThreshold(t, std::max(best, 2), bins);
     }
     // Now and then one position deeper: asking for `best` only ever measures
     // positions up to `best`, so a deeper estimate that started low (from the

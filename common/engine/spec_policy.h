@@ -23,8 +23,10 @@
 // stop_margin faster. Every explore_every drafting steps it asks for one
 // position more than the best k (deeper estimates would otherwise never be
 // corrected). The draft's confidence threshold is learned per pair
-// (ConfidenceBins, MinConfidence): stop a proposal at a token whose
-// confidence bin is accepted less often than one more position costs.
+// (ConfidenceBins, MinConfidence): of the thresholds 0, 0.1, ..., 0.9, the
+// one whose expected rate is highest given how often the pair's tokens above
+// it are accepted (a cut token's forward is spent; the cut saves its verify
+// slot and the forwards after it).
 // When target-only wins, it probes the draft again after probe_after
 // target-only steps (doubling while probes keep losing, up to probe_max, and
 // spaced further when a probe's expected loss is large), so a sequence whose
@@ -150,10 +152,11 @@ struct ConfidenceBins {
   static constexpr int kBins = 10;
   std::vector<double> n = std::vector<double>(kBins, 0.0), accepted = std::vector<double>(kBins, 0.0);
   void Observe(float confidence, bool was_accepted);
-  // The lowest bin edge such that every bin from there up with at least
-  // min_n observations was accepted at least alpha_star of the time (bins
-  // with fewer count as passing); nullopt until some bin has min_n.
-  std::optional<float> Threshold(double alpha_star, double min_n) const;
+  double total() const;
+  // Of the tokens at confidence >= t: their share, and how often they were
+  // accepted (0 when none).
+  double ShareAbove(float t) const;
+  double AcceptedAbove(float t) const;
 };
 
 // What the requests of one draft/target pair measured, across requests: the
@@ -193,6 +196,7 @@ struct SpecPolicyOptions {
   int resume_horizon = 4;     // drafting steps a resume's catch-up cost is spread over
   double stop_margin = 0.05;  // while drafting, target-only must be this much faster to stop
   int explore_every = 16;     // every this many drafting steps, ask for one more than the best k
+  double confidence_min_tokens = 64;  // first tokens the confidence bins need before the threshold is learned
   int probe_after = 8;        // target-only steps before the draft is tried again
   int probe_max = 128;        // ... doubling up to this while probes lose
   int warmup_steps = 2;       // steps with the fixed k before the estimates decide (no prior)
@@ -212,8 +216,8 @@ class SpecPolicy {
   // for its first token (< 0: unknown). Also recorded in the prior.
   void Observe(int k, int drafted, int accepted, float first_confidence = -1.0f);
   // The confidence below which the draft should stop proposing in the step
-  // Next just chose (adaptive, with a prior): the lowest at which one more
-  // drafted token still pays, from the prior's ConfidenceBins and the costs;
+  // Next just chose (adaptive, with a prior, k >= 2): the threshold whose
+  // expected rate is highest, from the prior's ConfidenceBins and the costs;
   // `fallback` until those are measured.
   float MinConfidence(float fallback) const { return min_conf_ ? *min_conf_ : fallback; }
 
@@ -238,6 +242,9 @@ class SpecPolicy {
   int Best(const CostTable& t, int kmax, double resume) const;
   // Whether some k <= kmax beats target-only if every draft is accepted.
   static bool CouldPay(const CostTable& t, int kmax);
+  // The confidence threshold (a bin edge) that maximizes the expected rate
+  // of asking for k, from the pair's confidence bins.
+  float BestThreshold(const CostTable& t, int k, const ConfidenceBins& bins) const;
 
   SpecPolicyOptions o_;
   const SpecCosts* costs_;
