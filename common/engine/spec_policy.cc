@@ -370,19 +370,6 @@ std::optional<double> SpecPolicy::ExpectedRate(int k) const {
   return Rate(t, k, 0.0);
 }
 
-int SpecPolicy::Best(const CostTable& t, int kmax, double resume) const {
-  int best = 0;
-  double best_rate = -1;
-  for (int k = 0; k <= kmax; ++k) {
-    const double r = Rate(t, k, resume);
-    if (r > best_rate) {
-      best = k;
-      best_rate = r;
-    }
-  }
-  return best;
-}
-
 float SpecPolicy::BestThreshold(const CostTable& t, int k, const ConfidenceBins& bins) const {
   // Position 1 is always proposed (alpha(1): this request's own); a later
   // position is proposed when its confidence clears the threshold (share q)

@@ -238,8 +238,6 @@ class SpecPolicy {
   // Tokens per second of asking for k; `resume`: the catch-up cost charged
   // to this step (0 while drafting).
   double Rate(const CostTable& t, int k, double resume) const;
-  // argmax_k rate over 0..kmax.
-  int Best(const CostTable& t, int kmax, double resume) const;
   // Whether some k <= kmax beats target-only if every draft is accepted.
   static bool CouldPay(const CostTable& t, int kmax);
   // The confidence threshold (a bin edge) that maximizes the expected rate
