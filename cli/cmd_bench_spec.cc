@@ -3,9 +3,10 @@
 // prompts (the built-in mixed one: code the pycode pair predicts well, prose
 // and noise it does not; or --prompt-file). The call costs are calibrated
 // (on one prompt, then refined by one unrecorded pass of the fixed modes over
-// the workload) and frozen, so the adaptive policy's choices are the same run
-// after run; modes run interleaved --repeats times and the median run is
-// reported. --costs replays a table measured elsewhere instead (e.g. the
+// the workload) and frozen; each adaptive run starts from a copy and keeps
+// measuring, as the coordinator does (--live-costs=false: it uses the frozen
+// table, so its choices are the same run after run). Modes run interleaved
+// --repeats times and the median run is reported. --costs replays a table measured elsewhere instead (e.g. the
 // H200's, on this machine's CPU): the "model tok/s" column then says what
 // each mode's choices would take there.
 // Greedy outputs are checked to be identical in every mode (lossless).
@@ -104,6 +105,9 @@ int BenchSpec(const std::vector<std::string>& args) {
               -1.0, 1.0);
   c.AddInt("repeats", 3, "runs of each mode (interleaved); the median is reported", 1, 100);
   c.AddInt("calibration-reps", 5, "timed calls per cost-table cell", 1, 100);
+  c.AddBool("live-costs", true,
+            "adaptive runs start from the calibrated table and keep measuring, as the coordinator does "
+            "(false: they use the frozen table; always false with --costs)");
   c.AddString("costs", "",
               "use this cost table instead of measuring one (the 'calibrated costs:' line of another run, "
               "e.g. 'verify[0]=0.3ms verify[1]=0.34ms draft[1]=0.13ms')");
@@ -177,12 +181,17 @@ int BenchSpec(const std::vector<std::string>& args) {
   }
   costs.Freeze();
 
+  const bool live_costs = c.GetBool("live-costs") && c.GetString("costs").empty();
   std::vector<std::vector<BenchResult>> runs(modes.size());
   std::vector<int64_t> captures(modes.size(), 0);  // CUDA graphs captured during the recorded runs
   for (int rep = 0; rep < c.GetInt("repeats"); ++rep) {
     for (size_t m = 0; m < modes.size(); ++m) {
       const int64_t captures0 = GraphCaptures(**te, **de);
-      auto r = RunSpecBench(pair, prompts, modes[m], &costs);
+      // Live: a fresh copy of the calibrated table for each adaptive run.
+      SpecCosts live;
+      const bool use_live = modes[m].adaptive && live_costs;
+      if (use_live && !live.Load(costs.ToString()).ok()) return Fail("cannot copy the cost table");
+      auto r = RunSpecBench(pair, prompts, modes[m], use_live ? &live : &costs, &costs);
       captures[m] += GraphCaptures(**te, **de) - captures0;
       if (!r.ok()) return Fail(r.status());
       runs[m].push_back(*std::move(r));

@@ -33,7 +33,8 @@ double BenchResult::TokensPerSecond(const std::string& label) const {
 }
 
 absl::StatusOr<BenchResult> RunSpecBench(const BenchPair& pair, const std::vector<BenchPrompt>& prompts,
-                                         const BenchMode& mode, SpecCosts* costs) {
+                                         const BenchMode& mode, SpecCosts* costs, const SpecCosts* pricing) {
+  if (!pricing) pricing = costs;
   if (!pair.target || !pair.tokenizer) return absl::InvalidArgumentError("bench needs a target and its tokenizer");
   if (mode.uses_draft() && !pair.draft) return absl::InvalidArgumentError(absl::StrCat(mode.name, " needs a draft"));
   BenchResult res;
@@ -54,7 +55,7 @@ absl::StatusOr<BenchResult> RunSpecBench(const BenchPair& pair, const std::vecto
     req.costs = costs;
     req.prior = &prior;
     req.max_context = pair.target->engine()->options().max_seq_len;
-    const CostTable table = costs ? costs->Table(std::max(mode.draft_max, mode.k)) : CostTable{};
+    const CostTable table = pricing ? pricing->Table(std::max(mode.draft_max, mode.k)) : CostTable{};
     auto price = [&](const StepEvent& ev) {
       if (!table.known) return true;
       // A proposal cut short by low confidence ran one more forward than it kept.

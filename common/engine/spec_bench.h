@@ -79,10 +79,10 @@ struct BenchPair {
 };
 
 // Runs every prompt once in `mode`. `costs`: the call times the adaptive
-// policy uses (null: each request measures its own as it runs); they also
-// price modeled_seconds.
+// policy uses (null: each request measures its own as it runs); `pricing`
+// (default: `costs`) prices modeled_seconds.
 absl::StatusOr<BenchResult> RunSpecBench(const BenchPair& pair, const std::vector<BenchPrompt>& prompts,
-                                         const BenchMode& mode, SpecCosts* costs);
+                                         const BenchMode& mode, SpecCosts* costs, const SpecCosts* pricing = nullptr);
 
 // Measures a target-only step and, for k = 1..k_max, a proposal of k drafts
 // and a verify of them, and the draft's catch-up after 8 and 32 target-only
