@@ -458,8 +458,12 @@ int SpecPolicy::Next(int k, int limit) {
   // Target-only pays more now; probe the draft now and then. Even when the
   // costs say drafting cannot pay, probe (rarely) so that stale costs get
   // measured again.
-  if (++idle_ < (could_pay ? probe_wait_ : 4 * o_.probe_max)) return 0;
-  idle_ = 0;
+  ++idle_;
+  if (!could_pay) {
+    if (idle_ < 4 * o_.probe_max) return 0;
+    idle_ = 0;
+    return 1;
+  }
   int probe = 1;
   double probe_rate = -1;
   for (int j = 1; j <= kmax; ++j) {
@@ -469,12 +473,18 @@ int SpecPolicy::Next(int k, int limit) {
       probe_rate = r;
     }
   }
-  // Space probes so that their expected loss (the catch-up included) stays
-  // near 3% of the time.
+  // A probe's expected loss against a target-only step, in target-only
+  // steps, with the draft's catch-up on what it has missed: probe only once
+  // the idle steps are 1/3% of it, so probing stays near 3% of the time (the
+  // catch-up grows with the wait; where it grows faster than the wait, the
+  // probe comes at probe_max).
   const double t0 = t.Verify(0);
-  const double loss = ExpectedTokens(probe) / probe_rate / t0 - ExpectedTokens(probe) +
-                      t.Resume(behind_) / t0;  // in target-only steps
-  probe_wait_ = std::clamp(std::max(2 * probe_wait_, static_cast<int>(loss / 0.03)), o_.probe_after, o_.probe_max);
+  const double loss =
+      ExpectedTokens(probe) / probe_rate / t0 - ExpectedTokens(probe) + t.Resume(behind_ + 1) / t0;
+  const int wait = std::clamp(std::max(probe_wait_, static_cast<int>(loss / 0.03)), o_.probe_after, o_.probe_max);
+  if (idle_ < wait) return 0;
+  idle_ = 0;
+  probe_wait_ = std::clamp(2 * probe_wait_, o_.probe_after, o_.probe_max);  // doubles while probes lose
   return probe;
 }
 

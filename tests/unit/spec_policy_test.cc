@@ -219,6 +219,28 @@ TEST(SpecPolicy, FallsBackToTargetOnlyAndProbesNowAndThen) {
   EXPECT_GT(p.Next(4, 100), 0);
 }
 
+TEST(SpecPolicy, SpacesProbesByTheirCatchUpCost) {
+  SpecCosts c;
+  for (int n = 0; n <= 8; ++n) c.ObserveVerify(n, 0.010 + 0.0005 * n);
+  for (int f = 1; f <= 8; ++f) c.ObserveDraft(f, 0.001 * f);
+  // Catching up costs 6 ms a token more than a target step's 10 ms: the
+  // longer the wait, the dearer the probe, so it comes only at probe_max.
+  c.ObserveResume(8, 0.050);
+  c.ObserveResume(32, 0.194);
+  c.Freeze();
+  SpecPolicyOptions o;
+  o.adaptive = true;
+  o.probe_after = 4;
+  o.probe_max = 40;
+  SpecPolicy p(o, &c);
+  for (int i = 0; i < 30; ++i) p.Observe(2, 2, 0);  // the draft is always wrong
+  int first = -1;
+  for (int i = 0; i < 60 && first < 0; ++i) {
+    if (p.Next(4, 100) > 0) first = i;
+  }
+  EXPECT_EQ(first, 39) << "the first probe waits for probe_max, not probe_after";
+}
+
 TEST(SpecPolicy, RarelyProbesWhenDraftingCannotPay) {
   SpecCosts c;  // even perfect acceptance loses: 2 tokens cost 5x one
   CpuLike(&c);
