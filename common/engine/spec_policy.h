@@ -29,7 +29,8 @@
 // slot and the forwards after it).
 // When target-only wins, it probes the draft again after probe_after
 // target-only steps (doubling while probes keep losing, up to probe_max, and
-// spaced further when a probe's expected loss is large), so a sequence whose
+// never before the idle steps are 1/3% of the probe's expected loss, the
+// catch-up on the missed tokens included), so a sequence whose
 // text turns predictable gets speculation back. When the costs say that
 // drafting could not pay even if every draft were accepted, it probes only
 // every 4 x probe_max steps (to measure stale costs again). While the costs
