@@ -112,6 +112,20 @@ class SpecLoopTest : public ::testing::Test {
     return d;
   }
 
+  // A greedy adaptive request (up to 8 drafts, k 4 until costs are known) for `n` tokens, eos ignored.
+  static SpecRequest AdaptiveRequest(int32_t seq, const std::vector<int32_t>& prompt, int n, SpecCosts* costs) {
+    SpecRequest req;
+    req.seq = seq;
+    req.prompt = prompt;
+    req.max_tokens = n;
+    req.ignore_eos = true;
+    req.k = 4;
+    req.policy.adaptive = true;
+    req.policy.draft_max = 8;
+    req.costs = costs;
+    return req;
+  }
+
   SpecResult Run(const SpecRequest& req, DraftClient* draft, std::vector<StepEvent>* events = nullptr) {
     return RunSpeculative(req, tok(), *target_, draft, [&](const StepEvent& ev) {
       if (events) events->push_back(ev);
@@ -672,15 +686,7 @@ TEST_F(SpecLoopTest, AdaptiveLengthIsLosslessAndFollowsTheCosts) {
   for (const auto& prompt : Prompts(6)) {
     const std::vector<int32_t> ref = ReferenceGreedy(prompt, 40);
     for (SpecCosts* costs : {&cheap, &dear}) {
-      SpecRequest req;
-      req.seq = 30;
-      req.prompt = prompt;
-      req.max_tokens = 40;
-      req.ignore_eos = true;
-      req.k = 4;
-      req.policy.adaptive = true;
-      req.policy.draft_max = 8;
-      req.costs = costs;
+      const SpecRequest req = AdaptiveRequest(30, prompt, 40, costs);
       std::vector<StepEvent> events;
       const SpecResult r = Run(req, draft_.get(), &events);
       ASSERT_TRUE(r.status.ok()) << r.status;
@@ -720,15 +726,8 @@ TEST_F(SpecLoopTest, AdaptiveRequestsShareWhatTheyLearnOfThePair) {
   AcceptancePrior prior;
   int64_t spec_steps = 0;
   for (const auto& prompt : Prompts(2)) {
-    SpecRequest req;
-    req.seq = 32;
-    req.prompt = prompt;
-    req.max_tokens = 30;
-    req.ignore_eos = true;
-    req.k = 4;
-    req.policy.adaptive = true;
+    SpecRequest req = AdaptiveRequest(32, prompt, 30, &costs);
     req.min_confidence = -1.0f;  // learned
-    req.costs = &costs;
     req.prior = &prior;
     const SpecResult r = Run(req, draft_.get());
     ASSERT_TRUE(r.status.ok()) << r.status;

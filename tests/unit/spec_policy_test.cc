@@ -85,6 +85,16 @@ void CpuLike(SpecCosts* c) {
   c->Freeze();
 }
 
+// 200 steps of 8 drafts, each position accepted with probability `a`.
+void ObserveIndependent(SpecPolicy* p, double a) {
+  std::mt19937 rng(1);
+  for (int i = 0; i < 200; ++i) {
+    int acc = 0;
+    while (acc < 8 && std::uniform_real_distribution<>(0, 1)(rng) < a) ++acc;
+    p->Observe(8, 8, acc);
+  }
+}
+
 TEST(SpecPolicy, FixedModeReturnsKCappedByTheLimit) {
   SpecCosts c;
   CpuLike(&c);
@@ -156,13 +166,7 @@ TEST(SpecPolicy, LowAcceptanceDraftsShort) {
   SpecPolicyOptions o;
   o.adaptive = true;
   SpecPolicy p(o, &c);
-  std::mt19937 rng(1);
-  // Each position accepted with probability 0.35.
-  for (int i = 0; i < 200; ++i) {
-    int a = 0;
-    while (a < 8 && std::uniform_real_distribution<>(0, 1)(rng) < 0.35) ++a;
-    p.Observe(8, 8, a);
-  }
+  ObserveIndependent(&p, 0.35);
   const int k = p.Next(4, 100);
   EXPECT_GE(k, 1);
   EXPECT_LE(k, 3);
@@ -175,12 +179,7 @@ TEST(SpecPolicy, NowAndThenAsksOnePositionDeeper) {
   o.adaptive = true;
   o.explore_every = 16;
   SpecPolicy p(o, &c);
-  std::mt19937 rng(1);
-  for (int i = 0; i < 200; ++i) {
-    int a = 0;
-    while (a < 8 && std::uniform_real_distribution<>(0, 1)(rng) < 0.35) ++a;
-    p.Observe(8, 8, a);
-  }
+  ObserveIndependent(&p, 0.35);
   std::vector<int> ks;
   for (int i = 0; i < 32; ++i) ks.push_back(p.Next(4, 100));
   const int best = ks[0];
