@@ -6,9 +6,9 @@
 // the workload) and frozen; each adaptive run starts from a copy and keeps
 // measuring, as the coordinator does (--live-costs=false: it uses the frozen
 // table, so its choices are the same run after run). Modes run interleaved
-// --repeats times and the median run is reported. --costs replays a table measured elsewhere instead (e.g. the
-// H200's, on this machine's CPU): the "model tok/s" column then says what
-// each mode's choices would take there.
+// --repeats times and the median run is reported. --costs replays a table
+// measured elsewhere instead (e.g. the H200's, on this machine's CPU): the
+// "model tok/s" column then says what each mode's choices would take there.
 // Greedy outputs are checked to be identical in every mode (lossless).
 #include <cstdio>
 #include <fstream>

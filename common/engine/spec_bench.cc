@@ -41,6 +41,14 @@ absl::StatusOr<BenchResult> RunSpecBench(const BenchPair& pair, const std::vecto
   res.mode = mode.name;
   // Each run learns the pair's acceptance from nothing, over its own prompts.
   AcceptancePrior prior;
+  const CostTable table = pricing ? pricing->Table(std::max(mode.draft_max, mode.k)) : CostTable{};
+  auto price = [&](const StepEvent& ev) {
+    if (table.known) {
+      res.modeled_seconds +=
+          table.Verify(ev.proposed) + (ev.draft_used ? table.Draft(ev.forwards) : 0.0) + table.Resume(ev.caught_up);
+    }
+    return true;
+  };
   for (const BenchPrompt& p : prompts) {
     SpecRequest req;
     req.seq = 1;
@@ -55,15 +63,6 @@ absl::StatusOr<BenchResult> RunSpecBench(const BenchPair& pair, const std::vecto
     req.costs = costs;
     req.prior = &prior;
     req.max_context = pair.target->engine()->options().max_seq_len;
-    const CostTable table = pricing ? pricing->Table(std::max(mode.draft_max, mode.k)) : CostTable{};
-    auto price = [&](const StepEvent& ev) {
-      if (!table.known) return true;
-      // A proposal cut short by low confidence ran one more forward than it kept.
-      const int forwards = ev.proposed < ev.k ? ev.proposed + 1 : ev.k;
-      res.modeled_seconds += table.Verify(ev.proposed) + (ev.draft_used ? table.Draft(forwards) : 0.0) +
-                             table.Resume(ev.caught_up);
-      return true;
-    };
     SpecResult r = RunSpeculative(req, *pair.tokenizer, *pair.target, mode.uses_draft() ? pair.draft : nullptr, price);
     if (!r.status.ok()) return absl::Status(r.status.code(), absl::StrCat(mode.name, ": ", r.status.message()));
     res.tokens += static_cast<int64_t>(r.tokens.size());

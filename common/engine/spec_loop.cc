@@ -156,7 +156,7 @@ SpecResult RunSpeculative(const SpecRequest& req, const Tokenizer& tok, TargetCl
 
     DraftProposal prop;
     bool use_draft = false;
-    int caught_up = 0;
+    int caught_up = 0, forwards = 0;
     if (draft != nullptr && k > 0 && std::chrono::steady_clock::now() >= ds.retry_at) {
       if (!ds.open) {
         st = draft->Open(seq, committed, req.sampling, req.deadline);
@@ -184,7 +184,7 @@ SpecResult RunSpeculative(const SpecRequest& req, const Tokenizer& tok, TargetCl
           use_draft = !prop.tokens.empty();
           // A proposal cut short by low confidence ran one more forward than it kept.
           const int n = static_cast<int>(prop.tokens.size());
-          const int forwards = n < k ? n + 1 : k;
+          forwards = n < k ? n + 1 : k;
           if (ds.proposed_last || fresh.empty()) {
             costs->ObserveDraft(forwards, secs);
           } else {
@@ -235,6 +235,7 @@ SpecResult RunSpeculative(const SpecRequest& req, const Tokenizer& tok, TargetCl
     StepEvent ev;
     ev.k = k;
     ev.draft_used = use_draft;
+    ev.forwards = use_draft ? forwards : 0;
     ev.caught_up = use_draft ? caught_up : 0;
     ev.proposed = use_draft ? static_cast<int>(prop.tokens.size()) : 0;
     ev.accepted = step->n_accepted;

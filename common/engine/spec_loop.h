@@ -100,6 +100,7 @@ struct StepEvent {
   int accepted = 0;
   int appended = 0;
   bool draft_used = false;
+  int forwards = 0;   // draft forwards the proposal ran (one more than it kept when cut short by low confidence)
   int caught_up = 0;  // draft_used after target-only steps: committed tokens the draft first caught up on
   std::vector<int32_t> tokens;  // emitted: trimmed at eos / stop / max_tokens
   std::string text;             // UTF-8 safe; stop strings and what follows them held back

@@ -6,7 +6,6 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "absl/strings/strip.h"
 
 namespace specd {
 
@@ -231,14 +230,14 @@ double ConfidenceBins::total() const {
 
 double ConfidenceBins::ShareAbove(float t) const {
   double above = 0;
-  for (int b = std::max(0, static_cast<int>(t * kBins + 0.5f)); b < kBins; ++b) above += n[static_cast<size_t>(b)];
+  for (int b = FirstBin(t); b < kBins; ++b) above += n[static_cast<size_t>(b)];
   const double all = total();
   return all > 0 ? above / all : 0.0;
 }
 
 double ConfidenceBins::AcceptedAbove(float t) const {
   double above = 0, acc = 0;
-  for (int b = std::max(0, static_cast<int>(t * kBins + 0.5f)); b < kBins; ++b) {
+  for (int b = FirstBin(t); b < kBins; ++b) {
     above += n[static_cast<size_t>(b)];
     acc += accepted[static_cast<size_t>(b)];
   }
@@ -401,6 +400,19 @@ float SpecPolicy::BestThreshold(const CostTable& t, int k, const ConfidenceBins&
   return best_t;
 }
 
+std::pair<int, double> SpecPolicy::BestDrafting(const CostTable& t, int kmax, double resume) const {
+  int best = 1;
+  double best_rate = -1;
+  for (int j = 1; j <= kmax; ++j) {
+    const double r = Rate(t, j, resume);
+    if (r > best_rate) {
+      best = j;
+      best_rate = r;
+    }
+  }
+  return {best, best_rate};
+}
+
 bool SpecPolicy::CouldPay(const CostTable& t, int kmax) {
   for (int j = 1; j <= kmax; ++j) {
     if ((j + 1) / std::max(t.Draft(j) + t.Verify(j), 1e-12) > 1 / std::max(t.Verify(0), 1e-12)) return true;
@@ -426,15 +438,7 @@ int SpecPolicy::Next(int k, int limit) {
   // charged to the decision, spread over the steps a resume is expected to
   // draft, it keeps the policy from flipping at break-even.
   const double resume = t.Resume(behind_) / o_.resume_horizon;
-  int best = 0;
-  double best_rate = -1;
-  for (int j = 1; j <= kmax; ++j) {
-    const double r = Rate(t, j, resume);
-    if (r > best_rate) {
-      best = j;
-      best_rate = r;
-    }
-  }
+  auto [best, best_rate] = BestDrafting(t, kmax, resume);
   // While drafting, stop only when target-only is clearly faster: near
   // break-even the estimates' noise would otherwise decide.
   const bool drafting = observed_ > 0 && behind_ == 0;
@@ -464,15 +468,7 @@ int SpecPolicy::Next(int k, int limit) {
     idle_ = 0;
     return 1;
   }
-  int probe = 1;
-  double probe_rate = -1;
-  for (int j = 1; j <= kmax; ++j) {
-    const double r = Rate(t, j, 0.0);
-    if (r > probe_rate) {
-      probe = j;
-      probe_rate = r;
-    }
-  }
+  const auto [probe, probe_rate] = BestDrafting(t, kmax, 0.0);
   // A probe's expected loss against a target-only step, in target-only
   // steps, with the draft's catch-up on what it has missed: probe only once
   // the idle steps are 1/3% of it, so probing stays near 3% of the time (the

@@ -42,11 +42,13 @@
 // capped by the loop's limit (tokens left, context room).
 #pragma once
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -151,13 +153,16 @@ struct PositionEstimates {
 // at a given confidence is taken to be the same.)
 struct ConfidenceBins {
   static constexpr int kBins = 10;
-  std::vector<double> n = std::vector<double>(kBins, 0.0), accepted = std::vector<double>(kBins, 0.0);
+  std::array<double, kBins> n{}, accepted{};
   void Observe(float confidence, bool was_accepted);
   double total() const;
-  // Of the tokens at confidence >= t: their share, and how often they were
-  // accepted (0 when none).
+  // Of the tokens at confidence >= t (t a bin edge): their share, and how
+  // often they were accepted (0 when none).
   double ShareAbove(float t) const;
   double AcceptedAbove(float t) const;
+
+ private:
+  static int FirstBin(float t) { return std::max(0, static_cast<int>(t * kBins + 0.5f)); }
 };
 
 // What the requests of one draft/target pair measured, across requests: the
@@ -239,6 +244,8 @@ class SpecPolicy {
   // Tokens per second of asking for k; `resume`: the catch-up cost charged
   // to this step (0 while drafting).
   double Rate(const CostTable& t, int k, double resume) const;
+  // argmax over k = 1..kmax of Rate(t, k, resume), and that rate.
+  std::pair<int, double> BestDrafting(const CostTable& t, int kmax, double resume) const;
   // Whether some k <= kmax beats target-only if every draft is accepted.
   static bool CouldPay(const CostTable& t, int kmax);
   // The confidence threshold (a bin edge) that maximizes the expected rate
