@@ -1,0 +1,155 @@
+#include "common/quant/mmv_tiles.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+namespace specd::mmv {
+namespace {
+
+// The integer dot of `len` codes of row rg from element e0 with column g's
+// hi (lo = false) or lo levels of the activation record `xr`.
+int UnitDot(const Layout& l, const RowGroup& rg, const uint8_t* xr, int g, int e0, int len, bool lo) {
+  int s = 0;
+  for (int e = e0; e < e0 + len; ++e) {
+    const int u = e / 32;
+    const int8_t x = static_cast<int8_t>(xr[xq::kFrag + 512 * u + XqFragByte(g, e % 32) + (lo ? 8 : 0)]);
+    const int c = l.signed_codes ? static_cast<int8_t>(rg.code[e]) : rg.code[e];
+    s += c * x;
+  }
+  return s;
+}
+
+// Unit sum of column g from its limb bytes (unit16: 16-element units).
+int LimbSum(const uint8_t* xr, int g, int u, bool unit16) {
+  const int t = u / 4, i = u % 4;
+  const uint8_t* p = xr + (unit16 ? xq::kLimb16 : xq::kLimb32) + 16 * (4 * g + t) + i;
+  return 16384 * static_cast<int8_t>(p[8]) + 128 * p[4] + p[0];
+}
+
+}  // namespace
+
+void PackMatrix(GgmlType t, const void* gguf, size_t row_bytes, int64_t rows, int64_t k, uint8_t* out) {
+  const int64_t tiles = Tiles(rows), groups = Groups(k);
+  std::vector<RowGroup> rg(kTileRows);
+  const auto* src = static_cast<const uint8_t*>(gguf);
+  for (int64_t tile = 0; tile < tiles; ++tile)
+    for (int64_t g = 0; g < groups; ++g) {
+      for (int rr = 0; rr < kTileRows; ++rr) {
+        const int64_t r = tile * kTileRows + rr;
+        if (r < rows) {
+          DecodeRowGroup(t, src + static_cast<size_t>(r) * row_bytes, k, g, &rg[rr]);
+        } else {
+          std::memset(&rg[rr], 0, sizeof(RowGroup));
+        }
+      }
+      EncodeRecord(t, rg.data(), out + RecordOffset(t, groups, tile, g));
+    }
+}
+
+void DequantPackedRow(GgmlType t, const uint8_t* packed, int64_t rows, int64_t k, int64_t row, float* y) {
+  const int64_t groups = Groups(k);
+  RowGroup rg;
+  float buf[kGroup];
+  for (int64_t g = 0; g < groups; ++g) {
+    DecodeRecordRow(t, packed + RecordOffset(t, groups, row / kTileRows, g), static_cast<int>(row % kTileRows), &rg);
+    DequantRowGroup(t, rg, buf);
+    const int64_t n = std::min<int64_t>(kGroup, k - g * kGroup);
+    std::memcpy(y + g * kGroup, buf, sizeof(float) * static_cast<size_t>(n));
+  }
+}
+
+std::vector<uint8_t> QuantizeActivations(const float* x, int n, int64_t k) {
+  const int64_t groups = Groups(k);
+  std::vector<uint8_t> out(XqBytes(n, k), 0);
+  for (int c = 0; c < n; ++c) {
+    const int g = c % 8;
+    for (int64_t gi = 0; gi < groups; ++gi) {
+      uint8_t* rec = out.data() + XqRecordOffset(groups, c, gi);
+      float v[kGroup];
+      float amax = 0.0f;
+      for (int e = 0; e < kGroup; ++e) {
+        const int64_t idx = gi * kGroup + e;
+        v[e] = idx < k ? x[static_cast<size_t>(c) * k + idx] : 0.0f;
+        amax = std::max(amax, std::fabs(v[e]));
+      }
+      const float inv = XqInv(amax);
+      int xi16[16] = {};
+      for (int e = 0; e < kGroup; ++e) {
+        int hi = 0, lo = 0;
+        if (amax > 0.0f) XqHiLo(v[e], inv, &hi, &lo);
+        const int u = e / 32;
+        uint8_t* f = rec + xq::kFrag + 512 * u + XqFragByte(g, e % 32);
+        f[0] = static_cast<uint8_t>(static_cast<int8_t>(hi));
+        f[8] = static_cast<uint8_t>(static_cast<int8_t>(lo));
+        xi16[e / 16] += 254 * hi + lo;
+      }
+      for (int t = 0; t < 4; ++t)
+        for (int limb = 0; limb < 3; ++limb)
+          for (int i = 0; i < 4; ++i) {
+            const int u = 4 * t + i;
+            rec[xq::kLimb16 + 16 * (4 * g + t) + 4 * limb + i] = static_cast<uint8_t>(XqLimbByte(xi16[u], limb));
+            if (t < 2)
+              rec[xq::kLimb32 + 16 * (4 * g + t) + 4 * limb + i] =
+                  static_cast<uint8_t>(XqLimbByte(xi16[2 * u] + xi16[2 * u + 1], limb));
+          }
+      for (int u = 0; u < kUnits; ++u) {
+        const int32_t s = xi16[2 * u] + xi16[2 * u + 1];
+        std::memcpy(rec + xq::kSum32 + 4 * (8 * g + u), &s, 4);
+      }
+      const float scale = XqScale(amax);
+      std::memcpy(rec + xq::kScale + 4 * g, &scale, 4);
+    }
+  }
+  return out;
+}
+
+void Emulate(GgmlType t, const uint8_t* packed, int64_t rows, int64_t k, const uint8_t* xq, int n, const Plan& plan,
+             const float* bias, float* y) {
+  const Layout l = LayoutOf(t);
+  const int64_t groups = Groups(k);
+  std::vector<RowGroup> rg(static_cast<size_t>(groups));
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t gi = 0; gi < groups; ++gi)
+      DecodeRecordRow(t, packed + RecordOffset(t, groups, r / kTileRows, gi), static_cast<int>(r % kTileRows), &rg[gi]);
+    for (int c = 0; c < n; ++c) {
+      const int g = c % 8;
+      float out = 0.0f;
+      for (int w = 0; w < plan.warps; ++w) {
+        float acc = 0.0f;
+        const int64_t g0 = static_cast<int64_t>(w) * plan.gpw, g1 = std::min<int64_t>(groups, g0 + plan.gpw);
+        for (int64_t gi = g0; gi < g1; ++gi) {
+          const RowGroup& q = rg[gi];
+          const uint8_t* xr = xq + XqRecordOffset(groups, c, gi);
+          float dx;
+          std::memcpy(&dx, xr + xq::kScale + 4 * g, 4);
+          float v;
+          if (l.kquant) {
+            const int units = l.unit16 ? 16 : 8, len = l.unit16 ? 16 : 32;
+            int shi = 0, slo = 0, m = 0;
+            for (int u = 0; u < units; ++u) {
+              const int sc = KScale(t, q, u);
+              shi += sc * UnitDot(l, q, xr, g, len * u, len, false);
+              slo += sc * UnitDot(l, q, xr, g, len * u, len, true);
+              m += KCoef(t, q, u) * LimbSum(xr, g, u, l.unit16);
+            }
+            v = KGroupValue(shi, slo, m, KD(t, q), KOff(t, q));
+          } else {
+            v = 0.0f;
+            for (int u = 0; u < kUnits; ++u) {
+              int32_t xi;
+              std::memcpy(&xi, xr + xq::kSum32 + 4 * (8 * g + u), 4);
+              v = LegacyUnit(v, UnitDot(l, q, xr, g, 32 * u, 32, false), UnitDot(l, q, xr, g, 32 * u, 32, true), xi,
+                             LegacyD(t, q, u), LegacyM(t, q, u), LegacyOffset(t));
+            }
+          }
+          acc = Fma(dx, v, acc);
+        }
+        out = w == 0 ? acc : Add(out, acc);
+      }
+      y[static_cast<size_t>(c) * rows + r] = bias ? Add(out, bias[r]) : out;
+    }
+  }
+}
+
+}  // namespace specd::mmv

@@ -1,0 +1,525 @@
+// The GPU tile layout of quantized matrices ("mmv tiles") and the arithmetic
+// of the CUDA matrix-vector product over it, shared by the host (packing,
+// tests, the bit-exact emulator in mmv_tiles.cc) and the device
+// (common/backend/cuda/k_matvec.cu).
+//
+// Why a layout of our own: the decode/verify product is bound by how fast the
+// weights stream from memory. GGUF stores a row's blocks one after another,
+// so the lanes of a warp that feed one integer tensor-core MMA (16 rows x 32
+// elements) would each read a few bytes from 16 different rows. Here a matrix
+// is re-laid at load time, losslessly and in the same number of bytes, so
+// that every lane reads exactly its MMA fragment with 16-byte loads and every
+// warp-wide load covers 512 contiguous bytes.
+//
+// Matrix of R rows x K elements -> tiles of 16 rows x groups of 256 elements
+// (rows padded to 16 and K to 256 with zeros). Each (tile, group) is one
+// record of Layout::rec bytes; records are stored tile-major
+// ((tile * groups + group) * rec), so a warp walking a tile's groups streams
+// one contiguous range. A record holds bit planes of the elements' integer
+// codes in fragment order, then the rows' scales ("aux").
+//
+// Fragment order (lane L = 4 g + t of a warp, g = L / 4, t = L % 4), for a
+// 32-element unit u of the group: the A fragment of mma.m16n8k32 is four
+// 32-bit registers j = 0..3 of four 8-bit codes each; register j holds row
+// g + 8 (j & 1) of the tile, elements 16 (j >> 1) + 4 t + i (i = 0..3) of
+// the unit. Every plane stores, per lane, the bits of exactly these codes:
+//   4-bit plane (2048 B): 4 chunks of 512 B; chunk c holds units 2c and
+//     2c+1; lane L's uint4 = registers j = 0..3, byte i = code(unit 2c) |
+//     code(unit 2c+1) << 4.
+//   2-bit plane (1024 B): word u (unit) of the lane: byte i bits 2j, 2j+1.
+//     Two uint4 per lane (words 0-3, 4-7), at +512 apart.
+//   1-bit plane (512 B): word u/2 of the lane: byte i bit 4 (u % 2) + j.
+//   8-bit plane (4096 B): unit u's uint4 of the lane at 512 u: word j.
+// The same element order serves m16n8k16 (16-element units: 16-unit 2u is
+// registers 0-1, 16-unit 2u+1 registers 2-3).
+//
+// Activations ("xq") are quantized per column and group of 256 to two int8
+// levels, x ~ s * (254 hi + lo) (about 16 significant bits), in B-fragment
+// order, with the unit sums the mins/offsets need: see XqLayout below.
+//
+// The product, per output (row r, column c) and group: for k-quants the
+// integer dots D_u = sum codes x (254 hi + lo) of the units are scaled by the
+// units' integer scales in int32 (exact), the mins/offsets come from an exact
+// integer sum of the unit sums, and one float expression per group
+// (KGroupValue) turns them into the group's value; legacy formats (float
+// scale per 32) fold each unit in float (LegacyUnit). Groups are accumulated
+// in order within a warp's fixed range of groups, and the warps' partial sums
+// in warp order. The partition depends only on the matrix shapes and the
+// device's multiprocessor count (PlanFor), never on the number of columns:
+// a k+1-token verify reproduces single-token decode bit for bit.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "common/gguf/ggml_types.h"
+#include "common/quant/block_dequant.h"
+#include "common/util/hd.h"
+
+namespace specd::mmv {
+
+constexpr int kTileRows = 16;
+constexpr int kGroup = 256;
+constexpr int kUnits = 8;  // 32-element units per group
+constexpr int kMaxWarps = 8;
+
+struct Layout {
+  int rec = 0;                     // bytes per (tile, group) record; 0: no layout
+  int p4 = -1, p2 = -1, p1 = -1, p8 = -1;  // plane offsets in the record
+  int aux_a = -1, aux_a_row = 0;   // per-row aux data: 16 rows x aux_a_row bytes
+  int aux_b = -1, aux_b_row = 0;   // second per-row area (d / dmin where they are apart)
+  bool unit16 = false;             // scales per 16 elements (Q2_K, Q3_K, Q6_K)
+  bool kquant = false;             // integer unit scales + one d per group
+  bool signed_codes = false;       // codes are int8 (Q8_0); else unsigned
+};
+
+SPECD_HD Layout LayoutOf(GgmlType t) {
+  Layout l;
+  switch (t) {
+    case GgmlType::Q4_0: l.p4 = 0; l.aux_a = 2048; l.aux_a_row = 16; l.rec = 2304; break;
+    case GgmlType::Q4_1: l.p4 = 0; l.aux_a = 2048; l.aux_a_row = 32; l.rec = 2560; break;
+    case GgmlType::Q5_0: l.p4 = 0; l.p1 = 2048; l.aux_a = 2560; l.aux_a_row = 16; l.rec = 2816; break;
+    case GgmlType::Q5_1: l.p4 = 0; l.p1 = 2048; l.aux_a = 2560; l.aux_a_row = 32; l.rec = 3072; break;
+    case GgmlType::Q8_0: l.p8 = 0; l.aux_a = 4096; l.aux_a_row = 16; l.rec = 4352; l.signed_codes = true; break;
+    case GgmlType::Q2_K:
+      l.p2 = 0; l.aux_a = 1024; l.aux_a_row = 16; l.aux_b = 1280; l.aux_b_row = 4; l.rec = 1344;
+      l.unit16 = l.kquant = true;
+      break;
+    case GgmlType::Q3_K:
+      l.p2 = 0; l.p1 = 1024; l.aux_a = 1536; l.aux_a_row = 12; l.aux_b = 1728; l.aux_b_row = 2; l.rec = 1760;
+      l.unit16 = l.kquant = true;
+      break;
+    case GgmlType::Q4_K: l.p4 = 0; l.aux_a = 2048; l.aux_a_row = 16; l.rec = 2304; l.kquant = true; break;
+    case GgmlType::Q5_K:
+      l.p4 = 0; l.p1 = 2048; l.aux_a = 2560; l.aux_a_row = 16; l.rec = 2816; l.kquant = true;
+      break;
+    case GgmlType::Q6_K:
+      l.p4 = 0; l.p2 = 2048; l.aux_a = 3072; l.aux_a_row = 16; l.aux_b = 3328; l.aux_b_row = 2; l.rec = 3360;
+      l.unit16 = l.kquant = true;
+      break;
+    default: break;
+  }
+  return l;
+}
+
+SPECD_HD bool HasLayout(GgmlType t) { return LayoutOf(t).rec != 0; }
+SPECD_HD int64_t Tiles(int64_t rows) { return (rows + kTileRows - 1) / kTileRows; }
+SPECD_HD int64_t Groups(int64_t k) { return (k + kGroup - 1) / kGroup; }
+// Bytes of a packed matrix.
+SPECD_HD size_t PackedBytes(GgmlType t, int64_t rows, int64_t k) {
+  return static_cast<size_t>(Tiles(rows)) * static_cast<size_t>(Groups(k)) * static_cast<size_t>(LayoutOf(t).rec);
+}
+SPECD_HD size_t RecordOffset(GgmlType t, int64_t groups, int64_t tile, int64_t group) {
+  return (static_cast<size_t>(tile) * static_cast<size_t>(groups) + static_cast<size_t>(group)) *
+         static_cast<size_t>(LayoutOf(t).rec);
+}
+
+// Fragment order: row of the tile and element of the unit held by byte i of
+// register j of lane (g, t).
+SPECD_HD int FragRow(int g, int j) { return g + 8 * (j & 1); }
+SPECD_HD int FragElem(int t, int j, int i) { return 16 * (j >> 1) + 4 * t + i; }
+
+// One row's share of a group, decoded from GGUF: the integer code of each of
+// the 256 elements (plane bits; Q8_0: the int8 as a byte) and the row's aux
+// bytes (the record's per-row areas).
+struct RowGroup {
+  uint8_t code[kGroup];
+  uint8_t a[32];
+  uint8_t b[4];
+};
+
+SPECD_HD uint16_t Ld16Le(const uint8_t* p) { return static_cast<uint16_t>(p[0] | (p[1] << 8)); }
+SPECD_HD void St16Le(uint8_t* p, uint16_t v) {
+  p[0] = static_cast<uint8_t>(v & 0xff);
+  p[1] = static_cast<uint8_t>(v >> 8);
+}
+
+// Decodes elements [256 g, 256 g + 256) of a GGUF row of k elements (k >= 1)
+// into rg; elements past k (legacy formats only: their rows are whole 32-blocks)
+// get code 0 and zero scales, so they contribute nothing.
+SPECD_HD void DecodeRowGroup(GgmlType t, const uint8_t* row, int64_t k, int64_t g, RowGroup* rg) {
+  for (int i = 0; i < kGroup; ++i) rg->code[i] = 0;
+  for (int i = 0; i < 32; ++i) rg->a[i] = 0;
+  for (int i = 0; i < 4; ++i) rg->b[i] = 0;
+  switch (t) {
+    case GgmlType::Q4_0: case GgmlType::Q4_1: case GgmlType::Q5_0: case GgmlType::Q5_1: case GgmlType::Q8_0: {
+      const int bytes = t == GgmlType::Q4_0 ? 18 : t == GgmlType::Q4_1 ? 20 : t == GgmlType::Q5_0 ? 22
+                        : t == GgmlType::Q5_1 ? 24 : 34;
+      for (int j = 0; j < kUnits; ++j) {
+        const int64_t blk = g * kUnits + j;
+        if (blk * kQK >= k) break;
+        const uint8_t* p = row + blk * bytes;
+        uint8_t* c = rg->code + kQK * j;
+        if (t == GgmlType::Q8_0) {
+          for (int i = 0; i < kQK; ++i) c[i] = p[2 + i];
+          St16Le(rg->a + 2 * j, Ld16Le(p));
+          continue;
+        }
+        const bool has_m = t == GgmlType::Q4_1 || t == GgmlType::Q5_1;
+        const bool five = t == GgmlType::Q5_0 || t == GgmlType::Q5_1;
+        const uint8_t* qs = p + (has_m ? 4 : 2) + (five ? 4 : 0);
+        const uint32_t qh = five ? LoadQh32(p + (has_m ? 4 : 2)) : 0u;
+        for (int i = 0; i < kQK / 2; ++i) {
+          c[i] = static_cast<uint8_t>((qs[i] & 0xF) | (((qh >> i) & 1u) << 4));
+          c[i + 16] = static_cast<uint8_t>((qs[i] >> 4) | (((qh >> (i + 16)) & 1u) << 4));
+        }
+        if (has_m) {
+          St16Le(rg->a + 4 * j, Ld16Le(p));
+          St16Le(rg->a + 4 * j + 2, Ld16Le(p + 2));
+        } else {
+          St16Le(rg->a + 2 * j, Ld16Le(p));
+        }
+      }
+      return;
+    }
+    case GgmlType::Q2_K: case GgmlType::Q3_K: {
+      const bool q3 = t == GgmlType::Q3_K;
+      const uint8_t* p = row + g * (q3 ? 110 : 84);
+      const uint8_t* qs = p + (q3 ? 32 : 16);
+      for (int h = 0; h < 2; ++h)
+        for (int q = 0; q < 4; ++q)
+          for (int l = 0; l < 32; ++l) {
+            int c = (qs[32 * h + l] >> (2 * q)) & 3;
+            if (q3) c |= ((p[l] >> (4 * h + q)) & 1) << 2;  // hmask bit: +4
+            rg->code[128 * h + 32 * q + l] = static_cast<uint8_t>(c);
+          }
+      if (q3) {
+        for (int i = 0; i < 12; ++i) rg->a[i] = p[96 + i];
+        rg->b[0] = p[108];
+        rg->b[1] = p[109];
+      } else {
+        for (int i = 0; i < 16; ++i) rg->a[i] = p[i];
+        for (int i = 0; i < 4; ++i) rg->b[i] = p[80 + i];
+      }
+      return;
+    }
+    case GgmlType::Q4_K: case GgmlType::Q5_K: {
+      const bool q5 = t == GgmlType::Q5_K;
+      const uint8_t* p = row + g * (q5 ? 176 : 144);
+      const uint8_t* qh = p + 16;
+      const uint8_t* qs = p + (q5 ? 48 : 16);
+      for (int c = 0; c < 4; ++c)
+        for (int l = 0; l < 32; ++l) {
+          int lo = qs[32 * c + l] & 0xF, hi = qs[32 * c + l] >> 4;
+          if (q5) {
+            lo |= ((qh[l] >> (2 * c)) & 1) << 4;
+            hi |= ((qh[l] >> (2 * c + 1)) & 1) << 4;
+          }
+          rg->code[64 * c + l] = static_cast<uint8_t>(lo);
+          rg->code[64 * c + 32 + l] = static_cast<uint8_t>(hi);
+        }
+      for (int i = 0; i < 16; ++i) rg->a[i] = p[i];
+      return;
+    }
+    case GgmlType::Q6_K: {
+      const uint8_t* p = row + g * 210;
+      for (int h = 0; h < 2; ++h) {
+        const uint8_t* ql = p + 64 * h;
+        const uint8_t* qh = p + 128 + 32 * h;
+        uint8_t* c = rg->code + 128 * h;
+        for (int l = 0; l < 32; ++l) {
+          c[l] = static_cast<uint8_t>((ql[l] & 0xF) | ((qh[l] & 3) << 4));
+          c[l + 32] = static_cast<uint8_t>((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4));
+          c[l + 64] = static_cast<uint8_t>((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4));
+          c[l + 96] = static_cast<uint8_t>((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4));
+        }
+      }
+      for (int i = 0; i < 16; ++i) rg->a[i] = p[192 + i];
+      rg->b[0] = p[208];
+      rg->b[1] = p[209];
+      return;
+    }
+    default: return;
+  }
+}
+
+// The code's bits as stored in each plane.
+SPECD_HD int Plane4(GgmlType t, uint8_t c) { return t == GgmlType::Q4_0 || t == GgmlType::Q4_1 || t == GgmlType::Q4_K ? c : c & 0xF; }
+SPECD_HD int Plane2(GgmlType t, uint8_t c) { return t == GgmlType::Q6_K ? c >> 4 : c & 3; }
+SPECD_HD int Plane1(GgmlType t, uint8_t c) { return t == GgmlType::Q3_K ? (c >> 2) & 1 : (c >> 4) & 1; }
+
+// Writes the record of 16 rows (rows[rr] for rr < 16; pass zeroed RowGroups
+// for padding rows).
+SPECD_HD void EncodeRecord(GgmlType t, const RowGroup* rows, uint8_t* rec) {
+  const Layout l = LayoutOf(t);
+  for (int i = 0; i < l.rec; ++i) rec[i] = 0;
+  for (int L = 0; L < 32; ++L) {
+    const int g = L / 4, tt = L % 4;
+    for (int u = 0; u < kUnits; ++u)
+      for (int j = 0; j < 4; ++j)
+        for (int i = 0; i < 4; ++i) {
+          const uint8_t c = rows[FragRow(g, j)].code[32 * u + FragElem(tt, j, i)];
+          if (l.p4 >= 0) rec[l.p4 + 512 * (u / 2) + 16 * L + 4 * j + i] |= static_cast<uint8_t>(Plane4(t, c) << (4 * (u % 2)));
+          if (l.p2 >= 0) rec[l.p2 + 512 * (u / 4) + 16 * L + 4 * (u % 4) + i] |= static_cast<uint8_t>(Plane2(t, c) << (2 * j));
+          if (l.p1 >= 0) rec[l.p1 + 16 * L + 4 * (u / 2) + i] |= static_cast<uint8_t>(Plane1(t, c) << (4 * (u % 2) + j));
+          if (l.p8 >= 0) rec[l.p8 + 512 * u + 16 * L + 4 * j + i] = c;
+        }
+  }
+  for (int rr = 0; rr < kTileRows; ++rr) {
+    for (int i = 0; i < l.aux_a_row; ++i) rec[l.aux_a + l.aux_a_row * rr + i] = rows[rr].a[i];
+    for (int i = 0; i < l.aux_b_row; ++i) rec[l.aux_b + l.aux_b_row * rr + i] = rows[rr].b[i];
+  }
+}
+
+// The inverse of EncodeRecord for one row rr of the record.
+SPECD_HD void DecodeRecordRow(GgmlType t, const uint8_t* rec, int rr, RowGroup* rg) {
+  const Layout l = LayoutOf(t);
+  const int g = rr % 8, jr = rr / 8;  // registers j with (j & 1) == jr hold this row
+  for (int u = 0; u < kUnits; ++u)
+    for (int tt = 0; tt < 4; ++tt)
+      for (int jh = 0; jh < 2; ++jh) {
+        const int j = 2 * jh + jr, L = 4 * g + tt;
+        for (int i = 0; i < 4; ++i) {
+          int c = 0;
+          if (l.p8 >= 0) {
+            c = rec[l.p8 + 512 * u + 16 * L + 4 * j + i];
+          } else {
+            if (l.p4 >= 0) c = (rec[l.p4 + 512 * (u / 2) + 16 * L + 4 * j + i] >> (4 * (u % 2))) & 0xF;
+            if (l.p2 >= 0) {
+              const int v2 = (rec[l.p2 + 512 * (u / 4) + 16 * L + 4 * (u % 4) + i] >> (2 * j)) & 3;
+              c |= t == GgmlType::Q6_K ? v2 << 4 : v2;
+            }
+            if (l.p1 >= 0) {
+              const int v1 = (rec[l.p1 + 16 * L + 4 * (u / 2) + i] >> (4 * (u % 2) + j)) & 1;
+              c |= v1 << (t == GgmlType::Q3_K ? 2 : 4);
+            }
+          }
+          rg->code[32 * u + FragElem(tt, j, i)] = static_cast<uint8_t>(c);
+        }
+      }
+  for (int i = 0; i < 32; ++i) rg->a[i] = i < l.aux_a_row ? rec[l.aux_a + l.aux_a_row * rr + i] : 0;
+  for (int i = 0; i < 4; ++i) rg->b[i] = i < l.aux_b_row ? rec[l.aux_b + l.aux_b_row * rr + i] : 0;
+}
+
+// ---- scales from a row's aux bytes ----
+SPECD_HD float AuxHalf(const uint8_t* p) { return HalfToFloat(Ld16Le(p)); }
+// k-quants: the integer scale of unit u (32-element units; 16-element units
+// for unit16 types) and the integer coefficient of the unit's sum in the
+// offset term (Q4_K/Q5_K/Q2_K: the min; Q6_K/Q3_K: the scale again).
+SPECD_HD int KScale(GgmlType t, const RowGroup& rg, int u) {
+  uint8_t sc = 0, m = 0;
+  switch (t) {
+    case GgmlType::Q4_K: case GgmlType::Q5_K: GetScaleMinK4(u, rg.a + 4, &sc, &m); return sc;
+    case GgmlType::Q6_K: return static_cast<int8_t>(rg.a[u]);
+    case GgmlType::Q2_K: return rg.a[u] & 0xF;
+    case GgmlType::Q3_K: return GetScaleQ3K(u, rg.a);
+    default: return 0;
+  }
+}
+SPECD_HD int KCoef(GgmlType t, const RowGroup& rg, int u) {
+  uint8_t sc = 0, m = 0;
+  switch (t) {
+    case GgmlType::Q4_K: case GgmlType::Q5_K: GetScaleMinK4(u, rg.a + 4, &sc, &m); return m;
+    case GgmlType::Q2_K: return rg.a[u] >> 4;
+    default: return KScale(t, rg, u);
+  }
+}
+// The group's d and the factor of the offset term: -dmin (Q4_K, Q5_K, Q2_K),
+// -32 d (Q6_K: codes - 32), -4 d (Q3_K: codes - 4).
+SPECD_HD float KD(GgmlType t, const RowGroup& rg) {
+  return t == GgmlType::Q4_K || t == GgmlType::Q5_K ? AuxHalf(rg.a) : AuxHalf(rg.b);
+}
+SPECD_HD float KOff(GgmlType t, const RowGroup& rg) {
+  switch (t) {
+    case GgmlType::Q4_K: case GgmlType::Q5_K: return -AuxHalf(rg.a + 2);
+    case GgmlType::Q2_K: return -AuxHalf(rg.b + 2);
+    case GgmlType::Q6_K: return QMul(AuxHalf(rg.b), -32.0f);
+    case GgmlType::Q3_K: return QMul(AuxHalf(rg.b), -4.0f);
+    default: return 0.0f;
+  }
+}
+// Legacy formats: unit u's float scale d, and m (Q4_1/Q5_1) or the code
+// offset as a float (-8 Q4_0, -16 Q5_0, 0 Q8_0) in `off`.
+SPECD_HD float LegacyD(GgmlType t, const RowGroup& rg, int u) {
+  return t == GgmlType::Q4_1 || t == GgmlType::Q5_1 ? AuxHalf(rg.a + 4 * u) : AuxHalf(rg.a + 2 * u);
+}
+SPECD_HD float LegacyM(GgmlType t, const RowGroup& rg, int u) {
+  return t == GgmlType::Q4_1 || t == GgmlType::Q5_1 ? AuxHalf(rg.a + 4 * u + 2) : 0.0f;
+}
+SPECD_HD float LegacyOffset(GgmlType t) { return t == GgmlType::Q4_0 ? -8.0f : t == GgmlType::Q5_0 ? -16.0f : 0.0f; }
+
+// Dequantized values of a decoded row group, bit-identical to the GGUF
+// dequantizers (block_dequant.h) for the same elements.
+SPECD_HD void DequantRowGroup(GgmlType t, const RowGroup& rg, float* y) {
+  const Layout l = LayoutOf(t);
+  if (!l.kquant) {
+    for (int u = 0; u < kUnits; ++u) {
+      const float d = LegacyD(t, rg, u), m = LegacyM(t, rg, u);
+      for (int i = 0; i < kQK; ++i) {
+        const uint8_t c = rg.code[32 * u + i];
+        float v;
+        if (t == GgmlType::Q8_0) v = QMul(static_cast<float>(static_cast<int8_t>(c)), d);
+        else if (t == GgmlType::Q4_0) v = QMul(static_cast<float>(c - 8), d);
+        else if (t == GgmlType::Q5_0) v = QMul(static_cast<float>(c - 16), d);
+        else v = QMul(static_cast<float>(c), d) + m;
+        y[32 * u + i] = v;
+      }
+    }
+    return;
+  }
+  const float d = KD(t, rg);
+  if (t == GgmlType::Q4_K || t == GgmlType::Q5_K) {
+    const float dmin = AuxHalf(rg.a + 2);
+    for (int u = 0; u < kUnits; ++u) {
+      const float d1 = QMul(d, static_cast<float>(KScale(t, rg, u)));
+      const float m1 = QMul(dmin, static_cast<float>(KCoef(t, rg, u)));
+      for (int i = 0; i < 32; ++i) y[32 * u + i] = QMul(d1, static_cast<float>(rg.code[32 * u + i])) - m1;
+    }
+    return;
+  }
+  for (int u = 0; u < 16; ++u) {
+    const uint8_t* c = rg.code + 16 * u;
+    float* yu = y + 16 * u;
+    if (t == GgmlType::Q6_K) {
+      const float ds = QMul(d, static_cast<float>(KScale(t, rg, u)));
+      for (int i = 0; i < 16; ++i) yu[i] = QMul(ds, static_cast<float>(c[i] - 32));
+    } else if (t == GgmlType::Q2_K) {
+      const float dl = QMul(d, static_cast<float>(KScale(t, rg, u)));
+      const float ml = QMul(AuxHalf(rg.b + 2), static_cast<float>(KCoef(t, rg, u)));
+      for (int i = 0; i < 16; ++i) yu[i] = QMul(dl, static_cast<float>(c[i])) - ml;
+    } else {  // Q3_K
+      const float dl = QMul(d, static_cast<float>(KScale(t, rg, u)));
+      for (int i = 0; i < 16; ++i) yu[i] = QMul(dl, static_cast<float>(c[i] - 4));
+    }
+  }
+}
+
+// ---- activations ----
+// One record per (column tile of 8 columns, group): B fragments of the units
+// ([unit][lane] uint4 {hi b0, hi b1, lo b0, lo b1}; lane (g, t) = column g,
+// elements 4t..4t+3 (b0) and 16+4t..16+4t+3 (b1)), the unit sums
+// Xi = sum (254 hi + lo) as 7-bit limbs in the B-fragment order of a
+// m16n8k16 MMA over units (lane (g, t): uint4 {limb 0, limb 1, limb 2, 0},
+// byte i = unit 4t + i; 32-element units: t < 2 only), the 32-unit sums as
+// int32 [column][unit] (legacy formats), and the column scales s.
+namespace xq {
+constexpr int kFrag = 0;
+constexpr int kLimb32 = 4096;
+constexpr int kLimb16 = 4608;
+constexpr int kSum32 = 5120;
+constexpr int kScale = 5376;
+constexpr int kRec = 5504;
+}  // namespace xq
+SPECD_HD size_t XqBytes(int n, int64_t k) { return static_cast<size_t>((n + 7) / 8) * Groups(k) * xq::kRec; }
+SPECD_HD size_t XqRecordOffset(int64_t groups, int col, int64_t group) {
+  return (static_cast<size_t>(col / 8) * static_cast<size_t>(groups) + static_cast<size_t>(group)) * xq::kRec;
+}
+// Byte of hi (lo: +8) of element e of a unit within the unit's 512-byte
+// fragment block, for column g.
+SPECD_HD int XqFragByte(int g, int e) {
+  const int t = (e % 16) / 4;
+  return (4 * g + t) * 16 + (e >= 16 ? 4 : 0) + e % 4;
+}
+
+// The quantization of one value given the group's amax (bit-exact on host and
+// device: single IEEE operations, round-to-nearest-even).
+SPECD_HD float XqInv(float amax) {
+#if defined(__CUDA_ARCH__)
+  return amax > 0.0f ? __fdiv_rn(127.0f, amax) : 0.0f;
+#else
+  return amax > 0.0f ? 127.0f / amax : 0.0f;
+#endif
+}
+SPECD_HD float XqScale(float amax) {
+#if defined(__CUDA_ARCH__)
+  return __fdiv_rn(amax, 32258.0f);  // 127 * 254
+#else
+  return amax / 32258.0f;
+#endif
+}
+SPECD_HD void XqHiLo(float v, float inv, int* hi, int* lo) {
+#if defined(__CUDA_ARCH__)
+  const float q = __fmul_rn(v, inv);
+  const int h = max(-127, min(127, __float2int_rn(q)));
+  *hi = h;
+  *lo = max(-127, min(127, __float2int_rn(__fmul_rn(__fsub_rn(q, static_cast<float>(h)), 254.0f))));
+#else
+  const float q = QMul(v, inv);
+  int h = static_cast<int>(__builtin_nearbyintf(q));
+  h = h < -127 ? -127 : h > 127 ? 127 : h;
+  *hi = h;
+  const float r = QMul(q - static_cast<float>(h), 254.0f);
+  int lv = static_cast<int>(__builtin_nearbyintf(r));
+  *lo = lv < -127 ? -127 : lv > 127 ? 127 : lv;
+#endif
+}
+// 7-bit limbs of a unit sum (|Xi| < 2^20): Xi = 16384 L2 + 128 L1 + L0.
+SPECD_HD uint32_t XqLimbByte(int xi, int limb) {
+  const int v = limb == 0 ? (xi & 127) : limb == 1 ? ((xi >> 7) & 127) : (xi >> 14);
+  return static_cast<uint32_t>(static_cast<uint8_t>(static_cast<int8_t>(v)));
+}
+
+// ---- per-output arithmetic (identical on host and device) ----
+SPECD_HD float I2F(int v) {
+#if defined(__CUDA_ARCH__)
+  return __int2float_rn(v);
+#else
+  return static_cast<float>(v);
+#endif
+}
+SPECD_HD float Fma(float a, float b, float c) {
+#if defined(__CUDA_ARCH__)
+  return __fmaf_rn(a, b, c);
+#else
+  return __builtin_fmaf(a, b, c);
+#endif
+}
+SPECD_HD float Add(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fadd_rn(a, b);
+#else
+  return a + b;
+#endif
+}
+// k-quants: a group's value from its exact integer sums: shi/slo = sum over
+// units of scale x D (hi / lo levels), m = sum over units of coef x Xi.
+SPECD_HD float KGroupValue(int shi, int slo, int m, float d, float off) {
+  const float s = Fma(254.0f, I2F(shi), I2F(slo));
+  return Fma(d, s, QMul(off, I2F(m)));
+}
+// Legacy formats: folds unit u (dots dh/dl, unit sum xi) into the group value.
+SPECD_HD float LegacyUnit(float acc, int dh, int dl, int xi, float d, float m, float off) {
+  float df = Fma(254.0f, I2F(dh), I2F(dl));
+  if (off != 0.0f) df = Fma(off, I2F(xi), df);
+  if (m != 0.0f) acc = Fma(m, I2F(xi), acc);
+  return Fma(d, df, acc);
+}
+
+// Warps per tile and groups per warp: a function of the shapes and the SM
+// count only (never of the column count), so results are batch-invariant.
+struct Plan {
+  int warps = 1;
+  int gpw = 1;  // groups per warp; warp w takes groups [w gpw, min((w+1) gpw, groups))
+};
+SPECD_HD Plan PlanFor(int64_t tiles, int64_t groups, int sm_count) {
+  const int64_t target = static_cast<int64_t>(sm_count > 0 ? sm_count : 1) * 24;  // resident warps to aim for
+  int64_t w = (target + tiles / 2) / (tiles > 0 ? tiles : 1);
+  w = w < 1 ? 1 : w > kMaxWarps ? kMaxWarps : w;
+  if (w > groups) w = groups;
+  Plan p;
+  p.gpw = static_cast<int>((groups + w - 1) / w);
+  p.warps = static_cast<int>((groups + p.gpw - 1) / p.gpw);
+  return p;
+}
+
+}  // namespace specd::mmv
+
+// ---- host side (mmv_tiles.cc): packing, activation quantization, and the
+// bit-exact emulation of the device product that tests compare against ----
+
+namespace specd::mmv {
+
+// Packs a GGUF matrix (rows x k, row_bytes per row) into `out`
+// (PackedBytes(t, rows, k) bytes).
+void PackMatrix(GgmlType t, const void* gguf, size_t row_bytes, int64_t rows, int64_t k, uint8_t* out);
+// Row `row` of a packed matrix, dequantized (k floats; bit-identical to the
+// GGUF dequantization of the same row).
+void DequantPackedRow(GgmlType t, const uint8_t* packed, int64_t rows, int64_t k, int64_t row, float* y);
+// x: n columns of k floats -> XqBytes(n, k) bytes, as the device quantizes them.
+std::vector<uint8_t> QuantizeActivations(const float* x, int n, int64_t k);
+// y[c * rows + r] = W_r . x_c (+ bias[r]) for c < n, exactly as the device
+// computes it with the same plan.
+void Emulate(GgmlType t, const uint8_t* packed, int64_t rows, int64_t k, const uint8_t* xq, int n, const Plan& plan,
+             const float* bias, float* y);
+
+}  // namespace specd::mmv
