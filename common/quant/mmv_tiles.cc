@@ -9,13 +9,12 @@ namespace {
 
 // The integer dot of `len` codes of row rg from element e0 with column g's
 // hi (lo = false) or lo levels of the activation record `xr`.
-int UnitDot(const Layout& l, const RowGroup& rg, const uint8_t* xr, int g, int e0, int len, bool lo) {
+int UnitDot(GgmlType t, const RowGroup& rg, const uint8_t* xr, int g, int e0, int len, bool lo) {
   int s = 0;
   for (int e = e0; e < e0 + len; ++e) {
     const int u = e / 32;
     const int8_t x = static_cast<int8_t>(xr[xq::kFrag + 512 * u + XqFragByte(g, e % 32) + (lo ? 8 : 0)]);
-    const int c = l.signed_codes ? static_cast<int8_t>(rg.code[e]) : rg.code[e];
-    s += c * x;
+    s += DotCode(t, rg.code[e]) * x;
   }
   return s;
 }
@@ -129,9 +128,9 @@ void Emulate(GgmlType t, const uint8_t* packed, int64_t rows, int64_t k, const u
             int shi = 0, slo = 0, m = 0;
             for (int u = 0; u < units; ++u) {
               const int sc = KScale(t, q, u);
-              shi += sc * UnitDot(l, q, xr, g, len * u, len, false);
-              slo += sc * UnitDot(l, q, xr, g, len * u, len, true);
-              m += KCoef(t, q, u) * LimbSum(xr, g, u, l.unit16);
+              shi += sc * UnitDot(t, q, xr, g, len * u, len, false);
+              slo += sc * UnitDot(t, q, xr, g, len * u, len, true);
+              if (HasMins(t)) m += KMin(t, q, u) * LimbSum(xr, g, u, l.unit16);
             }
             v = KGroupValue(shi, slo, m, KD(t, q), KOff(t, q));
           } else {
@@ -139,8 +138,8 @@ void Emulate(GgmlType t, const uint8_t* packed, int64_t rows, int64_t k, const u
             for (int u = 0; u < kUnits; ++u) {
               int32_t xi;
               std::memcpy(&xi, xr + xq::kSum32 + 4 * (8 * g + u), 4);
-              v = LegacyUnit(v, UnitDot(l, q, xr, g, 32 * u, 32, false), UnitDot(l, q, xr, g, 32 * u, 32, true), xi,
-                             LegacyD(t, q, u), LegacyM(t, q, u), LegacyOffset(t));
+              v = LegacyUnit(v, UnitDot(t, q, xr, g, 32 * u, 32, false), UnitDot(t, q, xr, g, 32 * u, 32, true), xi,
+                             LegacyD(t, q, u), LegacyM(t, q, u), HasMins(t));
             }
           }
           acc = Fma(dx, v, acc);

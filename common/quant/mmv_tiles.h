@@ -38,8 +38,8 @@
 // order, with the unit sums the mins/offsets need: see XqLayout below.
 //
 // The product, per output (row r, column c) and group: for k-quants the
-// integer dots D_u = sum codes x (254 hi + lo) of the units are scaled by the
-// units' integer scales in int32 (exact), the mins/offsets come from an exact
+// integer dots D_u = sum DotCode x (254 hi + lo) of the units are scaled by
+// the units' integer scales in int32 (exact), the mins come from an exact
 // integer sum of the unit sums, and one float expression per group
 // (KGroupValue) turns them into the group's value; legacy formats (float
 // scale per 32) fold each unit in float (LegacyUnit). Groups are accumulated
@@ -70,17 +70,16 @@ struct Layout {
   int aux_b = -1, aux_b_row = 0;   // second per-row area (d / dmin where they are apart)
   bool unit16 = false;             // scales per 16 elements (Q2_K, Q3_K, Q6_K)
   bool kquant = false;             // integer unit scales + one d per group
-  bool signed_codes = false;       // codes are int8 (Q8_0); else unsigned
 };
 
-SPECD_HD Layout LayoutOf(GgmlType t) {
+SPECD_HD constexpr Layout LayoutOf(GgmlType t) {
   Layout l;
   switch (t) {
     case GgmlType::Q4_0: l.p4 = 0; l.aux_a = 2048; l.aux_a_row = 16; l.rec = 2304; break;
     case GgmlType::Q4_1: l.p4 = 0; l.aux_a = 2048; l.aux_a_row = 32; l.rec = 2560; break;
     case GgmlType::Q5_0: l.p4 = 0; l.p1 = 2048; l.aux_a = 2560; l.aux_a_row = 16; l.rec = 2816; break;
     case GgmlType::Q5_1: l.p4 = 0; l.p1 = 2048; l.aux_a = 2560; l.aux_a_row = 32; l.rec = 3072; break;
-    case GgmlType::Q8_0: l.p8 = 0; l.aux_a = 4096; l.aux_a_row = 16; l.rec = 4352; l.signed_codes = true; break;
+    case GgmlType::Q8_0: l.p8 = 0; l.aux_a = 4096; l.aux_a_row = 16; l.rec = 4352; break;
     case GgmlType::Q2_K:
       l.p2 = 0; l.aux_a = 1024; l.aux_a_row = 16; l.aux_b = 1280; l.aux_b_row = 4; l.rec = 1344;
       l.unit16 = l.kquant = true;
@@ -294,8 +293,7 @@ SPECD_HD void DecodeRecordRow(GgmlType t, const uint8_t* rec, int rr, RowGroup* 
 // ---- scales from a row's aux bytes ----
 SPECD_HD float AuxHalf(const uint8_t* p) { return HalfToFloat(Ld16Le(p)); }
 // k-quants: the integer scale of unit u (32-element units; 16-element units
-// for unit16 types) and the integer coefficient of the unit's sum in the
-// offset term (Q4_K/Q5_K/Q2_K: the min; Q6_K/Q3_K: the scale again).
+// for unit16 types) and, for the formats with mins, the unit's integer min.
 SPECD_HD int KScale(GgmlType t, const RowGroup& rg, int u) {
   uint8_t sc = 0, m = 0;
   switch (t) {
@@ -306,16 +304,17 @@ SPECD_HD int KScale(GgmlType t, const RowGroup& rg, int u) {
     default: return 0;
   }
 }
-SPECD_HD int KCoef(GgmlType t, const RowGroup& rg, int u) {
+SPECD_HD int KMin(GgmlType t, const RowGroup& rg, int u) {
   uint8_t sc = 0, m = 0;
   switch (t) {
     case GgmlType::Q4_K: case GgmlType::Q5_K: GetScaleMinK4(u, rg.a + 4, &sc, &m); return m;
     case GgmlType::Q2_K: return rg.a[u] >> 4;
-    default: return KScale(t, rg, u);
+    default: return 0;
   }
 }
-// The group's d and the factor of the offset term: -dmin (Q4_K, Q5_K, Q2_K),
-// -32 d (Q6_K: codes - 32), -4 d (Q3_K: codes - 4).
+// The group's d and the factor of the offset term: -dmin for the formats
+// with mins (Q4_K, Q5_K, Q2_K); 0 for Q6_K and Q3_K, whose dots use signed
+// codes (DotCode) and need no offset.
 SPECD_HD float KD(GgmlType t, const RowGroup& rg) {
   return t == GgmlType::Q4_K || t == GgmlType::Q5_K ? AuxHalf(rg.a) : AuxHalf(rg.b);
 }
@@ -323,20 +322,34 @@ SPECD_HD float KOff(GgmlType t, const RowGroup& rg) {
   switch (t) {
     case GgmlType::Q4_K: case GgmlType::Q5_K: return -AuxHalf(rg.a + 2);
     case GgmlType::Q2_K: return -AuxHalf(rg.b + 2);
-    case GgmlType::Q6_K: return QMul(AuxHalf(rg.b), -32.0f);
-    case GgmlType::Q3_K: return QMul(AuxHalf(rg.b), -4.0f);
     default: return 0.0f;
   }
 }
-// Legacy formats: unit u's float scale d, and m (Q4_1/Q5_1) or the code
-// offset as a float (-8 Q4_0, -16 Q5_0, 0 Q8_0) in `off`.
+SPECD_HD bool HasMins(GgmlType t) {
+  return t == GgmlType::Q4_K || t == GgmlType::Q5_K || t == GgmlType::Q2_K || t == GgmlType::Q4_1 ||
+         t == GgmlType::Q5_1;
+}
+// The integer an element contributes to the dots: the code itself for the
+// formats with mins, the signed value (code - offset) for the others. (The
+// device may scale signed values by a power of two and d by its inverse:
+// the same bits.)
+SPECD_HD int DotCode(GgmlType t, uint8_t c) {
+  switch (t) {
+    case GgmlType::Q8_0: return static_cast<int8_t>(c);
+    case GgmlType::Q4_0: return c - 8;
+    case GgmlType::Q5_0: return c - 16;
+    case GgmlType::Q6_K: return c - 32;
+    case GgmlType::Q3_K: return c - 4;
+    default: return c;
+  }
+}
+// Legacy formats: unit u's float scale d and min m (Q4_1/Q5_1; else 0).
 SPECD_HD float LegacyD(GgmlType t, const RowGroup& rg, int u) {
   return t == GgmlType::Q4_1 || t == GgmlType::Q5_1 ? AuxHalf(rg.a + 4 * u) : AuxHalf(rg.a + 2 * u);
 }
 SPECD_HD float LegacyM(GgmlType t, const RowGroup& rg, int u) {
   return t == GgmlType::Q4_1 || t == GgmlType::Q5_1 ? AuxHalf(rg.a + 4 * u + 2) : 0.0f;
 }
-SPECD_HD float LegacyOffset(GgmlType t) { return t == GgmlType::Q4_0 ? -8.0f : t == GgmlType::Q5_0 ? -16.0f : 0.0f; }
 
 // Dequantized values of a decoded row group, bit-identical to the GGUF
 // dequantizers (block_dequant.h) for the same elements.
@@ -362,7 +375,7 @@ SPECD_HD void DequantRowGroup(GgmlType t, const RowGroup& rg, float* y) {
     const float dmin = AuxHalf(rg.a + 2);
     for (int u = 0; u < kUnits; ++u) {
       const float d1 = QMul(d, static_cast<float>(KScale(t, rg, u)));
-      const float m1 = QMul(dmin, static_cast<float>(KCoef(t, rg, u)));
+      const float m1 = QMul(dmin, static_cast<float>(KMin(t, rg, u)));
       for (int i = 0; i < 32; ++i) y[32 * u + i] = QMul(d1, static_cast<float>(rg.code[32 * u + i])) - m1;
     }
     return;
@@ -375,7 +388,7 @@ SPECD_HD void DequantRowGroup(GgmlType t, const RowGroup& rg, float* y) {
       for (int i = 0; i < 16; ++i) yu[i] = QMul(ds, static_cast<float>(c[i] - 32));
     } else if (t == GgmlType::Q2_K) {
       const float dl = QMul(d, static_cast<float>(KScale(t, rg, u)));
-      const float ml = QMul(AuxHalf(rg.b + 2), static_cast<float>(KCoef(t, rg, u)));
+      const float ml = QMul(AuxHalf(rg.b + 2), static_cast<float>(KMin(t, rg, u)));
       for (int i = 0; i < 16; ++i) yu[i] = QMul(dl, static_cast<float>(c[i])) - ml;
     } else {  // Q3_K
       const float dl = QMul(d, static_cast<float>(KScale(t, rg, u)));
@@ -472,17 +485,17 @@ SPECD_HD float Add(float a, float b) {
 #endif
 }
 // k-quants: a group's value from its exact integer sums: shi/slo = sum over
-// units of scale x D (hi / lo levels), m = sum over units of coef x Xi.
+// units of scale x D (hi / lo levels), m = sum over units of min x Xi (0
+// without mins).
 SPECD_HD float KGroupValue(int shi, int slo, int m, float d, float off) {
   const float s = Fma(254.0f, I2F(shi), I2F(slo));
   return Fma(d, s, QMul(off, I2F(m)));
 }
-// Legacy formats: folds unit u (dots dh/dl, unit sum xi) into the group value.
-SPECD_HD float LegacyUnit(float acc, int dh, int dl, int xi, float d, float m, float off) {
-  float df = Fma(254.0f, I2F(dh), I2F(dl));
-  if (off != 0.0f) df = Fma(off, I2F(xi), df);
-  if (m != 0.0f) acc = Fma(m, I2F(xi), acc);
-  return Fma(d, df, acc);
+// Legacy formats: folds unit u (dots dh/dl of DotCodes; with mins, the unit
+// sum xi and min m) into the group value.
+SPECD_HD float LegacyUnit(float acc, int dh, int dl, int xi, float d, float m, bool mins) {
+  if (mins) acc = Fma(m, I2F(xi), acc);
+  return Fma(d, Fma(254.0f, I2F(dh), I2F(dl)), acc);
 }
 
 // Warps per tile and groups per warp: a function of the shapes and the SM
