@@ -30,20 +30,16 @@ int LimbSum(const uint8_t* xr, int g, int u, bool unit16) {
 
 void PackMatrix(GgmlType t, const void* gguf, size_t row_bytes, int64_t rows, int64_t k, uint8_t* out) {
   const int64_t tiles = Tiles(rows), groups = Groups(k);
-  std::vector<RowGroup> rg(kTileRows);
   const auto* src = static_cast<const uint8_t*>(gguf);
-  for (int64_t tile = 0; tile < tiles; ++tile)
-    for (int64_t g = 0; g < groups; ++g) {
-      for (int rr = 0; rr < kTileRows; ++rr) {
-        const int64_t r = tile * kTileRows + rr;
-        if (r < rows) {
-          DecodeRowGroup(t, src + static_cast<size_t>(r) * row_bytes, k, g, &rg[rr]);
-        } else {
-          std::memset(&rg[rr], 0, sizeof(RowGroup));
-        }
-      }
-      EncodeRecord(t, rg.data(), out + RecordOffset(t, groups, tile, g));
+  const uint8_t* rp[kTileRows];
+  for (int64_t tile = 0; tile < tiles; ++tile) {
+    for (int rr = 0; rr < kTileRows; ++rr) {
+      const int64_t r = tile * kTileRows + rr;
+      rp[rr] = r < rows ? src + static_cast<size_t>(r) * row_bytes : nullptr;
     }
+    for (int64_t g = 0; g < groups; ++g)
+      for (int L = 0; L < 32; ++L) PackLane(t, rp, k, g, L, out + RecordOffset(t, groups, tile, g));
+  }
 }
 
 void DequantPackedRow(GgmlType t, const uint8_t* packed, int64_t rows, int64_t k, int64_t row, float* y) {

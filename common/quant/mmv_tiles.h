@@ -118,9 +118,8 @@ SPECD_HD size_t RecordOffset(GgmlType t, int64_t groups, int64_t tile, int64_t g
 SPECD_HD int FragRow(int g, int j) { return g + 8 * (j & 1); }
 SPECD_HD int FragElem(int t, int j, int i) { return 16 * (j >> 1) + 4 * t + i; }
 
-// One row's share of a group, decoded from GGUF: the integer code of each of
-// the 256 elements (plane bits; Q8_0: the int8 as a byte) and the row's aux
-// bytes (the record's per-row areas).
+// One row's share of a record: the integer code of each of the group's 256
+// elements (plane bits; Q8_0: the int8 as a byte) and the row's aux bytes.
 struct RowGroup {
   uint8_t code[kGroup];
   uint8_t a[32];
@@ -128,104 +127,109 @@ struct RowGroup {
 };
 
 SPECD_HD uint16_t Ld16Le(const uint8_t* p) { return static_cast<uint16_t>(p[0] | (p[1] << 8)); }
-SPECD_HD void St16Le(uint8_t* p, uint16_t v) {
-  p[0] = static_cast<uint8_t>(v & 0xff);
-  p[1] = static_cast<uint8_t>(v >> 8);
+
+// GGUF block bytes of one format: (elements per block, bytes per block).
+SPECD_HD int GgufBlockBytes(GgmlType t) {
+  switch (t) {
+    case GgmlType::Q4_0: return 18;
+    case GgmlType::Q4_1: return 20;
+    case GgmlType::Q5_0: return 22;
+    case GgmlType::Q5_1: return 24;
+    case GgmlType::Q8_0: return 34;
+    case GgmlType::Q2_K: return 84;
+    case GgmlType::Q3_K: return 110;
+    case GgmlType::Q4_K: return 144;
+    case GgmlType::Q5_K: return 176;
+    case GgmlType::Q6_K: return 210;
+    default: return 0;
+  }
 }
 
-// Decodes elements [256 g, 256 g + 256) of a GGUF row of k elements (k >= 1)
-// into rg; elements past k (legacy formats only: their rows are whole 32-blocks)
-// get code 0 and zero scales, so they contribute nothing.
-SPECD_HD void DecodeRowGroup(GgmlType t, const uint8_t* row, int64_t k, int64_t g, RowGroup* rg) {
-  for (int i = 0; i < kGroup; ++i) rg->code[i] = 0;
-  for (int i = 0; i < 32; ++i) rg->a[i] = 0;
-  for (int i = 0; i < 4; ++i) rg->b[i] = 0;
+// The code of element e (0..255) of group g of a GGUF row of k elements;
+// 0 past k (legacy formats, whose rows are whole 32-blocks, only).
+SPECD_HD uint8_t CodeAt(GgmlType t, const uint8_t* row, int64_t k, int64_t g, int e) {
+  const int bytes = GgufBlockBytes(t);
   switch (t) {
     case GgmlType::Q4_0: case GgmlType::Q4_1: case GgmlType::Q5_0: case GgmlType::Q5_1: case GgmlType::Q8_0: {
-      const int bytes = t == GgmlType::Q4_0 ? 18 : t == GgmlType::Q4_1 ? 20 : t == GgmlType::Q5_0 ? 22
-                        : t == GgmlType::Q5_1 ? 24 : 34;
+      const int64_t blk = g * kUnits + e / kQK;
+      if (blk * kQK >= k) return 0;
+      const uint8_t* p = row + blk * bytes;
+      const int i = e % kQK;
+      if (t == GgmlType::Q8_0) return p[2 + i];
+      const bool has_m = t == GgmlType::Q4_1 || t == GgmlType::Q5_1;
+      const bool five = t == GgmlType::Q5_0 || t == GgmlType::Q5_1;
+      const uint8_t* qs = p + (has_m ? 4 : 2) + (five ? 4 : 0);
+      int c = i < 16 ? qs[i] & 0xF : qs[i - 16] >> 4;
+      if (five) c |= ((LoadQh32(p + (has_m ? 4 : 2)) >> i) & 1u) << 4;
+      return static_cast<uint8_t>(c);
+    }
+    case GgmlType::Q2_K: case GgmlType::Q3_K: {
+      // Element order: for each 128-half h, bit pair q, the 32 bytes qs[32h ..).
+      const bool q3 = t == GgmlType::Q3_K;
+      const uint8_t* p = row + g * bytes;
+      const int h = e / 128, q = (e % 128) / 32, l = e % 32;
+      int c = (p[(q3 ? 32 : 16) + 32 * h + l] >> (2 * q)) & 3;
+      if (q3) c |= ((p[l] >> (4 * h + q)) & 1) << 2;  // hmask bit: +4
+      return static_cast<uint8_t>(c);
+    }
+    case GgmlType::Q4_K: case GgmlType::Q5_K: {
+      // Pair c of units shares qs[32c ..): unit 2c low nibbles, 2c+1 high.
+      const bool q5 = t == GgmlType::Q5_K;
+      const uint8_t* p = row + g * bytes;
+      const int c = e / 64, hi = (e % 64) / 32, l = e % 32;
+      const uint8_t b = p[(q5 ? 48 : 16) + 32 * c + l];
+      int v = hi ? b >> 4 : b & 0xF;
+      if (q5) v |= ((p[16 + l] >> (2 * c + hi)) & 1) << 4;
+      return static_cast<uint8_t>(v);
+    }
+    case GgmlType::Q6_K: {
+      // Per 128-half h: low nibbles of ql[64h..+32), of ql[64h+32..+32), high
+      // nibbles of the same; two more bits from qh[32h + l], pair q.
+      const uint8_t* p = row + g * bytes;
+      const int h = e / 128, q = (e % 128) / 32, l = e % 32;
+      const uint8_t b = p[64 * h + 32 * (q & 1) + l];
+      const int lo = q < 2 ? b & 0xF : b >> 4;
+      return static_cast<uint8_t>(lo | (((p[128 + 32 * h + l] >> (2 * q)) & 3) << 4));
+    }
+    default: return 0;
+  }
+}
+
+// The row's aux bytes of group g (the record's per-row areas a and b).
+SPECD_HD void AuxAt(GgmlType t, const uint8_t* row, int64_t k, int64_t g, uint8_t* a, uint8_t* b) {
+  const int bytes = GgufBlockBytes(t);
+  switch (t) {
+    case GgmlType::Q4_0: case GgmlType::Q4_1: case GgmlType::Q5_0: case GgmlType::Q5_1: case GgmlType::Q8_0: {
+      const int per = t == GgmlType::Q4_1 || t == GgmlType::Q5_1 ? 4 : 2;  // d (and m) per block
       for (int j = 0; j < kUnits; ++j) {
         const int64_t blk = g * kUnits + j;
-        if (blk * kQK >= k) break;
-        const uint8_t* p = row + blk * bytes;
-        uint8_t* c = rg->code + kQK * j;
-        if (t == GgmlType::Q8_0) {
-          for (int i = 0; i < kQK; ++i) c[i] = p[2 + i];
-          St16Le(rg->a + 2 * j, Ld16Le(p));
-          continue;
-        }
-        const bool has_m = t == GgmlType::Q4_1 || t == GgmlType::Q5_1;
-        const bool five = t == GgmlType::Q5_0 || t == GgmlType::Q5_1;
-        const uint8_t* qs = p + (has_m ? 4 : 2) + (five ? 4 : 0);
-        const uint32_t qh = five ? LoadQh32(p + (has_m ? 4 : 2)) : 0u;
-        for (int i = 0; i < kQK / 2; ++i) {
-          c[i] = static_cast<uint8_t>((qs[i] & 0xF) | (((qh >> i) & 1u) << 4));
-          c[i + 16] = static_cast<uint8_t>((qs[i] >> 4) | (((qh >> (i + 16)) & 1u) << 4));
-        }
-        if (has_m) {
-          St16Le(rg->a + 4 * j, Ld16Le(p));
-          St16Le(rg->a + 4 * j + 2, Ld16Le(p + 2));
-        } else {
-          St16Le(rg->a + 2 * j, Ld16Le(p));
-        }
+        for (int i = 0; i < per; ++i) a[per * j + i] = blk * kQK < k ? row[blk * bytes + i] : 0;
       }
       return;
     }
-    case GgmlType::Q2_K: case GgmlType::Q3_K: {
-      const bool q3 = t == GgmlType::Q3_K;
-      const uint8_t* p = row + g * (q3 ? 110 : 84);
-      const uint8_t* qs = p + (q3 ? 32 : 16);
-      for (int h = 0; h < 2; ++h)
-        for (int q = 0; q < 4; ++q)
-          for (int l = 0; l < 32; ++l) {
-            int c = (qs[32 * h + l] >> (2 * q)) & 3;
-            if (q3) c |= ((p[l] >> (4 * h + q)) & 1) << 2;  // hmask bit: +4
-            rg->code[128 * h + 32 * q + l] = static_cast<uint8_t>(c);
-          }
-      if (q3) {
-        for (int i = 0; i < 12; ++i) rg->a[i] = p[96 + i];
-        rg->b[0] = p[108];
-        rg->b[1] = p[109];
-      } else {
-        for (int i = 0; i < 16; ++i) rg->a[i] = p[i];
-        for (int i = 0; i < 4; ++i) rg->b[i] = p[80 + i];
-      }
+    case GgmlType::Q2_K: {
+      const uint8_t* p = row + g * bytes;
+      for (int i = 0; i < 16; ++i) a[i] = p[i];
+      for (int i = 0; i < 4; ++i) b[i] = p[80 + i];
+      return;
+    }
+    case GgmlType::Q3_K: {
+      const uint8_t* p = row + g * bytes;
+      for (int i = 0; i < 12; ++i) a[i] = p[96 + i];
+      b[0] = p[108];
+      b[1] = p[109];
       return;
     }
     case GgmlType::Q4_K: case GgmlType::Q5_K: {
-      const bool q5 = t == GgmlType::Q5_K;
-      const uint8_t* p = row + g * (q5 ? 176 : 144);
-      const uint8_t* qh = p + 16;
-      const uint8_t* qs = p + (q5 ? 48 : 16);
-      for (int c = 0; c < 4; ++c)
-        for (int l = 0; l < 32; ++l) {
-          int lo = qs[32 * c + l] & 0xF, hi = qs[32 * c + l] >> 4;
-          if (q5) {
-            lo |= ((qh[l] >> (2 * c)) & 1) << 4;
-            hi |= ((qh[l] >> (2 * c + 1)) & 1) << 4;
-          }
-          rg->code[64 * c + l] = static_cast<uint8_t>(lo);
-          rg->code[64 * c + 32 + l] = static_cast<uint8_t>(hi);
-        }
-      for (int i = 0; i < 16; ++i) rg->a[i] = p[i];
+      const uint8_t* p = row + g * bytes;
+      for (int i = 0; i < 16; ++i) a[i] = p[i];
       return;
     }
     case GgmlType::Q6_K: {
-      const uint8_t* p = row + g * 210;
-      for (int h = 0; h < 2; ++h) {
-        const uint8_t* ql = p + 64 * h;
-        const uint8_t* qh = p + 128 + 32 * h;
-        uint8_t* c = rg->code + 128 * h;
-        for (int l = 0; l < 32; ++l) {
-          c[l] = static_cast<uint8_t>((ql[l] & 0xF) | ((qh[l] & 3) << 4));
-          c[l + 32] = static_cast<uint8_t>((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4));
-          c[l + 64] = static_cast<uint8_t>((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4));
-          c[l + 96] = static_cast<uint8_t>((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4));
-        }
-      }
-      for (int i = 0; i < 16; ++i) rg->a[i] = p[192 + i];
-      rg->b[0] = p[208];
-      rg->b[1] = p[209];
+      const uint8_t* p = row + g * bytes;
+      for (int i = 0; i < 16; ++i) a[i] = p[192 + i];
+      b[0] = p[208];
+      b[1] = p[209];
       return;
     }
     default: return;
@@ -233,34 +237,67 @@ SPECD_HD void DecodeRowGroup(GgmlType t, const uint8_t* row, int64_t k, int64_t 
 }
 
 // The code's bits as stored in each plane.
-SPECD_HD int Plane4(GgmlType t, uint8_t c) { return t == GgmlType::Q4_0 || t == GgmlType::Q4_1 || t == GgmlType::Q4_K ? c : c & 0xF; }
-SPECD_HD int Plane2(GgmlType t, uint8_t c) { return t == GgmlType::Q6_K ? c >> 4 : c & 3; }
-SPECD_HD int Plane1(GgmlType t, uint8_t c) { return t == GgmlType::Q3_K ? (c >> 2) & 1 : (c >> 4) & 1; }
+SPECD_HD uint32_t Plane4(GgmlType t, uint8_t c) { return c & 0xF; }
+SPECD_HD uint32_t Plane2(GgmlType t, uint8_t c) { return t == GgmlType::Q6_K ? c >> 4 : c & 3; }
+SPECD_HD uint32_t Plane1(GgmlType t, uint8_t c) { return t == GgmlType::Q3_K ? (c >> 2) & 1 : (c >> 4) & 1; }
 
-// Writes the record of 16 rows (rows[rr] for rr < 16; pass zeroed RowGroups
-// for padding rows).
-SPECD_HD void EncodeRecord(GgmlType t, const RowGroup* rows, uint8_t* rec) {
+// Writes lane L's share of the record of group g: its plane words (the codes
+// of its fragments, rows L/4 and L/4 + 8) and, for L < 16, row L's aux bytes.
+// rows[rr]: the GGUF rows of the tile (nullptr past the matrix: zeros). The
+// host packs a record by calling it for L = 0..31, the device with one warp.
+SPECD_HD void PackLane(GgmlType t, const uint8_t* const* rows, int64_t k, int64_t g, int L, uint8_t* rec) {
   const Layout l = LayoutOf(t);
-  for (int i = 0; i < l.rec; ++i) rec[i] = 0;
-  for (int L = 0; L < 32; ++L) {
-    const int g = L / 4, tt = L % 4;
-    for (int u = 0; u < kUnits; ++u)
-      for (int j = 0; j < 4; ++j)
-        for (int i = 0; i < 4; ++i) {
-          const uint8_t c = rows[FragRow(g, j)].code[32 * u + FragElem(tt, j, i)];
-          if (l.p4 >= 0) rec[l.p4 + 512 * (u / 2) + 16 * L + 4 * j + i] |= static_cast<uint8_t>(Plane4(t, c) << (4 * (u % 2)));
-          if (l.p2 >= 0) rec[l.p2 + 512 * (u / 4) + 16 * L + 4 * (u % 4) + i] |= static_cast<uint8_t>(Plane2(t, c) << (2 * j));
-          if (l.p1 >= 0) rec[l.p1 + 16 * L + 4 * (u / 2) + i] |= static_cast<uint8_t>(Plane1(t, c) << (4 * (u % 2) + j));
-          if (l.p8 >= 0) rec[l.p8 + 512 * u + 16 * L + 4 * j + i] = c;
-        }
+  const int gq = L / 4, tt = L % 4;
+  auto code = [&](int u, int j, int i) -> uint8_t {
+    const uint8_t* row = rows[FragRow(gq, j)];
+    return row ? CodeAt(t, row, k, g, 32 * u + FragElem(tt, j, i)) : 0;
+  };
+  auto store = [&](int off, uint32_t w) {
+    uint8_t* p = rec + off;
+    p[0] = static_cast<uint8_t>(w);
+    p[1] = static_cast<uint8_t>(w >> 8);
+    p[2] = static_cast<uint8_t>(w >> 16);
+    p[3] = static_cast<uint8_t>(w >> 24);
+  };
+  for (int u = 0; u < kUnits; ++u) {
+    uint32_t w2 = 0, w1 = 0;
+    for (int j = 0; j < 4; ++j) {
+      uint32_t w8 = 0, w4 = 0;
+      for (int i = 0; i < 4; ++i) {
+        const uint8_t c = code(u, j, i);
+        w8 |= static_cast<uint32_t>(c) << (8 * i);
+        w4 |= Plane4(t, c) << (8 * i + 4 * (u % 2));
+        w2 |= Plane2(t, c) << (8 * i + 2 * j);
+        w1 |= Plane1(t, c) << (8 * i + 4 * (u % 2) + j);
+      }
+      if (l.p8 >= 0) store(l.p8 + 512 * u + 16 * L + 4 * j, w8);
+      if (l.p4 >= 0 && u % 2 == 1) {  // both units of the chunk: re-read the even one
+        uint32_t we = 0;
+        for (int i = 0; i < 4; ++i) we |= Plane4(t, code(u - 1, j, i)) << (8 * i);
+        store(l.p4 + 512 * (u / 2) + 16 * L + 4 * j, w4 | we);
+      }
+    }
+    if (l.p2 >= 0) store(l.p2 + 512 * (u / 4) + 16 * L + 4 * (u % 4), w2);
+    if (l.p1 >= 0) {
+      if (u % 2 == 0) {
+        store(l.p1 + 16 * L + 4 * (u / 2), w1);
+      } else {
+        const uint8_t* p = rec + l.p1 + 16 * L + 4 * (u / 2);
+        store(l.p1 + 16 * L + 4 * (u / 2),
+              w1 | p[0] | (static_cast<uint32_t>(p[1]) << 8) | (static_cast<uint32_t>(p[2]) << 16) |
+                  (static_cast<uint32_t>(p[3]) << 24));
+      }
+    }
   }
-  for (int rr = 0; rr < kTileRows; ++rr) {
-    for (int i = 0; i < l.aux_a_row; ++i) rec[l.aux_a + l.aux_a_row * rr + i] = rows[rr].a[i];
-    for (int i = 0; i < l.aux_b_row; ++i) rec[l.aux_b + l.aux_b_row * rr + i] = rows[rr].b[i];
+  if (L < kTileRows) {
+    uint8_t a[32] = {}, b[4] = {};
+    if (rows[L]) AuxAt(t, rows[L], k, g, a, b);
+    for (int i = 0; i < l.aux_a_row; ++i) rec[l.aux_a + l.aux_a_row * L + i] = a[i];
+    for (int i = 0; i < l.aux_b_row; ++i) rec[l.aux_b + l.aux_b_row * L + i] = b[i];
   }
 }
 
-// The inverse of EncodeRecord for one row rr of the record.
+// The inverse of PackLane for one row rr of the record.
 SPECD_HD void DecodeRecordRow(GgmlType t, const uint8_t* rec, int rr, RowGroup* rg) {
   const Layout l = LayoutOf(t);
   const int g = rr % 8, jr = rr / 8;  // registers j with (j & 1) == jr hold this row
