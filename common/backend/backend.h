@@ -161,6 +161,7 @@ struct BackendOptions {
   int threads = 0;      // cpu: 0 = all cores
   int device = 0;       // cuda: device ordinal
   bool cuda_graphs = true;
+  bool cuda_pdl = true;  // programmatic dependent launch between kernels (sm_90)
 };
 absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const BackendOptions& opts);
 // Backends compiled into this build, e.g. {"cpu", "cuda"}.

@@ -362,7 +362,7 @@ SPECD_HD float KOff(GgmlType t, const RowGroup& rg) {
     default: return 0.0f;
   }
 }
-SPECD_HD bool HasMins(GgmlType t) {
+SPECD_HD constexpr bool HasMins(GgmlType t) {
   return t == GgmlType::Q4_K || t == GgmlType::Q5_K || t == GgmlType::Q2_K || t == GgmlType::Q4_1 ||
          t == GgmlType::Q5_1;
 }

@@ -49,12 +49,21 @@
 #include "common/backend/cuda/kernels.h"
 #include "common/gguf/gguf.h"
 #include "common/model/model.h"
+#include "common/quant/mmv_tiles.h"
 #include "common/quant/quant.h"
 #include "common/sampler/sampler.h"
 #include "common/spec/acceptance.h"
 
 namespace specd {
 namespace {
+
+// Attention kernel / split for the backends created next (process-wide tuning).
+void SetAttn(int kernel, int split = 0) {
+  cuda::Tuning t = cuda::GetTuning();
+  t.attn_kernel = kernel;
+  if (split > 0) t.attn_split = split;
+  cuda::SetTuning(t);
+}
 
 int g_failures = 0;
 int g_checks = 0;
@@ -517,6 +526,15 @@ void CheckMatMul(OpEnv& env, GgmlType type, int64_t rows, int64_t k) {
   auto bg = env.gpu->LoadWeight(bsrc);
   CHECK_OK(wg.status());
   CHECK_OK(bg.status());
+  const bool packed = mmv::HasLayout(type);
+  std::vector<uint8_t> pk;
+  if (packed) {  // the device packer writes the host packer's bytes
+    pk.resize(mmv::PackedBytes(type, rows, k));
+    mmv::PackMatrix(type, w.data(), rb, rows, k, pk.data());
+    std::vector<uint8_t> dev(pk.size());
+    CUDA_OK(cudaMemcpy(dev.data(), wg->data, dev.size(), cudaMemcpyDeviceToHost));
+    Check(dev == pk, tag + ": packed on the device == packed on the host (" + std::to_string(pk.size()) + " bytes)");
+  }
   const int kMaxN = 100;
   std::vector<float> x(static_cast<size_t>(kMaxN) * k);
   for (size_t i = 0; i < x.size(); ++i) x[i] = r.Gauss() * (i % 97 == 0 ? 8.0f : 1.0f);  // a few outliers
@@ -555,6 +573,24 @@ void CheckMatMul(OpEnv& env, GgmlType type, int64_t rows, int64_t k) {
   }
   Check(worst <= bound, absl::StrCat(tag, ": n=1..40 vs CPU, max rel err ", Fmt(worst), " (bound ", Fmt(bound), ")"));
   Check(inv, tag + ": each column bit-identical whatever the column count (1..40)");
+  if (packed) {  // the kernel computes exactly what the host emulation of its arithmetic computes
+    const mmv::Plan plan = cuda::MmvPlan(mmv::Tiles(rows), k);
+    bool same = true;
+    int first_bad = -1;
+    for (int n : {1, 7, 9, 16, 40}) {
+      CHECK_OK(gpu_mm(n, *xd, &yg));
+      const auto xq = mmv::QuantizeActivations(x.data(), n, k);
+      std::vector<float> ye(static_cast<size_t>(n) * rows);
+      mmv::Emulate(type, pk.data(), rows, k, xq.data(), n, plan, bias.data(), ye.data());
+      if (!BitEqual(yg.data(), ye.data(), ye.size()) && same) {
+        same = false;
+        first_bad = n;
+      }
+    }
+    Check(same, absl::StrCat(tag, ": kernel == host emulation bit for bit for n = 1, 7, 9, 16, 40 (", plan.warps,
+                             " warps x ", plan.gpw, " groups per tile)",
+                             first_bad > 0 ? absl::StrCat("; first difference at n=", first_bad) : ""));
+  }
   // Reference path and cuBLAS path.
   env.ctl->SetMatMulPath(CudaBackendControl::MatMulPath::kDequant);
   CHECK_OK(gpu_mm(5, *xd, &yg));
@@ -585,7 +621,7 @@ struct AttnCase {
 };
 
 void CheckAttentionOp(const AttnCase& c, int kernel) {
-  cuda::SetAttnKernel(kernel);
+  SetAttn(kernel);
   const std::string tag = absl::StrFormat("attention v%d kv=%s %d/%d heads x %d, ctx %d", kernel,
                                           std::string(TypeName(c.kvt)), c.H, c.KVH, c.HD, c.ctx);
   const int T = c.ctx + 7;
@@ -674,7 +710,7 @@ void CheckAttentionOp(const AttnCase& c, int kernel) {
   Check(worst <= bound, absl::StrCat(tag, ": verify(7) and decode vs CPU, max rel err ", Fmt(worst), " (bound ",
                                      Fmt(bound), ")"));
   Check(same && same16, absl::StrCat(tag, ": decode == verify(7) == 16-token batch, bit for bit"));
-  cuda::SetAttnKernel(2);
+  SetAttn(2);
 }
 
 void CheckAttentionOps(bool quick) {
@@ -687,72 +723,12 @@ void CheckAttentionOps(bool quick) {
   if (quick) cases = {{F16, 16, 2, 128, 121}, {Q8, 16, 2, 128, 250}};
   for (int kernel : {2, 1})
     for (const AttnCase& c : cases) CheckAttentionOp(c, kernel);
-  cuda::SetAttnKernel(2);
+  SetAttn(2);
 }
 
 // v3 (cp.async ring) against v2 (register streaming), bit for bit: the same
 // arithmetic reading the same bytes, so every column of every n = 1..16 must
 // match, at every ring depth. Weights generated on the device (valid blocks).
-void CheckV3VsV2(OpEnv& env, GgmlType type, int64_t rows, int64_t k) {
-  const std::string tag = absl::StrCat("matvec v3 vs v2 ", std::string(TypeName(type)), " ", rows, "x", k);
-  auto wg = env.gpu->LoadWeight({absl::StrCat("v3check.", rows, ".", k), type, k, rows, nullptr, 0});
-  CHECK_OK(wg.status());
-  Rng r(HashStr(tag));
-  const int kMaxN = 16;
-  std::vector<float> x(static_cast<size_t>(kMaxN) * k);
-  for (size_t i = 0; i < x.size(); ++i) x[i] = r.Gauss() * (i % 97 == 0 ? 8.0f : 1.0f);
-  auto xd = env.gpu->AllocActivations(x.size());
-  auto yd = env.gpu->AllocActivations(static_cast<size_t>(kMaxN) * rows);
-  CHECK_OK(xd.status());
-  CHECK_OK(yd.status());
-  CUDA_OK(cudaMemcpy(*xd, x.data(), x.size() * 4, cudaMemcpyHostToDevice));
-  auto mm = [&](int n, std::vector<float>* out) -> absl::Status {
-    CUDA_OK(cudaMemsetAsync(*yd, 0xff, static_cast<size_t>(n) * rows * 4,
-                            static_cast<cudaStream_t>(env.ctl->Stream())));  // poison: NaN
-    env.gpu->MatMul(*wg, nullptr, *xd, n, *yd);
-    out->resize(static_cast<size_t>(n) * rows);
-    return env.gpu->ReadToHost(*yd, out->data(), out->size());
-  };
-  const int kernel = cuda::GetMmqKernel();
-  const bool copy16 = cuda::GetMmqCopy16(), persist = cuda::GetMmqPersistent();
-  const bool coop_type = type == GgmlType::Q4_K || type == GgmlType::Q5_K || type == GgmlType::Q6_K;
-  bool same = true, finite = true;
-  std::string first_bad;
-  std::vector<float> y2, y3;
-  for (int n = 1; n <= kMaxN; ++n) {
-    cuda::SetMmqKernel(2);
-    CHECK_OK(mm(n, &y2));
-    for (float v : y2) finite = finite && std::isfinite(v);
-    for (int pers = 0; pers < 2; ++pers)
-      for (int c16 = 0; c16 < (coop_type ? 2 : 1); ++c16) {
-        for (int d : {0, 2, 3, 5, 8}) {
-          if (pers && d != 0 && d != 3 && d != 8) continue;
-          cuda::SetMmqKernel(3);
-          cuda::SetMmqCopy16(c16 != 0);
-          cuda::SetMmqPersistent(pers != 0);
-          cuda::SetMmqDepth(d);
-          CHECK_OK(mm(n, &y3));
-          if (!BitEqual(y2.data(), y3.data(), y2.size())) {
-            if (same)
-              first_bad = absl::StrCat(" (first difference: n=", n, " depth ", cuda::GetMmqDepth(type, n), " copy16 ",
-                                       c16, " persistent ", pers, ")");
-            same = false;
-          }
-        }
-      }
-  }
-  cuda::SetMmqDepth(0);
-  cuda::SetMmqCopy16(copy16);
-  cuda::SetMmqPersistent(persist);
-  cuda::SetMmqKernel(kernel);
-  Check(same && finite,
-        absl::StrCat(tag, ": v3 (ring depth auto/2/3/5/8", coop_type ? ", per-lane and 16-byte copies" : "",
-                     ", persistent blocks at depth auto/3/8",
-                     "; auto = ", cuda::GetMmqDepth(type, 1), "/", cuda::GetMmqDepth(type, 8), "/",
-                     cuda::GetMmqDepth(type, 16), " at n=1/8/16) bit-identical to v2 for n = 1..16",
-                     finite ? "" : ", NOT FINITE", first_bad));
-}
-
 // ------------------------------------------------------------------ IPC and acceptance
 
 int IpcChild(const char* hex) {
@@ -945,107 +921,30 @@ struct MatvecBench {
 };
 
 void BenchMatvec(double copy_gbs, std::vector<GgmlType> types = {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K,
-                                                                  GgmlType::Q8_0}) {
-  std::printf("BENCH matvec: weight GB/s (%% of copy bandwidth) per kernel, type, matrix rows x K, columns n\n");
+                                                                  GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q2_K}) {
+  std::printf("BENCH matvec: weight GB/s (%% of copy bandwidth) and us per type, matrix rows x K, columns n "
+              "[warps per tile x groups per warp]\n");
   struct M {
     int64_t rows, k;
   };
-  const int kernel = cuda::GetMmqKernel();
-  for (M m : {M{25600, 5120}, M{5120, 25600}}) {
+  for (M m : {M{25600, 5120}, M{5120, 25600}, M{8192, 5120}, M{1024, 5120}}) {
     for (GgmlType type : types) {
-      for (int ver : {1, 2, 3}) {
-        cuda::SetMmqKernel(ver);
-        MatvecBench mb;
-        CHECK_OK(mb.Init(type, m.rows, m.k));
-        std::string line = absl::StrCat("  v", ver, " ", std::string(TypeName(type)), " ", m.rows, "x", m.k, ":");
-        if (ver == 3)
-          absl::StrAppend(&line, " (depth ", cuda::GetMmqDepth(type, 1), "/", cuda::GetMmqDepth(type, 8), "/",
-                          cuda::GetMmqDepth(type, 16), cuda::GetMmqCopy16() ? ", copy16" : "",
-                          cuda::GetMmqPersistent() ? ", persistent" : "", ")");
-        if (ver >= 2)
-          absl::StrAppend(&line, " [blocks/SM ", cuda::GetMmqResidentBlocks(type, 1), "/",
-                          cuda::GetMmqResidentBlocks(type, 8), "/", cuda::GetMmqResidentBlocks(type, 16), "]");
-        for (int n : ver == 1 ? std::vector<int>{1, 7} : std::vector<int>{1, 2, 4, 7, 8, 16}) {
-          const double ms = mb.Ms(n);
-          const double gbs = mb.ws[0].nbytes / (ms * 1e-3) / 1e9;
-          absl::StrAppend(&line, absl::StrFormat("  n=%d %.0f (%.0f%%) %.1fus", n, gbs, 100.0 * gbs / copy_gbs, ms * 1e3));
-        }
-        std::printf("%s\n", line.c_str());
-        std::fflush(stdout);
+      MatvecBench mb;
+      CHECK_OK(mb.Init(type, m.rows, m.k));
+      const mmv::Plan plan = cuda::MmvPlan(mmv::Tiles(m.rows), m.k);
+      std::string line = absl::StrCat("  ", std::string(TypeName(type)), " ", m.rows, "x", m.k, " [", plan.warps, "x",
+                                      plan.gpw, "]:");
+      for (int n : {1, 2, 4, 7, 8, 9, 16}) {
+        const double ms = mb.Ms(n);
+        const double gbs = mb.ws[0].nbytes / (ms * 1e-3) / 1e9;
+        absl::StrAppend(&line, absl::StrFormat("  n=%d %.0f (%.0f%%) %.1fus", n, gbs, 100.0 * gbs / copy_gbs, ms * 1e3));
       }
+      std::printf("%s\n", line.c_str());
+      std::fflush(stdout);
     }
   }
-  cuda::SetMmqKernel(kernel);
 }
 
-// v2 vs v3 sweep: K-split target (blocks per SM) x v3 ring depth (prefetch
-// off), weight GB/s at n = 1 and 7 for Q4_K 25600x5120, Q4_K 5120x25600 and
-// Q6_K 5120x25600; then the .L2::128B hint at the best v3 setting. Leaves the
-// best v3 setting (least total time) selected.
-void SweepMv3(double copy_gbs) {
-  struct Sh {
-    GgmlType type;
-    int64_t rows, k;
-  };
-  const Sh shapes[3] = {{GgmlType::Q4_K, 25600, 5120}, {GgmlType::Q4_K, 5120, 25600}, {GgmlType::Q6_K, 5120, 25600}};
-  std::vector<std::unique_ptr<MatvecBench>> mbs;
-  for (const Sh& sh : shapes) {
-    mbs.push_back(std::make_unique<MatvecBench>());
-    CHECK_OK(mbs.back()->Init(sh.type, sh.rows, sh.k));
-  }
-  std::printf("BENCH mv sweep: weight GB/s (%% of copy) n=1 / n=7 | Q4_K 25600x5120 | Q4_K 5120x25600 | Q6_K "
-              "5120x25600 | (prefetch off; bps = K-split target; depth = v3 ring slots per warp, then the depths "
-              "and resident blocks per SM used for Q4_K n=1/n=7, Q6_K n=1/n=7)\n");
-  const int kernel = cuda::GetMmqKernel();
-  cuda::SetMmqPrefetch(false);
-  auto run = [&](int ver, int depth, int bps, bool c16, bool pers, bool hint) {
-    cuda::SetMmqKernel(ver);
-    cuda::SetMmqDepth(depth);
-    cuda::SetMmqBlocksPerSm(bps);
-    cuda::SetMmqCopy16(c16);
-    cuda::SetMmqPersistent(pers);
-    cuda::SetMmqL2Hint(hint);
-    std::string line = ver == 2 ? absl::StrFormat("  v2 bps=%-2d                            ", bps)
-                                : absl::StrFormat("  v3 bps=%-2d depth=%d (%d/%d %d/%d, %d/%d %d/%d per SM) copy%s%s",
-                                                  bps, depth, cuda::GetMmqDepth(GgmlType::Q4_K, 1),
-                                                  cuda::GetMmqDepth(GgmlType::Q4_K, 7), cuda::GetMmqDepth(GgmlType::Q6_K, 1),
-                                                  cuda::GetMmqDepth(GgmlType::Q6_K, 7),
-                                                  cuda::GetMmqResidentBlocks(GgmlType::Q4_K, 1),
-                                                  cuda::GetMmqResidentBlocks(GgmlType::Q4_K, 7),
-                                                  cuda::GetMmqResidentBlocks(GgmlType::Q6_K, 1),
-                                                  cuda::GetMmqResidentBlocks(GgmlType::Q6_K, 7), c16 ? "16" : "8 ",
-                                                  std::string(pers ? " persistent" : "") + (hint ? " L2::128B" : ""));
-    for (auto& mb : mbs) {
-      absl::StrAppend(&line, " |");
-      for (int n : {1, 7}) {
-        const double ms = mb->Ms(n);
-        const double gbs = mb->ws[0].nbytes / (ms * 1e-3) / 1e9;
-        absl::StrAppend(&line, absl::StrFormat(" %.0f (%.0f%%)", gbs, 100.0 * gbs / copy_gbs));
-      }
-    }
-    std::printf("%s\n", line.c_str());
-    std::fflush(stdout);
-  };
-  // The full sweep of device call 8 (docs/runs/round3/bench-mv3.log: v3
-  // copy8/copy16 x K-split target 4..32 x depth 2..6, persistent) chose the
-  // defaults: v2 for Q4_K/Q5_K/Q8_0, v3 depth 2 + L2 hint for Q6_K. What
-  // remains here re-measures the candidates around them.
-  for (int bps : {8, 16}) run(2, 0, bps, false, false, false);
-  for (int d : {2, 3})
-    for (bool hint : {false, true}) run(3, d, 8, true, false, hint);
-  run(3, 0, 8, true, false, true);  // the defaults (auto: Q4_K v2, Q6_K v3 depth 2)
-  cuda::SetMmqKernel(kernel);
-  cuda::SetMmqDepth(0);
-  cuda::SetMmqBlocksPerSm(8);
-  cuda::SetMmqCopy16(true);
-  cuda::SetMmqPersistent(false);
-  cuda::SetMmqL2Hint(true);
-  std::printf("  -> defaults kept: v2 for Q4_K/Q5_K/Q8_0, v3 (ring depth 2, copy16, L2 hint) for Q6_K, 8 blocks per SM\n");
-  std::fflush(stdout);
-}
-
-// Q4_K 25600x5120 matvecs for ncu: a warm-up, then n = 1 and n = 7 (the
-// profiled launches: --launch-skip 1 --launch-count 2).
 int RunProfile() {
   MatvecBench mb;
   if (!mb.Init(GgmlType::Q4_K, 25600, 5120).ok()) return 1;
@@ -1085,7 +984,7 @@ int ProfileAttention() {
   AttentionParams ap{0, H, KVH, HD, 1.0f / std::sqrt(128.0f)};
   for (int kernel : {1, 2})
   for (int n : {1, 1, 7}) {
-    cuda::SetAttnKernel(kernel);
+    SetAttn(kernel);
     if (n == 1) std::printf("profile-attn: kernel v%d: KvWrite + split + combine for warm-up, 1 query, 7 queries\n", kernel);
     std::fflush(stdout);
     Batch b;
@@ -1103,7 +1002,7 @@ int ProfileAttention() {
     (*be)->Attention(*q, *kk, *vv, ap, *out);
     if (!(*be)->Synchronize().ok()) return 1;
   }
-  cuda::SetAttnKernel(2);
+  SetAttn(2);
   return 0;
 }
 
@@ -1118,7 +1017,7 @@ void BenchAttention() {
   };
   for (Cfg cfg : {Cfg{GgmlType::F16, 128}, Cfg{GgmlType::F16, 256}, Cfg{GgmlType::Q8_0, 0}}) {
     const GgmlType kvt = cfg.kvt;
-    cuda::SetAttnSplit(cfg.split > 0 ? cfg.split : best_split);
+    SetAttn(cuda::GetTuning().attn_kernel, cfg.split > 0 ? cfg.split : best_split);
     double sum_t = 0;
     BackendOptions o;
     o.name = "cuda";
@@ -1164,7 +1063,7 @@ void BenchAttention() {
     AttentionParams ap{0, H, KVH, HD, 1.0f / std::sqrt(128.0f)};
     Timer timer(ctl->Stream());
     for (int kernel : {1, 2}) {
-    cuda::SetAttnKernel(kernel);
+    SetAttn(kernel);
     // Fill the whole KV with a 4096-token prefill (timed once).
     Batch pre = batch(ctx);
     CHECK_OK((*be)->SetBatch(pre));
@@ -1174,7 +1073,7 @@ void BenchAttention() {
     });
     std::string line = absl::StrFormat(
         "BENCH attention v%d kv=%s split=%d ctx=%d (64/8 heads x 128): prefill-4096 %.2f ms", kernel,
-        std::string(TypeName(kvt)), cuda::GetAttnSplit(), ctx, pre_ms);
+        std::string(TypeName(kvt)), cuda::GetTuning().attn_split, ctx, pre_ms);
     for (int n : {1, 7}) {
       Batch b = batch(n);
       CHECK_OK((*be)->SetBatch(b));
@@ -1191,13 +1090,13 @@ void BenchAttention() {
     std::fflush(stdout);
     CHECK_OK((*be)->Synchronize());
     }
-    cuda::SetAttnKernel(2);
+    SetAttn(2);
     if (cfg.split > 0 && sum_t < best_t) {
       best_t = sum_t;
       best_split = cfg.split;
     }
   }
-  cuda::SetAttnSplit(best_split);
+  SetAttn(cuda::GetTuning().attn_kernel, best_split);
   std::printf("  -> attention split %d positions\n", best_split);
 }
 
@@ -1358,11 +1257,12 @@ absl::Status MakeBigModel(const Shape& s, const std::string& mix, BigModel* out)
 // prefill == false: the KV cache keeps the zeros InitKv wrote (the attention
 // costs the same; the logits are not meaningful) and the load is faster.
 void BenchModel(const char* label, const Shape& s, const std::string& mix, GgmlType kvt, double copy_gbs,
-                bool prefill = true, std::vector<int> ks = {1, 2, 4, 6, 8}) {
+                bool prefill = true, std::vector<int> ks = {1, 2, 4, 6, 8}, bool pdl = true) {
   BigModel bm;
   CHECK_OK(MakeBigModel(s, mix, &bm));
   BackendOptions o;
   o.name = "cuda";
+  o.cuda_pdl = pdl;
   auto cuda = CreateCudaBackend(o);
   CHECK_OK(cuda.status());
   CudaBackendControl* ctl = AsCudaControl(cuda->get());
@@ -1423,13 +1323,12 @@ void BenchModel(const char* label, const Shape& s, const std::string& mix, GgmlT
   const double dec = step(1);
   const double roof_ms = bm.weight_bytes / (copy_gbs * 1e9) * 1e3;
   std::string line = absl::StrFormat(
-      "BENCH model %s (%s, %s, kv %s; matvec %d blocks/SM, attention split %d): weights %.2f GB, load %.1f s, "
-      "prefill %d tok %.2f s (%.0f tok/s), finite=%d, matvec kernel v%d (v3 ring depth at Q4_K n=1: %d)\n"
+      "BENCH model %s (%s, %s, kv %s; pdl %s, attention split %d): weights %.2f GB, load %.1f s, "
+      "prefill %d tok %.2f s (%.0f tok/s), finite=%d\n"
       "  ledger: weights %.2f GB kv %.2f GB act %.2f GB other %.3f GB\n"
       "  decode ctx %d: %.2f ms/token (%.1f tok/s); roofline %.2f ms -> %.0f%% of copy bandwidth\n  verify:",
-      label, s.arch, mix, std::string(TypeName(kvt)), cuda::GetMmqBlocksPerSm(), cuda::GetAttnSplit(),
-      bm.weight_bytes / 1e9, load_s, pos, pre_s, pos > 0 ? pos / pre_s : 0.0, finite, cuda::GetMmqKernel(),
-      cuda::GetMmqDepth(GgmlType::Q4_K, 1),
+      label, s.arch, mix, std::string(TypeName(kvt)), pdl ? "on" : "off", cuda::GetTuning().attn_split,
+      bm.weight_bytes / 1e9, load_s, pos, pre_s, pos > 0 ? pos / pre_s : 0.0, finite,
       mem.weights / 1e9, mem.kv_pool / 1e9, mem.activations / 1e9, mem.other / 1e9, ctx - 15, dec, 1e3 / dec, roof_ms,
       100.0 * roof_ms / dec);
   for (int k : ks) {
@@ -1470,23 +1369,13 @@ int RunChecks(const char* self, bool quick) {
     }
     CheckMatMul(env, GgmlType::Q4_K, 1000, 256);
     CheckMatMul(env, GgmlType::Q6_K, 40, 5120);
-    // v2 register-streaming kernel: an odd number of 256-element groups (Q6_K
-    // rows then alternate between 4- and 2-byte alignment), rows not a
-    // multiple of its 128-row blocks, and a long K (K-split).
+    // Rows not a multiple of the 16-row tile, an odd number of groups, long K
+    // (8 warps per tile), and the 27B/32B shapes (one warp per tile).
     for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q8_0}) {
       CheckMatMul(env, t, 130, 768);
       CheckMatMul(env, t, 130, 25600);
+      if (!quick) CheckMatMul(env, t, 1030, 5120);
     }
-    // v3 (default) vs v2 bit for bit: odd group counts (Q6_K misaligned rows),
-    // partial row blocks, K-split, the 32B shapes.
-    for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q8_0}) {
-      CheckV3VsV2(env, t, 130, 768);
-      CheckV3VsV2(env, t, 1000, 2048);
-      CheckV3VsV2(env, t, 200, 25600);
-      if (!quick) CheckV3VsV2(env, t, 5120, 25600);
-    }
-    CheckV3VsV2(env, GgmlType::Q4_K, 25600, 5120);
-    CheckV3VsV2(env, GgmlType::Q6_K, 1000, 256);  // one group: fewer stages than ring slots
   }
   CheckAttentionOps(quick);
   CheckIpc(self);
@@ -1507,51 +1396,33 @@ int RunChecks(const char* self, bool quick) {
   return g_failures == 0 ? 0 : 1;
 }
 
-// A short benchmark for a tight device budget: copy bandwidth, Q4_K/Q6_K
-// matvec v1 vs v2, attention v1 vs v2, the 32B-class decode and k=6 verify
-// with v2 and v1 matvec (attention v2).
+// A short benchmark for a tight device budget: copy bandwidth, the Q4_K/Q6_K
+// matvec, attention, the 32B-class decode and k=6 verify (with and without
+// programmatic dependent launch).
 int RunBenchMin() {
   const double copy = BenchCopy();
-  SweepMv3(copy);
   BenchMatvec(copy, {GgmlType::Q4_K, GgmlType::Q6_K});
-  BenchAttention();  // v1 vs v2, 1 and 7 queries at context 4096
+  BenchAttention();
   const Shape q32 = {"qwen3", 64, 5120, 64, 8, 128, 25600, 151936, false, 1e6f};
   BenchModel("32B-class target", q32, "Q4_K_M", GgmlType::F16, copy, false, {1, 6});
-  {  // v2 at its round-2 setting for comparison
-    const int bps = cuda::GetMmqBlocksPerSm();
-    cuda::SetMmqKernel(2);
-    cuda::SetMmqBlocksPerSm(8);
-    BenchModel("32B-class target", q32, "Q4_K_M", GgmlType::F16, copy, false, {1, 6});
-    cuda::SetMmqKernel(3);
-    cuda::SetMmqBlocksPerSm(bps);
-  }
+  BenchModel("32B-class target", q32, "Q4_K_M", GgmlType::F16, copy, false, {6}, false);
   std::printf("SUMMARY: bench done, %d failed checks\n", g_failures);
   return g_failures == 0 ? 0 : 1;
 }
 
 int RunBench() {
   const double copy = BenchCopy();
-  SweepMv3(copy);
   BenchMatvec(copy);
   BenchAttention();
   const Shape q32 = {"qwen3", 64, 5120, 64, 8, 128, 25600, 151936, false, 1e6f};
   const Shape q3b = {"qwen2", 36, 2048, 16, 2, 128, 11008, 151936, true, 1e6f};
   BenchModel("32B-class target", q32, "Q4_K_M", GgmlType::F16, copy, false);
   BenchModel("3B-class draft", q3b, "Q4_K_M", GgmlType::Q8_0, copy, false);
-  {  // v2 (round 2's setting) and the shared-memory kernel (v1) for comparison
-    const int bps = cuda::GetMmqBlocksPerSm();
-    cuda::SetMmqKernel(2);
-    cuda::SetMmqBlocksPerSm(8);
-    BenchModel("32B-class target", q32, "Q4_K_M", GgmlType::F16, copy, false, {1, 6});
-    cuda::SetMmqKernel(1);
-    BenchModel("32B-class target", q32, "Q4_K_M", GgmlType::F16, copy, false, {6});
-    cuda::SetMmqKernel(3);
-    cuda::SetMmqBlocksPerSm(bps);
-  }
+  BenchModel("32B-class target", q32, "Q4_K_M", GgmlType::F16, copy, false, {6}, false);
   {  // the FP32 attention (v1) for comparison
-    cuda::SetAttnKernel(1);
+    SetAttn(1);
     BenchModel("32B-class target (attention v1)", q32, "Q4_K_M", GgmlType::F16, copy, false, {6});
-    cuda::SetAttnKernel(2);
+    SetAttn(2);
   }
   std::printf("SUMMARY: bench done, %d failed checks\n", g_failures);
   return g_failures == 0 ? 0 : 1;

@@ -15,6 +15,8 @@
 #include <vector>
 
 #include "common/backend/cuda/kernels.h"
+#include "common/quant/mmv_tiles.h"
+#include "common/util/log.h"
 
 namespace specd {
 namespace {
@@ -27,7 +29,8 @@ using cuda::KvDev;
 constexpr int kCustomMaxN = 64;      // matmuls up to this many columns use the batch-invariant kernels
 constexpr int kGraphMaxTokens = 64;  // batches replayed from CUDA graphs
 constexpr size_t kMaxGraphs = 64;
-constexpr size_t kWeightPad = 256;   // the matvec reads whole 16-byte windows past a row's end
+constexpr size_t kWeightPad = 256;   // the float matvec reads whole 16-byte windows past a row's end
+constexpr size_t kStageBytes = size_t{64} << 20;        // GGUF rows on their way to being packed
 constexpr size_t kSlabBytes = size_t{64} << 20;         // dequantized weight tiles (prefill / reference path)
 constexpr size_t kAttnPartialBudget = size_t{32} << 20; // split-K attention partials
 constexpr size_t kCublasWorkspace = size_t{32} << 20;
@@ -151,7 +154,7 @@ class VmmArena {
 
 // ---- recorded ops ----
 enum OpKind : int64_t { kEmbed = 1, kRmsNorm, kMatMul, kQuantX, kRope, kAttention, kSwiGLU, kAdd, kGather };
-enum MmPath : int64_t { kPathMmq = 0, kPathFmv, kPathDequant, kPathGemm };
+enum MmPath : int64_t { kPathMmv = 0, kPathFmv, kPathDequant, kPathGemm };
 
 // All members 8 bytes wide: no padding, so records compare and hash as bytes.
 struct OpRec {
@@ -163,9 +166,9 @@ struct OpRec {
 static_assert(sizeof(OpRec) == 8 * 31);
 
 // MatMul records: p[0] w, p[1] bias, p[2] x, p[3] y, p[4] xq; i[0] type, i[1] K,
-// i[2] rows, i[3] n, i[4] path, i[5] K-split, i[6] row bytes, i[7] matrices
-// (mmq groups: matrix j > 0 in p[5+3(j-1)..] = {w, bias, y}, i[9+2(j-1)..] =
-// {rows, row bytes}), i[8] partial rows.
+// i[2] rows, i[3] n, i[4] path, i[6] row bytes, i[7] matrices (mmv groups:
+// matrix j > 0 in p[5+3(j-1)..] = {w, bias, y}, i[9+2(j-1)..] = {rows, row
+// bytes}).
 constexpr int kMmW[3] = {0, 5, 8}, kMmBias[3] = {1, 6, 9}, kMmY[3] = {3, 7, 10};
 constexpr int kMmRows[3] = {2, 9, 11}, kMmRowBytes[3] = {6, 10, 12};
 
@@ -360,10 +363,8 @@ class CudaBackend final : public Backend, public CudaBackendControl {
   size_t xhalf_cap_ = 0;
   void* attn_part_ = nullptr;
   size_t attn_part_cap_ = 0;
-  void* mmq_part_ = nullptr;  // K-split partials
-  size_t mmq_part_cap_ = 0;
-  void* mmq_cnt_ = nullptr;   // per row block arrival counters (kept zero)
-  size_t mmq_cnt_cap_ = 0;
+  void* stage_ = nullptr;  // GGUF rows being packed (load time only; freed by InitKv)
+  size_t stage_cap_ = 0;
   std::vector<void*> retired_;
   std::map<std::tuple<int, float, float>, double*> rope_tables_;
 
@@ -412,7 +413,13 @@ absl::Status CudaBackend::Init(const BackendOptions& opts) {
   info.cc_major = prop.major;
   info.cc_minor = prop.minor;
   cuda::SetDeviceInfo(info);
-  SPECD_CUDA_RETURN(cuda::PrepareMatvecKernels(), "preparing the matvec kernels");
+  cuda::Tuning tuning = cuda::GetTuning();  // process-wide: tests set the attention fields before
+  tuning.pdl = opts.cuda_pdl;
+  cuda::SetTuning(tuning);
+  SPECD_LOG(INFO) << "cuda backend" << Kv("device", prop.name) << Kv("sm", absl::StrCat(prop.major, prop.minor))
+                  << Kv("multiprocessors", info.sm_count) << Kv("graphs", graphs_on_ ? "on" : "off")
+                  << Kv("pdl", cuda::GetTuning().pdl && prop.major >= 9 ? "on" : "off")
+                  << Kv("attn_kernel", cuda::GetTuning().attn_kernel) << Kv("attn_split", cuda::GetTuning().attn_split);
   SPECD_CUDA_RETURN(cuda::PrepareAttentionKernels(), "preparing the attention kernels");
   SPECD_CUDA_RETURN(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
   SPECD_CUDA_RETURN(cudaEventCreateWithFlags(&meta_ev_, cudaEventDisableTiming), "cudaEventCreate");
@@ -437,8 +444,7 @@ CudaBackend::~CudaBackend() {
   cudaFree(slab_);
   cudaFree(xhalf_);
   cudaFree(attn_part_);
-  cudaFree(mmq_part_);
-  cudaFree(mmq_cnt_);
+  cudaFree(stage_);
   for (auto& [k, t] : rope_tables_) cudaFree(t);
   cudaFree(meta_dev_);
   if (meta_host_) cudaFreeHost(meta_host_);
@@ -461,12 +467,17 @@ absl::StatusOr<Weight> CudaBackend::LoadWeight(const WeightSource& src) {
                                                  " is not supported by the CUDA backend"));
   if (src.ne0 <= 0 || src.ne1 <= 0 || src.ne0 % tr->block_size != 0)
     return absl::InvalidArgumentError(absl::StrCat("tensor ", src.name, ": bad shape [", src.ne0, ", ", src.ne1, "]"));
-  const size_t nbytes = RowBytes(src.type, src.ne0) * static_cast<size_t>(src.ne1);
-  if (src.host_data && src.nbytes != nbytes)
+  const size_t row_bytes = RowBytes(src.type, src.ne0);
+  const size_t gguf_bytes = row_bytes * static_cast<size_t>(src.ne1);
+  if (src.host_data && src.nbytes != gguf_bytes)
     return absl::InvalidArgumentError(
-        absl::StrCat("tensor ", src.name, ": ", src.nbytes, " bytes of data, expected ", nbytes));
+        absl::StrCat("tensor ", src.name, ": ", src.nbytes, " bytes of data, expected ", gguf_bytes));
   SPECD_RETURN_IF_ERROR(TakeError());
   SPECD_CUDA_RETURN(cudaSetDevice(device_), "cudaSetDevice");
+  // Quantized matrices are stored in the mmv tile layout (same bytes, but
+  // rows padded to 16 and K to 256).
+  const bool packed = cuda::MmvSupported(src.type);
+  const size_t nbytes = packed ? cuda::MmvPackedBytes(src.type, src.ne1, src.ne0) : gguf_bytes;
   const size_t alloc = nbytes + kWeightPad;
   void* dst = nullptr;
   if (arena_ok_) {
@@ -486,18 +497,42 @@ absl::StatusOr<Weight> CudaBackend::LoadWeight(const WeightSource& src) {
           absl::StrCat("tensor ", src.name, ": cannot allocate ", alloc, " bytes of device memory: ", CudaErr(e)));
     weight_allocs_.push_back(dst);
   }
-  if (src.host_data) {
-    SPECD_CUDA_RETURN(cudaMemcpy(dst, src.host_data, nbytes, cudaMemcpyHostToDevice), "uploading a weight");
+  // Random weights are generated on the device (benchmarks build large models
+  // without files).
+  int kind = 0;
+  if (src.ne1 == 1) kind = src.name.find("norm") != std::string::npos ? 2 : 3;
+  else if (src.name.find("token_embd") != std::string::npos) kind = 1;
+  if (!packed) {
+    if (src.host_data) {
+      SPECD_CUDA_RETURN(cudaMemcpy(dst, src.host_data, nbytes, cudaMemcpyHostToDevice), "uploading a weight");
+    } else {
+      SPECD_CUDA_RETURN(cuda::LaunchRandomFill(src.type, dst, src.ne0, 0, src.ne1, kind, HashName(src.name), stream_),
+                        "generating a random weight");
+    }
   } else {
-    // Generated on the device: benchmarks build large models without files.
-    int kind = 0;
-    if (src.ne1 == 1) kind = src.name.find("norm") != std::string::npos ? 2 : 3;
-    else if (src.name.find("token_embd") != std::string::npos) kind = 1;
-    SPECD_CUDA_RETURN(cuda::LaunchRandomFill(src.type, dst, src.ne0, src.ne1, kind, HashName(src.name), stream_),
-                      "generating a random weight");
-    SPECD_CUDA_RETURN(cudaStreamSynchronize(stream_), "generating a random weight");
+    // GGUF rows go through a staging buffer, whole tiles at a time.
+    const int64_t tiles = mmv::Tiles(src.ne1);
+    const size_t tile_bytes = row_bytes * mmv::kTileRows;
+    SPECD_RETURN_IF_ERROR(Grow(&stage_, &stage_cap_, std::max(kStageBytes, tile_bytes), "packing weights"));
+    const int64_t chunk = std::max<int64_t>(1, static_cast<int64_t>(stage_cap_ / tile_bytes));
+    for (int64_t t0 = 0; t0 < tiles; t0 += chunk) {
+      const int64_t nt = std::min(chunk, tiles - t0);
+      const int64_t r0 = t0 * mmv::kTileRows, nr = std::min<int64_t>(nt * mmv::kTileRows, src.ne1 - r0);
+      if (src.host_data) {
+        SPECD_CUDA_RETURN(cudaMemcpyAsync(stage_, static_cast<const uint8_t*>(src.host_data) + r0 * row_bytes,
+                                          nr * row_bytes, cudaMemcpyHostToDevice, stream_),
+                          "uploading a weight");
+      } else {
+        SPECD_CUDA_RETURN(cuda::LaunchRandomFill(src.type, stage_, src.ne0, r0, nr, kind, HashName(src.name), stream_),
+                          "generating a random weight");
+      }
+      SPECD_CUDA_RETURN(cuda::LaunchPack(src.type, stage_, row_bytes, src.ne1, src.ne0, t0, nt, dst, stream_),
+                        "packing a weight");
+      SPECD_CUDA_RETURN(cudaStreamSynchronize(stream_), "packing a weight");  // the stage is reused
+    }
   }
   SPECD_CUDA_RETURN(cudaMemsetAsync(static_cast<uint8_t*>(dst) + nbytes, 0, kWeightPad, stream_), "cudaMemset");
+  SPECD_CUDA_RETURN(cudaStreamSynchronize(stream_), "uploading a weight");
   mem_.weights += nbytes;
   other_bytes_ += kWeightPad;
   Weight w;
@@ -521,6 +556,12 @@ absl::Status CudaBackend::InitKv(const KvLayout& layout) {
       layout.n_blocks < 1)
     return absl::InvalidArgumentError("bad KV layout");
   SPECD_RETURN_IF_ERROR(Synchronize());
+  if (stage_) {  // the weights are loaded: the packing stage is no longer needed
+    cudaFree(stage_);
+    other_bytes_ -= stage_cap_;
+    stage_ = nullptr;
+    stage_cap_ = 0;
+  }
   cudaFree(kv_pool_);
   kv_pool_ = nullptr;
   const size_t bytes = layout.TotalBytes();
@@ -722,19 +763,12 @@ void* CudaBackend::GetXq(const float* x, int n, int64_t k) {
   slot->stamp = ++xq_clock_;
   if (!ops_.empty()) {
     OpRec& last = ops_.back();
-    if (last.kind == kRmsNorm && last.p[3] == x && last.i[0] == n && last.i[1] == k && k % 32 == 0 &&
-        last.p[4] == nullptr) {
+    if (last.kind == kRmsNorm && last.p[3] == x && last.i[0] == n && last.i[1] == k && last.p[4] == nullptr) {
       last.p[4] = slot->buf;
       return slot->buf;
     }
-    if (last.kind == kSwiGLU && last.p[2] == x && last.i[0] == n && last.i[1] == k && k % 32 == 0 &&
-        last.p[3] == nullptr) {
+    if (last.kind == kSwiGLU && last.p[2] == x && last.i[0] == n && last.i[1] == k && last.p[3] == nullptr) {
       last.p[3] = slot->buf;
-      return slot->buf;
-    }
-    if (last.kind == kAttention && last.p[3] == x && n == b_.n_tokens && last.i[1] * last.i[3] == k &&
-        last.i[3] % 32 == 0 && last.p[5] == nullptr) {
-      last.p[5] = slot->buf;  // the combine kernel quantizes its output
       return slot->buf;
     }
   }
@@ -775,7 +809,7 @@ AttnBatchPlan* CudaBackend::GetAttnPlan(int n_heads, int n_kv_heads, int head_di
   if (it != attn_plans_.end()) return &it->second;
   AttnBatchPlan bp;
   AttnPlan& pl = bp.plan;
-  pl.split_len = cuda::GetAttnSplit();
+  pl.split_len = cuda::GetTuning().attn_split;
   pl.kernel = cuda::AttnKernelFor(kv_.type, head_dim, pl.split_len);
   pl.rows_max = pl.kernel == 2 ? cuda::kAttnV2Rows : cuda::AttnRowsMax(head_dim);
   pl.group = n_heads / n_kv_heads;
@@ -891,20 +925,19 @@ void CudaBackend::MatMul(const Weight& w, const Weight* bias, const float* x, in
   if (forced_path_ == MatMulPath::kDequant) path = kPathDequant;
   else if (forced_path_ == MatMulPath::kGemm || n > kCustomMaxN) path = kPathGemm;
   else if (cuda::FmvSupported(w.type)) path = kPathFmv;
-  else if (cuda::MmqSupported(w.type, rows, k, row_bytes)) path = kPathMmq;
+  else if (cuda::MmvSupported(w.type)) path = kPathMmv;
   else path = kPathDequant;
   op.i[4] = path;
   op.i[7] = 1;
-  if (path == kPathMmq) {
+  if (path == kPathMmv) {
     op.p[4] = GetXq(x, n, k);
     if (!op.p[4]) return;
     // q/k/v and gate/up: consecutive matmuls of one type on the same
     // activations run as one launch (the same grouping for any n).
-    OpRec* grp = &op;
     if (!ops_.empty()) {
       OpRec& last = ops_.back();
-      if (last.kind == kMatMul && last.i[4] == kPathMmq && last.i[0] == op.i[0] && last.i[1] == k && last.p[2] == x &&
-          last.i[3] == n && last.i[7] < cuda::kMmqMaxMats) {
+      if (last.kind == kMatMul && last.i[4] == kPathMmv && last.i[0] == op.i[0] && last.i[1] == k && last.p[2] == x &&
+          last.i[3] == n && last.i[7] < cuda::kMmvMaxMats) {
         const int j = static_cast<int>(last.i[7]);
         last.p[kMmW[j]] = w.data;
         last.p[kMmBias[j]] = op.p[1];
@@ -912,28 +945,9 @@ void CudaBackend::MatMul(const Weight& w, const Weight* bias, const float* x, in
         last.i[kMmRows[j]] = rows;
         last.i[kMmRowBytes[j]] = static_cast<int64_t>(row_bytes);
         last.i[7] = j + 1;
-        grp = &last;
+        return NoteWrite(y, sizeof(float) * n * rows);
       }
     }
-    int blocks = 0;
-    int64_t part_rows = 0;
-    for (int j = 0; j < grp->i[7]; ++j) {
-      blocks += cuda::MmqRowBlocks(w.type, grp->i[kMmRows[j]], k);
-      part_rows += cuda::MmqPartRows(w.type, grp->i[kMmRows[j]], k);
-    }
-    grp->i[5] = cuda::MmqKSplit(w.type, blocks, k);
-    grp->i[8] = part_rows;
-    if (grp->i[5] > 1) {
-      if (const absl::Status st = Grow(&mmq_part_, &mmq_part_cap_,
-                                       sizeof(float) * static_cast<size_t>(grp->i[5]) * 16 * part_rows, "matvec partials");
-          !st.ok())
-        return Fail(st);
-      const size_t old_cap = mmq_cnt_cap_;
-      if (const absl::Status st = Grow(&mmq_cnt_, &mmq_cnt_cap_, sizeof(int) * blocks, "matvec counters"); !st.ok())
-        return Fail(st);
-      if (mmq_cnt_cap_ != old_cap) Fail(cudaMemsetAsync(mmq_cnt_, 0, mmq_cnt_cap_, stream_), "clearing counters");
-    }
-    if (grp != &op) return NoteWrite(y, sizeof(float) * n * rows);
   }
   if (path == kPathDequant || (path == kPathGemm && w.type != GgmlType::F32 && w.type != GgmlType::F16)) {
     const size_t row_f = static_cast<size_t>(k) * (path == kPathGemm ? 2 : 4);
@@ -1075,10 +1089,15 @@ void CudaBackend::ExecAll() {
 void CudaBackend::Exec(const OpRec& op) {
   const BatchDev bd = Bd();
   switch (op.kind) {
-    case kEmbed:
-      return Fail(cuda::LaunchEmbed(static_cast<GgmlType>(op.i[0]), op.p[0], op.i[1], bd,
-                                    static_cast<float*>(const_cast<void*>(op.p[1])), stream_),
-                  "embedding");
+    case kEmbed: {
+      const auto type = static_cast<GgmlType>(op.i[0]);
+      float* out = static_cast<float*>(const_cast<void*>(op.p[1]));
+      if (cuda::MmvSupported(type))  // packed: the token ids are the rows
+        return Fail(cuda::LaunchDequantPacked(type, op.p[0], op.i[1], bd.tokens, 0, bd.n_tokens, out, op.i[1], false,
+                                              stream_),
+                    "embedding");
+      return Fail(cuda::LaunchEmbed(type, op.p[0], op.i[1], bd, out, stream_), "embedding");
+    }
     case kRmsNorm:
       return Fail(cuda::LaunchRmsNorm(const_cast<float*>(static_cast<const float*>(op.p[0])),
                                       static_cast<const float*>(op.p[1]), static_cast<const float*>(op.p[2]),
@@ -1124,7 +1143,7 @@ void CudaBackend::Exec(const OpRec& op) {
         Fail(cuda::LaunchAttention(static_cast<const float*>(op.p[0]), kv, n_heads, n_kv, hd,
                                    static_cast<float>(op.f[0]), bd, tiles, w.tile0, w.tile1, w.tok0, w.tok1, bp->plan,
                                    static_cast<float*>(attn_part_), static_cast<float*>(const_cast<void*>(op.p[3])),
-                                   const_cast<void*>(op.p[5]), stream_),
+                                   stream_),
              "attention");
       }
       return;
@@ -1157,21 +1176,19 @@ void CudaBackend::ExecMatMul(const OpRec& op) {
   float* y = static_cast<float*>(const_cast<void*>(op.p[3]));
   const float* bias = static_cast<const float*>(op.p[1]);
   switch (op.i[4]) {
-    case kPathMmq: {
-      const size_t group_bytes = cuda::XQuantBytes(16, k);
+    case kPathMmv: {
+      // 16 columns per launch; their activation records start (c0 / 8) column tiles in.
+      const size_t ct_bytes = static_cast<size_t>(mmv::Groups(k)) * mmv::xq::kRec;
       const int nm = static_cast<int>(op.i[7]);
       for (int c0 = 0; c0 < n; c0 += 16) {
-        cuda::MmqMatrix mats[cuda::kMmqMaxMats];
+        cuda::MmvMatrix mats[cuda::kMmvMaxMats];
         for (int j = 0; j < nm; ++j) {
           const int64_t r = op.i[kMmRows[j]];
-          mats[j] = {op.p[kMmW[j]], static_cast<size_t>(op.i[kMmRowBytes[j]]), r,
-                     static_cast<const float*>(op.p[kMmBias[j]]),
+          mats[j] = {op.p[kMmW[j]], r, static_cast<const float*>(op.p[kMmBias[j]]),
                      static_cast<float*>(const_cast<void*>(op.p[kMmY[j]])) + c0 * r};
         }
-        const auto* xq = static_cast<const uint8_t*>(op.p[4]) + (c0 / 16) * group_bytes;
-        Fail(cuda::LaunchMmq(type, mats, nm, k, xq, std::min(16, n - c0), static_cast<int>(op.i[5]),
-                             static_cast<float*>(mmq_part_), op.i[8], static_cast<int*>(mmq_cnt_), stream_),
-             "matvec");
+        const auto* xq = static_cast<const uint8_t*>(op.p[4]) + (c0 / 8) * ct_bytes;
+        Fail(cuda::LaunchMmv(type, mats, nm, k, xq, std::min(16, n - c0), stream_), "matvec");
       }
       return;
     }
@@ -1185,7 +1202,10 @@ void CudaBackend::ExecMatMul(const OpRec& op) {
       const int64_t chunk = std::max<int64_t>(1, static_cast<int64_t>(slab_cap_ / 4) / k);
       for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
         const int64_t nr = std::min(chunk, rows - r0);
-        Fail(cuda::LaunchDequantRows(type, op.p[0], row_bytes, r0, nr, k, slab_, false, stream_), "dequantization");
+        Fail(cuda::MmvSupported(type)
+                 ? cuda::LaunchDequantPacked(type, op.p[0], k, nullptr, r0, nr, slab_, k, false, stream_)
+                 : cuda::LaunchDequantRows(type, op.p[0], row_bytes, r0, nr, k, slab_, false, stream_),
+             "dequantization");
         for (int c0 = 0; c0 < n; c0 += 16)
           Fail(cuda::LaunchFmv(GgmlType::F32, slab_, nr, k, x + c0 * k, k, std::min(16, n - c0),
                                bias ? bias + r0 : nullptr, y + c0 * rows + r0, rows, stream_),
@@ -1213,7 +1233,10 @@ void CudaBackend::ExecMatMul(const OpRec& op) {
           const int64_t chunk = std::max<int64_t>(1, static_cast<int64_t>(slab_cap_ / 2) / k);
           for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
             const int64_t nr = std::min(chunk, rows - r0);
-            Fail(cuda::LaunchDequantRows(type, op.p[0], row_bytes, r0, nr, k, slab_, true, stream_), "dequantization");
+            Fail(cuda::MmvSupported(type)
+                     ? cuda::LaunchDequantPacked(type, op.p[0], k, nullptr, r0, nr, slab_, k, true, stream_)
+                     : cuda::LaunchDequantRows(type, op.p[0], row_bytes, r0, nr, k, slab_, true, stream_),
+                 "dequantization");
             check(cublasGemmEx(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(nr), n, static_cast<int>(k), &one,
                                slab_, CUDA_R_16F, static_cast<int>(k), xhalf_, CUDA_R_16F, static_cast<int>(k), &zero,
                                y + r0, CUDA_R_32F, static_cast<int>(rows), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
@@ -1229,10 +1252,7 @@ void CudaBackend::ExecMatMul(const OpRec& op) {
 }
 
 void CudaBackend::RunGraph() {
-  // The matvec settings (kernel version, K-split target, v3 depth) are read at
-  // launch time: a graph captured under other settings must not replay.
-  std::vector<int64_t> shape = {b_.n_tokens, b_.n_out, b_.n_seqs, b_.bt_stride, static_cast<int64_t>(meta_used_),
-                                cuda::MmqConfigGeneration()};
+  std::vector<int64_t> shape = {b_.n_tokens, b_.n_out, b_.n_seqs, b_.bt_stride, static_cast<int64_t>(meta_used_)};
   for (const auto& [key, bp] : attn_plans_) {
     shape.push_back(bp.n_tiles);
     shape.push_back(bp.plan.kernel);

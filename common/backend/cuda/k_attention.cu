@@ -244,10 +244,9 @@ __global__ void __launch_bounds__(kAttnThreads) AttnSplitKernel(AttnArgs a) {
   }
 }
 
-// grid (tokens of the wave, n_heads), block: head_dim threads (<= 256). xq:
-// also quantize the output for the next matvec (head_dim % 32 == 0).
+// grid (tokens of the wave, n_heads), block: head_dim threads (<= 256).
 __global__ void AttnCombineKernel(const float* part, int n_heads, int hd, int max_splits, int split_len,
-                                  const int32_t* pos, int tok0, float* out, uint8_t* xq) {
+                                  const int32_t* pos, int tok0, float* out) {
   const int t = tok0 + blockIdx.x, head = blockIdx.y;
   const int ns = pos[t] / split_len + 1;
   const float* base = part + (static_cast<size_t>(blockIdx.x) * n_heads + head) * max_splits * (hd + 2);
@@ -262,9 +261,7 @@ __global__ void AttnCombineKernel(const float* part, int n_heads, int hd, int ma
       o = __fadd_rn(__fmul_rn(o, ea), __fmul_rn(p[2 + d], eb));
       m = mn;
     }
-    const float v = __fdiv_rn(o, l);
-    out[(static_cast<size_t>(t) * n_heads + head) * hd + d] = v;
-    if (xq) QuantizeUnitWarp(v, t, (static_cast<int64_t>(head) * hd + d) / 32, static_cast<int64_t>(n_heads) * hd / 32, xq);
+    out[(static_cast<size_t>(t) * n_heads + head) * hd + d] = __fdiv_rn(o, l);
   }
 }
 
@@ -625,8 +622,7 @@ __global__ void __launch_bounds__(256) AttnSplitV2Kernel(AttnArgs a) {
 // thread), the G group sums added in order. The order depends on the token's
 // position and hd only.
 __global__ void __launch_bounds__(256) AttnCombineV2Kernel(const float* part, int n_heads, int hd, int max_splits,
-                                                           int split_len, const int32_t* pos, int tok0, float* out,
-                                                           uint8_t* xq) {
+                                                           int split_len, const int32_t* pos, int tok0, float* out) {
   extern __shared__ __align__(16) float csm[];
   const int t = tok0 + blockIdx.x, head = blockIdx.y;
   const int ns = pos[t] / split_len + 1;
@@ -666,9 +662,7 @@ __global__ void __launch_bounds__(256) AttnCombineV2Kernel(const float* part, in
   for (int d = tid; d < hd; d += blockDim.x) {
     float o = acc[d];
     for (int k = 1; k < G; ++k) o = __fadd_rn(o, acc[k * hd + d]);
-    const float v = __fdiv_rn(o, L);
-    out[(static_cast<size_t>(t) * n_heads + head) * hd + d] = v;
-    if (xq) QuantizeUnitWarp(v, t, (static_cast<int64_t>(head) * hd + d) / 32, static_cast<int64_t>(n_heads) * hd / 32, xq);
+    out[(static_cast<size_t>(t) * n_heads + head) * hd + d] = __fdiv_rn(o, L);
   }
 }
 
@@ -705,23 +699,6 @@ size_t AttnPartialFloats(int n_tok, int n_heads, int head_dim, int max_splits) {
   return static_cast<size_t>(n_tok) * n_heads * max_splits * (head_dim + 4);
 }
 
-namespace {
-int g_attn_split = kAttnSplit;
-}  // namespace
-void SetAttnSplit(int positions) { g_attn_split = positions >= kAttnSub && positions % kAttnSub == 0 ? positions : kAttnSplit; }
-int GetAttnSplit() { return g_attn_split; }
-
-namespace {
-// SPECD_CUDA_ATTN=1 selects the v1 (FP32 shared-memory) attention everywhere.
-int InitialAttnKernel() {
-  const char* e = std::getenv("SPECD_CUDA_ATTN");
-  return e && (std::strcmp(e, "1") == 0 || std::strcmp(e, "v1") == 0) ? 1 : 2;
-}
-int g_attn_kernel = InitialAttnKernel();
-}  // namespace
-void SetAttnKernel(int version) { g_attn_kernel = version == 1 ? 1 : 2; }
-int GetAttnKernel() { return g_attn_kernel; }
-
 size_t AttnV2SmemBytes(GgmlType kv_type, int head_dim, int split_len) {
   size_t r = 0;
   DispatchV2(kv_type, head_dim, [&]<int HD, bool kQ8>() {
@@ -732,7 +709,7 @@ size_t AttnV2SmemBytes(GgmlType kv_type, int head_dim, int split_len) {
 }
 
 int AttnKernelFor(GgmlType kv_type, int head_dim, int split_len) {
-  if (g_attn_kernel != 2 || split_len < 32 || split_len % 32 != 0 || split_len / 32 > 8) return 1;
+  if (GetTuning().attn_kernel != 2 || split_len < 32 || split_len % 32 != 0 || split_len / 32 > 8) return 1;
   const size_t bytes = AttnV2SmemBytes(kv_type, head_dim, split_len);
   if (bytes == 0 || bytes > static_cast<size_t>(GetDeviceInfo().smem_optin)) return 1;
   return 2;
@@ -767,12 +744,11 @@ cudaError_t LaunchKvWrite(const float* k, const float* v, int n_kv_heads, int he
 
 cudaError_t LaunchAttention(const float* q, const KvDev& kv, int n_heads, int n_kv_heads, int head_dim, float scale,
                             const BatchDev& b, const AttnTile* tiles_dev, int tile0, int tile1, int tok0, int tok1,
-                            const AttnPlan& plan, float* partials, float* out, void* xq, cudaStream_t s) {
+                            const AttnPlan& plan, float* partials, float* out, cudaStream_t s) {
   if (tile1 <= tile0) return cudaSuccess;
   AttnArgs a{q, kv, n_heads, n_kv_heads, head_dim, scale, b, tiles_dev, tile0, tok0, plan, partials};
   dim3 grid((tile1 - tile0) * plan.n_gchunks, n_kv_heads, plan.max_splits);
   dim3 cgrid(tok1 - tok0, n_heads);
-  if (xq && head_dim % 32 != 0) return cudaErrorInvalidValue;
   if (plan.kernel == 2) {
     if (plan.rows_max > kAttnV2Rows) return cudaErrorInvalidValue;
     const size_t smem = AttnV2SmemBytes(kv.type, head_dim, plan.split_len);
@@ -785,15 +761,14 @@ cudaError_t LaunchAttention(const float* q, const KvDev& kv, int n_heads, int n_
     if (e != cudaSuccess) return e;
     const size_t csmem = sizeof(float) * (((plan.max_splits + 3) & ~3) + 4 + 1024);
     AttnCombineV2Kernel<<<cgrid, 256, csmem, s>>>(partials, n_heads, head_dim, plan.max_splits, plan.split_len, b.pos,
-                                                  tok0, out, static_cast<uint8_t*>(xq));
+                                                  tok0, out);
     return LaunchResult();
   }
   AttnSplitKernel<<<grid, kAttnThreads, AttnSmemBytes(plan.rows_max, head_dim), s>>>(a);
   cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess) return e;
   AttnCombineKernel<<<cgrid, head_dim < 256 ? head_dim : 256, 0, s>>>(partials, n_heads, head_dim, plan.max_splits,
-                                                                     plan.split_len, b.pos, tok0, out,
-                                                                     static_cast<uint8_t*>(xq));
+                                                                     plan.split_len, b.pos, tok0, out);
   return LaunchResult();
 }
 

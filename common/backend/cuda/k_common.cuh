@@ -3,11 +3,13 @@
 // MMA, cp.async. Only included by .cu files.
 #pragma once
 #include <cstdint>
+#include <utility>
 
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include "common/backend/cuda/kernels.h"
+#include "common/quant/mmv_tiles.h"
 #include "common/util/fp16.h"
 
 namespace specd::cuda {
@@ -72,43 +74,89 @@ __device__ __forceinline__ void CpAsyncWait() {
 // Exact half -> float in one instruction (same value as HalfToFloat).
 __device__ __forceinline__ float H2F(uint16_t h) { return __half2float(__ushort_as_half(h)); }
 
-// ---- quantized activations (see k_matvec.cu) ----
-constexpr int kXqFrag = 1024;  // bytes per (unit, column group): 16 cols x 4 lanes x 16 B
-constexpr int kXqSc = 128;     // 16 cols x float2 {scale, sum32}
-constexpr int kXqS16 = 128;    // 16 cols x float2 {sum16 lo, sum16 hi}
-constexpr int kXqUnit = kXqFrag + kXqSc + kXqS16;
-
-// Quantizes one 32-element unit `u` of column `col` (a row of x), one element
-// per lane (lane = element index), into the xq buffer of a matrix with `nu`
-// units per row: x ~ scale * (254 * hi + lo), hi and lo int8, plus the unit's
-// sums. Shared by the standalone pass and the fused producers so both write
-// identical bytes.
-__device__ __forceinline__ void QuantizeUnitWarp(float v, int col, int64_t u, int64_t nu, uint8_t* xq) {
+// ---- quantized activations (layout: mmv::xq in common/quant/mmv_tiles.h) ----
+// Quantizes group `group` of column `col` into the activation records at xq
+// (`groups` per column): one warp, v[u] = element 32 u + lane of the group
+// (0 past the row's end). Shared by the standalone pass and the producers
+// that fuse it (RMSNorm, SwiGLU), so both write identical bytes.
+__device__ __forceinline__ void QuantizeGroupWarp(const float (&v)[8], int col, int64_t group, int64_t groups,
+                                                  uint8_t* xq) {
   const int lane = threadIdx.x & 31;
-  const float amax = WarpMax(fabsf(v));
-  int hi = 0, lo = 0;
-  float scale = 0.0f;
-  if (amax > 0.0f) {
-    const float inv = __fdiv_rn(127.0f, amax);
-    const float q = __fmul_rn(v, inv);
-    hi = max(-127, min(127, __float2int_rn(q)));
-    lo = max(-127, min(127, __float2int_rn(__fmul_rn(__fsub_rn(q, static_cast<float>(hi)), 254.0f))));
-    scale = __fdiv_rn(amax, 32258.0f);  // 127 * 254
-  }
-  float s16 = v;
+  float am = 0.0f;
 #pragma unroll
-  for (int o = 8; o > 0; o >>= 1) s16 = __fadd_rn(s16, __shfl_xor_sync(kFull, s16, o));
-  const float s16a = __shfl_sync(kFull, s16, 0), s16b = __shfl_sync(kFull, s16, 16);
-  const int cg = col / 16, c = col % 16;
-  uint8_t* base = xq + (static_cast<int64_t>(cg) * nu + u) * kXqUnit;
-  const int t = lane / 8, e = lane % 8;
-  uint8_t* frag = base + (c * 4 + t) * 16;
-  frag[e] = static_cast<uint8_t>(static_cast<int8_t>(hi));
-  frag[8 + e] = static_cast<uint8_t>(static_cast<int8_t>(lo));
-  if (lane == 0) {
-    reinterpret_cast<float2*>(base + kXqFrag)[c] = make_float2(scale, __fadd_rn(s16a, s16b));
-    reinterpret_cast<float2*>(base + kXqFrag + kXqSc)[c] = make_float2(s16a, s16b);
+  for (int u = 0; u < 8; ++u) am = fmaxf(am, fabsf(v[u]));
+  am = WarpMax(am);
+  const float inv = mmv::XqInv(am);
+  uint8_t* rec = xq + mmv::XqRecordOffset(groups, col, group);
+  const int g = col & 7;
+  int mine16 = 0;  // lane L < 16: the sum of 16-unit L
+#pragma unroll
+  for (int u = 0; u < 8; ++u) {
+    int hi = 0, lo = 0;
+    if (am > 0.0f) mmv::XqHiLo(v[u], inv, &hi, &lo);
+    uint8_t* f = rec + mmv::xq::kFrag + 512 * u + mmv::XqFragByte(g, lane);
+    f[0] = static_cast<uint8_t>(static_cast<int8_t>(hi));
+    f[8] = static_cast<uint8_t>(static_cast<int8_t>(lo));
+    int sum = 254 * hi + lo;
+#pragma unroll
+    for (int o = 8; o > 0; o >>= 1) sum += __shfl_xor_sync(kFull, sum, o);
+    const int s_lo = __shfl_sync(kFull, sum, 0), s_hi = __shfl_sync(kFull, sum, 16);
+    if (lane == 2 * u) mine16 = s_lo;
+    if (lane == 2 * u + 1) mine16 = s_hi;
   }
+  const int mine32 = __shfl_sync(kFull, mine16, (2 * lane) & 31) + __shfl_sync(kFull, mine16, (2 * lane + 1) & 31);
+  int q16[4], q32[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    q16[i] = __shfl_sync(kFull, mine16, 4 * (lane & 3) + i);
+    q32[i] = __shfl_sync(kFull, mine32, 4 * (lane & 1) + i);
+  }
+  auto limbs = [](const int (&q)[4]) {
+    uint4 w;
+    uint32_t* ws = &w.x;
+#pragma unroll
+    for (int limb = 0; limb < 3; ++limb)
+      ws[limb] = mmv::XqLimbByte(q[0], limb) | (mmv::XqLimbByte(q[1], limb) << 8) |
+                 (mmv::XqLimbByte(q[2], limb) << 16) | (mmv::XqLimbByte(q[3], limb) << 24);
+    w.w = 0;
+    return w;
+  };
+  if (lane < 4) *reinterpret_cast<uint4*>(rec + mmv::xq::kLimb16 + 16 * (4 * g + lane)) = limbs(q16);
+  else if (lane < 6) *reinterpret_cast<uint4*>(rec + mmv::xq::kLimb32 + 16 * (4 * g + lane - 4)) = limbs(q32);
+  if (lane < 8) reinterpret_cast<int32_t*>(rec + mmv::xq::kSum32)[8 * g + lane] = mine32;
+  if (lane == 8) reinterpret_cast<float*>(rec + mmv::xq::kScale)[g] = mmv::XqScale(am);
+}
+
+// ---- programmatic dependent launch (sm_90; no-ops elsewhere) ----
+// Wait until the previous kernel in the stream has finished and its writes
+// are visible; everything before this may only read data no kernel writes.
+__device__ __forceinline__ void GridDepWait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+// Let the next kernel start launching (its prologue overlaps our tail).
+__device__ __forceinline__ void GridDepLaunch() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+// Launches with programmatic stream serialization where the device and the
+// tuning allow it (the kernel must call GridDepWait before reading what the
+// previous kernel wrote).
+template <class... KArgs, class... Args>
+cudaError_t LaunchPdl(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t s, Args&&... args) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = s;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = GetDeviceInfo().cc_major >= 9 && GetTuning().pdl ? 1 : 0;
+  return cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
 }
 
 inline cudaError_t LaunchResult() { return cudaGetLastError(); }

@@ -13,6 +13,7 @@ namespace specd::cuda {
 namespace {
 
 DeviceInfo g_info;
+Tuning g_tuning;
 
 // Dequantizes block `b` of a row of `type` into y (block_size floats).
 template <GgmlType T>
@@ -67,6 +68,17 @@ bool Dispatch(GgmlType t, F&& f) {
   }
 }
 
+// Float formats only: quantized matrices are stored packed (k_matvec.cu).
+template <class F>
+bool DispatchFloat(GgmlType t, F&& f) {
+  switch (t) {
+    case GgmlType::F32: f.template operator()<GgmlType::F32>(); return true;
+    case GgmlType::F16: f.template operator()<GgmlType::F16>(); return true;
+    case GgmlType::BF16: f.template operator()<GgmlType::BF16>(); return true;
+    default: return false;
+  }
+}
+
 // ---- embedding ----
 template <GgmlType T>
 __global__ void EmbedKernel(const uint8_t* emb, int64_t ne0, size_t row_bytes, const int32_t* tokens, float* out) {
@@ -104,10 +116,20 @@ __global__ void RmsNormWarpKernel(float* x, const float* add, const float* w, fl
   ss = WarpSumD(ss);
   const float s = static_cast<float>(1.0 / sqrt(ss / dim + static_cast<double>(eps)));
   float* o = out + static_cast<int64_t>(row) * dim;
-  for (int i = lane; i < dim; i += 32) {
-    const float v = __fmul_rn(__fmul_rn(xr[i], s), w[i]);
-    o[i] = v;
-    if (xq) QuantizeUnitWarp(v, row, i / 32, dim / 32, xq);
+  if (!xq) {
+    for (int i = lane; i < dim; i += 32) o[i] = __fmul_rn(__fmul_rn(xr[i], s), w[i]);
+    return;
+  }
+  const int64_t groups = mmv::Groups(dim);
+  for (int64_t g = 0; g < groups; ++g) {
+    float v[8];
+#pragma unroll
+    for (int u = 0; u < 8; ++u) {
+      const int64_t i = g * mmv::kGroup + 32 * u + lane;
+      v[u] = i < dim ? __fmul_rn(__fmul_rn(xr[i], s), w[i]) : 0.0f;
+      if (i < dim) o[i] = v[u];
+    }
+    QuantizeGroupWarp(v, row, g, groups, xq);
   }
 }
 
@@ -138,11 +160,22 @@ __global__ void RmsNormBlockKernel(float* x, const float* add, const float* w, f
   __syncthreads();
   const float s = scale;
   float* o = out + row * dim;
-  for (int i = threadIdx.x; i < dim; i += blockDim.x) {
-    const float v = __fmul_rn(__fmul_rn(xr[i], s), w[i]);
-    o[i] = v;
-    // Warp w covers the 32 elements [i - lane, i - lane + 32): one unit.
-    if (xq) QuantizeUnitWarp(v, static_cast<int>(row), i / 32, dim / 32, xq);
+  if (!xq) {
+    for (int i = threadIdx.x; i < dim; i += blockDim.x) o[i] = __fmul_rn(__fmul_rn(xr[i], s), w[i]);
+    return;
+  }
+  // Fused quantization: warp w takes groups w, w + warps, ... (one warp per group).
+  const int lane = threadIdx.x & 31, nw = blockDim.x / 32;
+  const int64_t groups = mmv::Groups(dim);
+  for (int64_t g = threadIdx.x / 32; g < groups; g += nw) {
+    float v[8];
+#pragma unroll
+    for (int u = 0; u < 8; ++u) {
+      const int64_t i = g * mmv::kGroup + 32 * u + lane;
+      v[u] = i < dim ? __fmul_rn(__fmul_rn(xr[i], s), w[i]) : 0.0f;
+      if (i < dim) o[i] = v[u];
+    }
+    QuantizeGroupWarp(v, static_cast<int>(row), g, groups, xq);
   }
 }
 
@@ -198,16 +231,22 @@ __global__ void SwiGLUKernel(const float* gate, const float* up, int64_t n, floa
     out[i] = Silu(gate[i], up[i]);
 }
 
-// One warp per 32-element unit, also quantizing it (dim % 32 == 0).
+// One warp per (row, group of 256), also quantizing it.
 __global__ void SwiGLUQuantKernel(const float* gate, const float* up, int rows, int dim, float* out, uint8_t* xq) {
-  const int64_t nu = dim / 32;
+  const int64_t groups = mmv::Groups(dim);
   const int lane = threadIdx.x & 31;
-  for (int64_t gu = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) / 32; gu < rows * nu;
-       gu += static_cast<int64_t>(gridDim.x) * blockDim.x / 32) {
-    const int64_t i = gu * 32 + lane;
-    const float v = Silu(gate[i], up[i]);
-    out[i] = v;
-    QuantizeUnitWarp(v, static_cast<int>(gu / nu), gu % nu, nu, xq);
+  for (int64_t wg = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) / 32; wg < rows * groups;
+       wg += static_cast<int64_t>(gridDim.x) * blockDim.x / 32) {
+    const int64_t row = wg / groups, g = wg % groups;
+    float v[8];
+#pragma unroll
+    for (int u = 0; u < 8; ++u) {
+      const int64_t i = g * mmv::kGroup + 32 * u + lane;
+      const int64_t idx = row * dim + i;
+      v[u] = i < dim ? Silu(gate[idx], up[idx]) : 0.0f;
+      if (i < dim) out[idx] = v[u];
+    }
+    QuantizeGroupWarp(v, static_cast<int>(row), g, groups, xq);
   }
 }
 
@@ -340,11 +379,12 @@ __device__ void RandomBlock(uint8_t* dst, uint64_t seed, int64_t b, float sigma)
 }
 
 template <GgmlType T>
-__global__ void RandomFillKernel(uint8_t* dst, int64_t nblocks, uint64_t seed, float sigma, float mean) {
+__global__ void RandomFillKernel(uint8_t* dst, int64_t block0, int64_t nblocks, uint64_t seed, float sigma,
+                                 float mean) {
   for (int64_t b = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; b < nblocks;
        b += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     uint8_t* p = dst + b * Geo<T>::kBytes;
-    RandomBlock<T>(p, seed, b, sigma);
+    RandomBlock<T>(p, seed, block0 + b, sigma);
     if constexpr (T == GgmlType::F32) {
       if (mean != 0.0f) *reinterpret_cast<float*>(p) += mean;
     }
@@ -361,9 +401,16 @@ int GridFor(int64_t n, int threads) {
 void SetDeviceInfo(const DeviceInfo& d) { g_info = d; }
 const DeviceInfo& GetDeviceInfo() { return g_info; }
 
+void SetTuning(const Tuning& t) {
+  g_tuning = t;
+  if (g_tuning.attn_split < kAttnSub || g_tuning.attn_split % kAttnSub != 0) g_tuning.attn_split = kAttnSplit;
+  if (g_tuning.attn_kernel != 1) g_tuning.attn_kernel = 2;
+}
+const Tuning& GetTuning() { return g_tuning; }
+
 cudaError_t LaunchEmbed(GgmlType type, const void* emb, int64_t ne0, const BatchDev& b, float* out, cudaStream_t s) {
   const size_t row_bytes = RowBytes(type, ne0);
-  const bool ok = Dispatch(type, [&]<GgmlType T>() {
+  const bool ok = DispatchFloat(type, [&]<GgmlType T>() {
     const int64_t nb = ne0 / Geo<T>::kQk;
     const int threads = Geo<T>::kQk == 1 ? 256 : 64;
     dim3 grid(CeilDiv(nb, threads), b.n_tokens);
@@ -375,7 +422,6 @@ cudaError_t LaunchEmbed(GgmlType type, const void* emb, int64_t ne0, const Batch
 cudaError_t LaunchRmsNorm(float* x, const float* add, const float* w, float eps, int rows, int dim, float* out,
                           void* xq_v, cudaStream_t s) {
   if (rows <= 0) return cudaSuccess;
-  if (xq_v && dim % 32 != 0) return cudaErrorInvalidValue;
   uint8_t* xq = static_cast<uint8_t*>(xq_v);
   if (dim <= 1024) {
     const int wpb = 8;
@@ -402,8 +448,8 @@ cudaError_t LaunchSwiGLU(const float* gate, const float* up, int n, int dim, flo
   const int64_t total = static_cast<int64_t>(n) * dim;
   if (total <= 0) return cudaSuccess;
   if (xq) {
-    if (dim % 32 != 0) return cudaErrorInvalidValue;
-    SwiGLUQuantKernel<<<GridFor(total, 256), 256, 0, s>>>(gate, up, n, dim, out, static_cast<uint8_t*>(xq));
+    SwiGLUQuantKernel<<<GridFor(static_cast<int64_t>(n) * mmv::Groups(dim) * 32, 256), 256, 0, s>>>(
+        gate, up, n, dim, out, static_cast<uint8_t*>(xq));
   } else {
     SwiGLUKernel<<<GridFor(total, 256), 256, 0, s>>>(gate, up, total, out);
   }
@@ -429,7 +475,7 @@ cudaError_t LaunchAddBias(float* y, const float* bias, int n, int rows, int64_t 
 
 cudaError_t LaunchDequantRows(GgmlType type, const void* w, size_t row_bytes, int64_t r0, int64_t nrows, int64_t k,
                               void* dst, bool to_f16, cudaStream_t s) {
-  const bool ok = Dispatch(type, [&]<GgmlType T>() {
+  const bool ok = DispatchFloat(type, [&]<GgmlType T>() {
     const int64_t total = (k / Geo<T>::kQk) * nrows;
     const int threads = Geo<T>::kQk == 1 ? 256 : 64;
     DequantRowsKernel<T><<<CeilDiv(total, threads), threads, 0, s>>>(static_cast<const uint8_t*>(w), row_bytes, r0,
@@ -443,8 +489,8 @@ cudaError_t LaunchToHalf(const float* x, int64_t count, void* dst, cudaStream_t 
   return LaunchResult();
 }
 
-cudaError_t LaunchRandomFill(GgmlType type, void* dst, int64_t ne0, int64_t ne1, int kind, uint64_t seed,
-                             cudaStream_t s) {
+cudaError_t LaunchRandomFill(GgmlType type, void* dst, int64_t ne0, int64_t row0, int64_t ne1, int kind,
+                             uint64_t seed, cudaStream_t s) {
   float sigma = 1.0f / sqrtf(static_cast<float>(ne0 > 0 ? ne0 : 1)), mean = 0.0f;
   if (kind == 1) sigma = 1.0f;
   if (kind == 2) {
@@ -453,9 +499,9 @@ cudaError_t LaunchRandomFill(GgmlType type, void* dst, int64_t ne0, int64_t ne1,
   }
   if (kind == 3) sigma = 0.05f;
   const bool ok = Dispatch(type, [&]<GgmlType T>() {
-    const int64_t nblocks = ne0 / Geo<T>::kQk * ne1;
-    RandomFillKernel<T><<<GridFor(nblocks, 128), 128, 0, s>>>(static_cast<uint8_t*>(dst), nblocks, seed, sigma,
-                                                              mean);
+    const int64_t per_row = ne0 / Geo<T>::kQk;
+    RandomFillKernel<T><<<GridFor(per_row * ne1, 128), 128, 0, s>>>(static_cast<uint8_t*>(dst), row0 * per_row,
+                                                                    per_row * ne1, seed, sigma, mean);
   });
   return ok ? LaunchResult() : cudaErrorInvalidValue;
 }
