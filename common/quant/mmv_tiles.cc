@@ -104,43 +104,48 @@ void Emulate(GgmlType t, const uint8_t* packed, int64_t rows, int64_t k, const u
   const Layout l = LayoutOf(t);
   const int64_t groups = Groups(k);
   std::vector<RowGroup> rg(static_cast<size_t>(groups));
+  // One group's value for row r's decoded groups and column c.
+  auto group_value = [&](const RowGroup& q, int c, int64_t gi, float* dx) {
+    const int g = c % 8;
+    const uint8_t* xr = xq + XqRecordOffset(groups, c, gi);
+    std::memcpy(dx, xr + xq::kScale + 4 * g, 4);
+    if (l.kquant) {
+      const int units = l.unit16 ? 16 : 8, len = l.unit16 ? 16 : 32;
+      int shi = 0, slo = 0, m = 0;
+      for (int u = 0; u < units; ++u) {
+        const int sc = KScale(t, q, u);
+        shi += sc * UnitDot(t, q, xr, g, len * u, len, false);
+        slo += sc * UnitDot(t, q, xr, g, len * u, len, true);
+        if (HasMins(t)) m += KMin(t, q, u) * LimbSum(xr, g, u, l.unit16);
+      }
+      return KGroupValue(shi, slo, m, KD(t, q), KOff(t, q));
+    }
+    float v = 0.0f;
+    for (int u = 0; u < kUnits; ++u) {
+      int32_t xi;
+      std::memcpy(&xi, xr + xq::kSum32 + 4 * (8 * g + u), 4);
+      v = LegacyUnit(v, UnitDot(t, q, xr, g, 32 * u, 32, false), UnitDot(t, q, xr, g, 32 * u, 32, true), xi,
+                     LegacyD(t, q, u), LegacyM(t, q, u), HasMins(t));
+    }
+    return v;
+  };
   for (int64_t r = 0; r < rows; ++r) {
+    const int64_t tile = r / kTileRows;
     for (int64_t gi = 0; gi < groups; ++gi)
-      DecodeRecordRow(t, packed + RecordOffset(t, groups, r / kTileRows, gi), static_cast<int>(r % kTileRows), &rg[gi]);
+      DecodeRecordRow(t, packed + RecordOffset(t, groups, tile, gi), static_cast<int>(r % kTileRows), &rg[gi]);
+    const int64_t first = plan.First(tile), parts = plan.Parts(tile);
     for (int c = 0; c < n; ++c) {
-      const int g = c % 8;
       float out = 0.0f;
-      for (int w = 0; w < plan.warps; ++w) {
+      for (int64_t p = 0; p < parts; ++p) {  // each warp's share of the tile, in warp order
+        const int64_t w = first + p;
+        const int64_t r0 = std::max(plan.Lo(w), tile * groups), r1 = std::min(plan.Lo(w + 1), (tile + 1) * groups);
         float acc = 0.0f;
-        const int64_t g0 = static_cast<int64_t>(w) * plan.gpw, g1 = std::min<int64_t>(groups, g0 + plan.gpw);
-        for (int64_t gi = g0; gi < g1; ++gi) {
-          const RowGroup& q = rg[gi];
-          const uint8_t* xr = xq + XqRecordOffset(groups, c, gi);
+        for (int64_t rec = r0; rec < r1; ++rec) {
           float dx;
-          std::memcpy(&dx, xr + xq::kScale + 4 * g, 4);
-          float v;
-          if (l.kquant) {
-            const int units = l.unit16 ? 16 : 8, len = l.unit16 ? 16 : 32;
-            int shi = 0, slo = 0, m = 0;
-            for (int u = 0; u < units; ++u) {
-              const int sc = KScale(t, q, u);
-              shi += sc * UnitDot(t, q, xr, g, len * u, len, false);
-              slo += sc * UnitDot(t, q, xr, g, len * u, len, true);
-              if (HasMins(t)) m += KMin(t, q, u) * LimbSum(xr, g, u, l.unit16);
-            }
-            v = KGroupValue(shi, slo, m, KD(t, q), KOff(t, q));
-          } else {
-            v = 0.0f;
-            for (int u = 0; u < kUnits; ++u) {
-              int32_t xi;
-              std::memcpy(&xi, xr + xq::kSum32 + 4 * (8 * g + u), 4);
-              v = LegacyUnit(v, UnitDot(t, q, xr, g, 32 * u, 32, false), UnitDot(t, q, xr, g, 32 * u, 32, true), xi,
-                             LegacyD(t, q, u), LegacyM(t, q, u), HasMins(t));
-            }
-          }
+          const float v = group_value(rg[rec - tile * groups], c, rec - tile * groups, &dx);
           acc = Fma(dx, v, acc);
         }
-        out = w == 0 ? acc : Add(out, acc);
+        out = p == 0 ? acc : Add(out, acc);
       }
       y[static_cast<size_t>(c) * rows + r] = bias ? Add(out, bias[r]) : out;
     }

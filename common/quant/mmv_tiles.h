@@ -535,20 +535,39 @@ SPECD_HD float LegacyUnit(float acc, int dh, int dl, int xi, float d, float m, b
   return Fma(d, Fma(254.0f, I2F(dh), I2F(dl)), acc);
 }
 
-// Warps per tile and groups per warp: a function of the shapes and the SM
-// count only (never of the column count), so results are batch-invariant.
+// The split of a launch's records over its warps: records are numbered
+// tile-major (r = tile * groups + group, tiles of all the launch's matrices
+// in order) and warp w takes [Lo(w), Lo(w + 1)), a contiguous run that may
+// span several tiles or part of one. A tile shared by several warps ("parts")
+// is summed in part order. The number of warps depends on the shapes and the
+// device only (never on the number of columns), so results are batch-invariant.
 struct Plan {
-  int warps = 1;
-  int gpw = 1;  // groups per warp; warp w takes groups [w gpw, min((w+1) gpw, groups))
+  int64_t records = 1;
+  int64_t groups = 1;
+  int64_t warps = 1;
+  SPECD_HD int64_t Lo(int64_t w) const { return records * w / warps; }
+  SPECD_HD int64_t Owner(int64_t r) const {  // the warp whose run holds record r
+    int64_t c = r * warps / records;
+    while (c + 1 < warps && Lo(c + 1) <= r) ++c;
+    return c;
+  }
+  SPECD_HD int64_t First(int64_t tile) const { return Owner(tile * groups); }
+  SPECD_HD int64_t Parts(int64_t tile) const { return Owner(tile * groups + groups - 1) - First(tile) + 1; }
+  // An upper bound of Parts over all tiles.
+  SPECD_HD int64_t MaxParts() const {
+    const int64_t per = records / warps;  // every run has at least this many records
+    return per > 0 ? (groups + per - 1) / per + 1 : groups;
+  }
 };
-SPECD_HD Plan PlanFor(int64_t tiles, int64_t groups, int sm_count) {
-  const int64_t target = static_cast<int64_t>(sm_count > 0 ? sm_count : 1) * 24;  // resident warps to aim for
-  int64_t w = (target + tiles / 2) / (tiles > 0 ? tiles : 1);
-  w = w < 1 ? 1 : w > kMaxWarps ? kMaxWarps : w;
-  if (w > groups) w = groups;
+constexpr int64_t kMinRecordsPerWarp = 2;
+// resident_warps: how many warps of the kernel the device runs at once.
+SPECD_HD Plan PlanFor(int64_t tiles, int64_t groups, int64_t resident_warps) {
   Plan p;
-  p.gpw = static_cast<int>((groups + w - 1) / w);
-  p.warps = static_cast<int>((groups + p.gpw - 1) / p.gpw);
+  p.groups = groups;
+  p.records = tiles * groups;
+  int64_t w = p.records / kMinRecordsPerWarp;
+  if (w > resident_warps) w = resident_warps;
+  p.warps = w < 1 ? 1 : w;
   return p;
 }
 

@@ -9,6 +9,11 @@
 #           trained pair and a derived 100m Q8_0 pair
 #   bench   gpu_check --bench (matvec/attention microbenchmarks, model decode/verify)
 #   e2e     tests/gpu/e2e_device.sh bench (specd bench on the 27B/32B shapes)
+#   bench27 specd bench on the 27B-class Q4_K_S shape (depth 0-ish and 4096,
+#           verify k = 1..8) and the Qwen2.5-3B draft shape, synthetic weights
+#   ncustep per-kernel GPU time of one 27B-class decode step (ncu, graphs off)
+#   peerbuild  starts building llama.cpp (the peer, from .peer/) detached, so
+#           that it finishes during this call's other stages; idempotent
 # Carries: .gpu_carry (gpu_check + abseil) and .devpack/devcarry.tar.xz (the
 # product binaries and libraries, tests/gpu/make_carry.sh, packed to fit).
 #   run(command="bash tests/gpu/device_round.sh check ipc spec", carry=[".gpu_carry", ".devpack"])
@@ -63,6 +68,58 @@ for stage in "$@"; do
       spec_pairs cuda "--backend cuda" 1b Q4_K_M 128 ;;
     cpuspec)
       spec_pairs cpu "--backend cpu --threads ${CPU_THREADS:-8}" 100m Q8_0 96 ;;
+    bench27)
+      export LD_LIBRARY_PATH="$C/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+      B="$S bench --backend cuda --reps 10 --bandwidth-bytes 4GiB"
+      for ctx in 64 4096; do
+        stamp "bench 27B Q4_K_S ctx $ctx"
+        timeout 240 $B --preset qwen3-27b --type Q4_K_S --kv-type q8_0 --ctx $ctx --prefill 256 --batches 1 \
+          --verify-k 1,2,3,4,5,6,7,8 --json "$OUT/b27s_ctx$ctx.json" > "$OUT/b27s_ctx$ctx.txt" 2>&1
+        echo "rc=$?"; grep -vE "^ts=" "$OUT/b27s_ctx$ctx.txt" | tail -n 24
+      done
+      stamp "bench 3B-class draft Q4_K_M ctx 4096"
+      timeout 120 $B --preset qwen2.5-3b --type Q4_K_M --kv-type q8_0 --ctx 4096 --prefill 256 --batches 1 --verify-k 1,6 \
+        > "$OUT/b3b.txt" 2>&1
+      echo "rc=$?"; grep -vE "^ts=" "$OUT/b3b.txt" | tail -n 12 ;;
+    ncustep)
+      stamp "ncu: one 27B-class decode step"
+      export LD_LIBRARY_PATH="$root/.gpu_carry/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+      ncu_bin=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+      timeout 300 "$ncu_bin" --clock-control none --cache-control none --profile-from-start off --metrics gpu__time_duration.sum --csv \
+        "$root/.gpu_carry/bin/gpu_check" --profile-step > "$OUT/ncu_step.csv" 2> "$OUT/ncu_step.err"
+      echo "rc=$?"
+      python3 - "$OUT/ncu_step.csv" <<'PY'
+import csv, sys, re, collections
+rows = list(csv.reader(open(sys.argv[1])))
+hdr = next((i for i, r in enumerate(rows) if "Kernel Name" in r), None)
+if hdr is None:
+    print("no ncu rows"); sys.exit(0)
+h = rows[hdr]; ki, mi, vi = h.index("Kernel Name"), h.index("Metric Name"), h.index("Metric Value")
+tot = collections.defaultdict(float); cnt = collections.Counter()
+for r in rows[hdr + 1:]:
+    if len(r) <= vi or r[mi] != "gpu__time_duration.sum": continue
+    name = re.sub(r"\(.*", "", r[ki]); name = re.sub(r"<.*", "", name).split("::")[-1]
+    v = float(r[vi].replace(",", "")); unit = 1.0
+    tot[name] += v; cnt[name] += 1
+all_ = sum(tot.values())
+print(f"kernels {sum(cnt.values())}, sum of GPU times {all_/1e3:.1f} (unit as ncu reports: ns -> us)")
+for k, v in sorted(tot.items(), key=lambda x: -x[1]):
+    print(f"  {k:32s} n={cnt[k]:4d} total={v/1e3:9.1f} us  mean={v/cnt[k]/1e3:8.2f} us")
+PY
+      ;;
+    peerbuild)
+      if [ ! -x /tmp/peer/lcb/bin/llama-bench ] && [ ! -f /tmp/peer/started ]; then
+        mkdir -p /tmp/peer && touch /tmp/peer/started
+        setsid nohup bash -c "cd /tmp/peer && tar xJf '$root/.peer/llama.cpp-b0.3.36-cuda-src.tar.xz' &&
+          for d in app pocs examples/training examples/sycl; do mkdir -p llama.cpp/\$d; touch llama.cpp/\$d/CMakeLists.txt; done &&
+          cmake -S llama.cpp -B lcb -G Ninja -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DLLAMA_CURL=OFF \
+            -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF -DCMAKE_BUILD_TYPE=Release &&
+          cmake --build lcb -j12 --target llama-bench llama-speculative-simple llama-completion; echo rc=\$? > /tmp/peer/done" \
+          > /tmp/peer/build.log 2>&1 < /dev/null &
+        stamp "peer build started (detached)"
+      else
+        stamp "peer build: $(cat /tmp/peer/done 2>/dev/null || echo running)"
+      fi ;;
     *) echo "unknown stage $stage"; rc=2 ;;
   esac
 done

@@ -24,6 +24,7 @@
 //    verify == 16-token batch bit for bit.
 //  * CUDA IPC export/open across processes; the device acceptance rule equal
 //    to VerifyProposals.
+#include <cuda_profiler_api.h>
 #include <cuda_runtime.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
@@ -574,7 +575,7 @@ void CheckMatMul(OpEnv& env, GgmlType type, int64_t rows, int64_t k) {
   Check(worst <= bound, absl::StrCat(tag, ": n=1..40 vs CPU, max rel err ", Fmt(worst), " (bound ", Fmt(bound), ")"));
   Check(inv, tag + ": each column bit-identical whatever the column count (1..40)");
   if (packed) {  // the kernel computes exactly what the host emulation of its arithmetic computes
-    const mmv::Plan plan = cuda::MmvPlan(mmv::Tiles(rows), k);
+    const mmv::Plan plan = cuda::MmvPlan(type, mmv::Tiles(rows), k);
     bool same = true;
     int first_bad = -1;
     for (int n : {1, 7, 9, 16, 40}) {
@@ -588,7 +589,7 @@ void CheckMatMul(OpEnv& env, GgmlType type, int64_t rows, int64_t k) {
       }
     }
     Check(same, absl::StrCat(tag, ": kernel == host emulation bit for bit for n = 1, 7, 9, 16, 40 (", plan.warps,
-                             " warps x ", plan.gpw, " groups per tile)",
+                             " warps, up to ", plan.MaxParts(), " per tile)",
                              first_bad > 0 ? absl::StrCat("; first difference at n=", first_bad) : ""));
   }
   // Reference path and cuBLAS path.
@@ -923,7 +924,7 @@ struct MatvecBench {
 void BenchMatvec(double copy_gbs, std::vector<GgmlType> types = {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K,
                                                                   GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q2_K}) {
   std::printf("BENCH matvec: weight GB/s (%% of copy bandwidth) and us per type, matrix rows x K, columns n "
-              "[warps per tile x groups per warp]\n");
+              "[warps of the launch, parts per tile]\n");
   struct M {
     int64_t rows, k;
   };
@@ -931,9 +932,9 @@ void BenchMatvec(double copy_gbs, std::vector<GgmlType> types = {GgmlType::Q4_K,
     for (GgmlType type : types) {
       MatvecBench mb;
       CHECK_OK(mb.Init(type, m.rows, m.k));
-      const mmv::Plan plan = cuda::MmvPlan(mmv::Tiles(m.rows), m.k);
-      std::string line = absl::StrCat("  ", std::string(TypeName(type)), " ", m.rows, "x", m.k, " [", plan.warps, "x",
-                                      plan.gpw, "]:");
+      const mmv::Plan plan = cuda::MmvPlan(type, mmv::Tiles(m.rows), m.k);
+      std::string line = absl::StrCat("  ", std::string(TypeName(type)), " ", m.rows, "x", m.k, " [", plan.warps,
+                                      " warps, <= ", plan.MaxParts(), " parts]:");
       for (int n : {1, 2, 4, 7, 8, 9, 16}) {
         const double ms = mb.Ms(n);
         const double gbs = mb.ws[0].nbytes / (ms * 1e-3) / 1e9;
@@ -1351,6 +1352,52 @@ void BenchModel(const char* label, const Shape& s, const std::string& mix, GgmlT
   std::fflush(stdout);
 }
 
+// One decode step of a 27B-class Q4_K_S model at context 4096 (synthetic
+// weights, zero KV, graphs off so that every kernel is its own launch)
+// between cudaProfilerStart/Stop, for `ncu --profile-from-start off`.
+void ProfileStep() {
+  const Shape q27 = {"qwen3", 54, 5120, 64, 8, 128, 25600, 151936, false, 1e6f};
+  BigModel bm;
+  CHECK_OK(MakeBigModel(q27, "Q4_K_S", &bm));
+  BackendOptions o;
+  o.name = "cuda";
+  o.cuda_graphs = false;
+  auto cuda = CreateCudaBackend(o);
+  CHECK_OK(cuda.status());
+  DeviceWeights be(cuda->get());
+  auto model = Model::Load(*bm.file, &be, 16, 16);
+  CHECK_OK(model.status());
+  const ModelConfig& c = (*model)->config();
+  KvLayout kv;
+  kv.n_layers = c.n_layers;
+  kv.n_kv_heads = c.n_kv_heads;
+  kv.head_dim = c.head_dim;
+  kv.block_size = 16;
+  kv.n_blocks = 4096 / 16 + 8;
+  kv.type = GgmlType::Q8_0;
+  CHECK_OK(be.InitKv(kv));
+  Batch b;
+  BatchSeq sq{0, 4081, {}};
+  for (int i = 0; i < (4081 + 15) / 16; ++i) sq.blocks.push_back(i);
+  b.seqs = {sq};
+  b.tokens = {1234};
+  b.pos = {4080};
+  b.seq_index = {0};
+  b.out_rows = {0};
+  std::vector<float> logits(c.vocab_size);
+  for (int i = 0; i < 3; ++i) {
+    if (i == 2) CUDA_OK(cudaProfilerStart());
+    auto out = (*model)->Forward(b);
+    CHECK_OK(out.status());
+    CHECK_OK(be.ReadToHost(*out, logits.data(), c.vocab_size));
+    if (i == 2) CUDA_OK(cudaProfilerStop());
+  }
+}
+int RunProfileStep() {
+  ProfileStep();
+  return g_failures == 0 ? 0 : 1;
+}
+
 int RunChecks(const char* self, bool quick) {
   {
     OpEnv env;
@@ -1448,6 +1495,7 @@ int main(int argc, char** argv) {
     if (std::strcmp(argv[i], "--quick") == 0) quick = true;
     if (std::strcmp(argv[i], "--profile") == 0) return specd::RunProfile();
     if (std::strcmp(argv[i], "--profile-attn") == 0) return specd::ProfileAttention();
+    if (std::strcmp(argv[i], "--profile-step") == 0) return specd::RunProfileStep();
   }
   return bench ? specd::RunBench() : specd::RunChecks(argv[0], quick);
 }

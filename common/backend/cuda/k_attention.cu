@@ -27,6 +27,8 @@ __device__ __forceinline__ const uint8_t* KvRow(const uint8_t* base, const KvDev
 
 // grid (n_tokens, n_kv_heads), block: head_dim rounded up to warps.
 __global__ void KvWriteKernel(const float* k, const float* v, int n_kv_heads, int hd, KvDev kv, BatchDev b) {
+  GridDepWait();  // programmatic dependent launch: inputs are ready after this
+  GridDepLaunch();
   const int t = blockIdx.x, h = blockIdx.y, d = threadIdx.x;
   const int pos = b.pos[t];
   const int32_t* bt = b.blocks + static_cast<size_t>(b.seq[t]) * b.bt_stride;
@@ -100,6 +102,8 @@ __device__ __forceinline__ void KvLoad8(const uint8_t* row, GgmlType type, int d
 constexpr int kPf = 4;
 
 __global__ void __launch_bounds__(kAttnThreads) AttnSplitKernel(AttnArgs a) {
+  GridDepWait();  // programmatic dependent launch: inputs are ready after this
+  GridDepLaunch();
   extern __shared__ __align__(16) float sm[];
   const AttnPlan& pl = a.plan;
   const int tile_i = a.tile0 + blockIdx.x / pl.n_gchunks;
@@ -247,6 +251,8 @@ __global__ void __launch_bounds__(kAttnThreads) AttnSplitKernel(AttnArgs a) {
 // grid (tokens of the wave, n_heads), block: head_dim threads (<= 256).
 __global__ void AttnCombineKernel(const float* part, int n_heads, int hd, int max_splits, int split_len,
                                   const int32_t* pos, int tok0, float* out) {
+  GridDepWait();  // programmatic dependent launch: inputs are ready after this
+  GridDepLaunch();
   const int t = tok0 + blockIdx.x, head = blockIdx.y;
   const int ns = pos[t] / split_len + 1;
   const float* base = part + (static_cast<size_t>(blockIdx.x) * n_heads + head) * max_splits * (hd + 2);
@@ -357,6 +363,8 @@ __device__ __forceinline__ float MergeO(const MergeW& w, float o, float ob) {
 
 template <int HD, bool kQ8>
 __global__ void __launch_bounds__(256) AttnSplitV2Kernel(AttnArgs a) {
+  GridDepWait();  // programmatic dependent launch: inputs are ready after this
+  GridDepLaunch();
   using Lay = V2Layout<HD, kQ8>;
   constexpr int KS = HD / 16, NB = Lay::kNB, RS = Lay::kRS, NT = HD / 8;
   extern __shared__ __align__(16) uint8_t smem[];
@@ -623,6 +631,8 @@ __global__ void __launch_bounds__(256) AttnSplitV2Kernel(AttnArgs a) {
 // position and hd only.
 __global__ void __launch_bounds__(256) AttnCombineV2Kernel(const float* part, int n_heads, int hd, int max_splits,
                                                            int split_len, const int32_t* pos, int tok0, float* out) {
+  GridDepWait();  // programmatic dependent launch: inputs are ready after this
+  GridDepLaunch();
   extern __shared__ __align__(16) float csm[];
   const int t = tok0 + blockIdx.x, head = blockIdx.y;
   const int ns = pos[t] / split_len + 1;
@@ -738,7 +748,7 @@ cudaError_t LaunchKvWrite(const float* k, const float* v, int n_kv_heads, int he
   if (b.n_tokens <= 0) return cudaSuccess;
   dim3 grid(b.n_tokens, n_kv_heads);
   const int threads = (head_dim + 31) / 32 * 32;
-  KvWriteKernel<<<grid, threads, 0, s>>>(k, v, n_kv_heads, head_dim, kv, b);
+  LaunchPdl(KvWriteKernel, dim3(grid), dim3(threads), 0, s, k, v, n_kv_heads, head_dim, kv, b);
   return LaunchResult();
 }
 
@@ -753,22 +763,22 @@ cudaError_t LaunchAttention(const float* q, const KvDev& kv, int n_heads, int n_
     if (plan.rows_max > kAttnV2Rows) return cudaErrorInvalidValue;
     const size_t smem = AttnV2SmemBytes(kv.type, head_dim, plan.split_len);
     const bool ok = DispatchV2(kv.type, head_dim, [&]<int HD, bool kQ8>() {
-      AttnSplitV2Kernel<HD, kQ8><<<grid, plan.split_len, smem, s>>>(a);
+      LaunchPdl(AttnSplitV2Kernel<HD, kQ8>, dim3(grid), dim3(plan.split_len), smem, s, a);
       return true;
     });
     if (!ok) return cudaErrorInvalidValue;
     const cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) return e;
     const size_t csmem = sizeof(float) * (((plan.max_splits + 3) & ~3) + 4 + 1024);
-    AttnCombineV2Kernel<<<cgrid, 256, csmem, s>>>(partials, n_heads, head_dim, plan.max_splits, plan.split_len, b.pos,
+    LaunchPdl(AttnCombineV2Kernel, dim3(cgrid), dim3(256), csmem, s, partials, n_heads, head_dim, plan.max_splits, plan.split_len, b.pos,
                                                   tok0, out);
     return LaunchResult();
   }
-  AttnSplitKernel<<<grid, kAttnThreads, AttnSmemBytes(plan.rows_max, head_dim), s>>>(a);
+  LaunchPdl(AttnSplitKernel, dim3(grid), dim3(kAttnThreads), AttnSmemBytes(plan.rows_max, head_dim), s, a);
   cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess) return e;
-  AttnCombineKernel<<<cgrid, head_dim < 256 ? head_dim : 256, 0, s>>>(partials, n_heads, head_dim, plan.max_splits,
-                                                                     plan.split_len, b.pos, tok0, out);
+  LaunchPdl(AttnCombineKernel, dim3(cgrid), dim3(head_dim < 256 ? head_dim : 256), 0, s, partials, n_heads, head_dim,
+            plan.max_splits, plan.split_len, b.pos, tok0, out);
   return LaunchResult();
 }
 

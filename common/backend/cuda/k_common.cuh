@@ -159,6 +159,8 @@ cudaError_t LaunchPdl(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t sm
   return cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
 }
 
+// The launch error of what was just enqueued (LaunchPdl's cudaLaunchKernelEx
+// records its errors there too).
 inline cudaError_t LaunchResult() { return cudaGetLastError(); }
 
 inline int CeilDiv(int64_t a, int64_t b) { return static_cast<int>((a + b - 1) / b); }

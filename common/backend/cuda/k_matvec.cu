@@ -3,12 +3,14 @@
 //
 // Quantized weights live in the mmv tile layout (common/quant/mmv_tiles.h:
 // packed once at load by PackKernel, losslessly, in the GGUF byte count):
-// every lane of a warp reads exactly its integer-MMA fragment with 16-byte
-// loads, each warp-wide load covering 512 contiguous bytes. A block owns one
-// tile of 16 rows; its warps split the tile's groups of 256 elements (the
-// split depends on the shapes and the SM count only); each warp streams its
-// groups with the next group's weights in flight while the current one is
-// computed, and the warps' sums are added in warp order. Per group and unit
+// a (16-row tile, 256-element group) is one contiguous record, and every lane
+// reads exactly its integer-MMA fragments from it. A block owns one tile;
+// its warps split the tile's groups (the split depends on the shapes and the
+// SM count only). Each warp streams its records with the copy engine
+// (cp.async.bulk into a per-warp ring of Stages<T>() shared-memory slots, one
+// mbarrier each): several records are in flight per warp at no register
+// cost, and the lanes read their fragments from shared memory without bank
+// conflicts. The warps' sums are added in warp order. Per group and unit
 // the codes meet the activations (two int8 levels, LaunchQuantizeX) in
 // mma.sync m16n8k32 / m16n8k16; the k-quants' integer scales are applied in
 // int32 and their mins through an MMA over the units' limb sums, all exact,
@@ -34,28 +36,48 @@ namespace {
 using mmv::Layout;
 
 // ---- loads ----
-// Weights: streamed once, not kept in L1.
-__device__ __forceinline__ uint4 LdW(const uint8_t* p) {
-  uint4 v;
-  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(p));
-  return v;
-}
-__device__ __forceinline__ uint32_t LdW32(const uint8_t* p) {
-  uint32_t v;
-  asm volatile("ld.global.nc.L1::no_allocate.u32 %0, [%1];" : "=r"(v) : "l"(p));
-  return v;
-}
-__device__ __forceinline__ uint32_t LdW16(const uint8_t* p) {
-  unsigned short v;
-  asm volatile("ld.global.nc.L1::no_allocate.u16 %0, [%1];" : "=h"(v) : "l"(p));
-  return v;
-}
 // Activations: read by every block, cached.
 __device__ __forceinline__ uint4 LdX(const uint8_t* p) { return __ldg(reinterpret_cast<const uint4*>(p)); }
 
 __device__ __forceinline__ uint32_t Word(const uint4& v, int i) { return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w; }
+
+// ---- the copy engine: bulk copies into shared memory, completion on an mbarrier (sm_90) ----
+__device__ __forceinline__ uint32_t SmemAddr(const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }
+__device__ __forceinline__ void MbarInit(uint64_t* bar) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(SmemAddr(bar)) : "memory");
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+#endif
+}
+// Arms `bar` for `bytes` and copies them from global memory to shared memory.
+__device__ __forceinline__ void BulkLoad(void* dst, const void* src, uint32_t bytes, uint64_t* bar) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(SmemAddr(bar)), "r"(bytes) : "memory");
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+                   SmemAddr(dst)),
+               "l"(src), "r"(bytes), "r"(SmemAddr(bar))
+               : "memory");
+#endif
+}
+__device__ __forceinline__ void MbarWait(uint64_t* bar, uint32_t parity) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile(
+      "{\n"
+      ".reg .pred p;\n"
+      "WAIT:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
+      "@!p bra WAIT;\n"
+      "}\n" ::"r"(SmemAddr(bar)),
+      "r"(parity)
+      : "memory");
+#endif
+}
+// Orders this warp's reads of a slot (generic proxy) before the copy engine refills it.
+__device__ __forceinline__ void FenceProxyAsync() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+#endif
+}
 
 // ---- integer MMA, D = A * B (no accumulator) or D += A * B ----
 template <bool kS8>
@@ -100,36 +122,39 @@ struct WRegs {
   uint32_t b[2];
 };
 
+// Reads the lane's share of a record from its shared-memory slot.
 template <GgmlType T>
 __device__ __forceinline__ void LoadW(const uint8_t* rec, int lane, WRegs& w) {
   constexpr Layout l = mmv::LayoutOf(T);
+  auto v4 = [&](int off) { return *reinterpret_cast<const uint4*>(rec + off); };
+  auto v1 = [&](int off) { return *reinterpret_cast<const uint32_t*>(rec + off); };
   if constexpr (l.p4 >= 0) {
 #pragma unroll
-    for (int c = 0; c < 4; ++c) w.p4[c] = LdW(rec + l.p4 + 512 * c + 16 * lane);
+    for (int c = 0; c < 4; ++c) w.p4[c] = v4(l.p4 + 512 * c + 16 * lane);
   }
   if constexpr (l.p2 >= 0) {
 #pragma unroll
-    for (int q = 0; q < 2; ++q) w.p2[q] = LdW(rec + l.p2 + 512 * q + 16 * lane);
+    for (int q = 0; q < 2; ++q) w.p2[q] = v4(l.p2 + 512 * q + 16 * lane);
   }
-  if constexpr (l.p1 >= 0) w.p1 = LdW(rec + l.p1 + 16 * lane);
+  if constexpr (l.p1 >= 0) w.p1 = v4(l.p1 + 16 * lane);
   if constexpr (l.p8 >= 0) {
 #pragma unroll
-    for (int u = 0; u < 8; ++u) w.p8[u] = LdW(rec + l.p8 + 512 * u + 16 * lane);
+    for (int u = 0; u < 8; ++u) w.p8[u] = v4(l.p8 + 512 * u + 16 * lane);
   }
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int row = (lane >> 2) + 8 * h;
-    const uint8_t* a = rec + l.aux_a + l.aux_a_row * row;
+    const int a = l.aux_a + l.aux_a_row * row;
     if constexpr (l.aux_a_row == 16) {
-      w.a[h][0] = LdW(a);
+      w.a[h][0] = v4(a);
     } else if constexpr (l.aux_a_row == 32) {
-      w.a[h][0] = LdW(a);
-      w.a[h][1] = LdW(a + 16);
+      w.a[h][0] = v4(a);
+      w.a[h][1] = v4(a + 16);
     } else if constexpr (l.aux_a_row == 12) {
-      w.a[h][0] = make_uint4(LdW32(a), LdW32(a + 4), LdW32(a + 8), 0u);
+      w.a[h][0] = make_uint4(v1(a), v1(a + 4), v1(a + 8), 0u);
     }
-    if constexpr (l.aux_b_row == 4) w.b[h] = LdW32(rec + l.aux_b + 4 * row);
-    else if constexpr (l.aux_b_row == 2) w.b[h] = LdW16(rec + l.aux_b + 2 * row);
+    if constexpr (l.aux_b_row == 4) w.b[h] = v1(l.aux_b + 4 * row);
+    else if constexpr (l.aux_b_row == 2) w.b[h] = *reinterpret_cast<const uint16_t*>(rec + l.aux_b + 2 * row);
   }
 }
 
@@ -388,39 +413,120 @@ __device__ __forceinline__ void GroupLegacy(const WRegs& w, const XView<NT>& x, 
 struct MmvMat {
   const uint8_t* w;
   int64_t rows;
-  int tiles;
+  int64_t tile0;  // first tile of this matrix in the launch's tile numbering
   const float* bias;
   float* y;
 };
 struct MmvParams {
   MmvMat m[kMmvMaxMats];
   int n_mats;
-  int groups;
-  int gpw;
   int n;
+  mmv::Plan plan;
+  int64_t max_parts;
   const uint8_t* xq;
-  size_t xq_ct;  // bytes per column tile of the activation records
+  size_t xq_ct;     // bytes per column tile of the activation records
+  float* parts;     // [tile][max_parts][NT * 4][32]: tiles shared by several warps
+  int* arrivals;    // [tile], zero between launches
 };
 
-// Block = one 16-row tile of one of the matrices; warp w takes groups
-// [w gpw, (w + 1) gpw).
-template <GgmlType T, int NT>
-__global__ void __launch_bounds__(32 * mmv::kMaxWarps) MmvKernel(const MmvParams p) {
-  constexpr int kRec = mmv::LayoutOf(T).rec;
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
-  int tile = blockIdx.x;
-  MmvMat m = p.m[0];
+// Records in flight per warp (about 7-10 KB of weights).
+template <GgmlType T>
+constexpr int Stages() {
+  constexpr int rec = mmv::LayoutOf(T).rec;
+  return rec <= 1400 ? 6 : rec <= 2400 ? 4 : 3;
+}
+template <GgmlType T>
+constexpr size_t SlotBytes() {
+  return static_cast<size_t>(Stages<T>()) * mmv::LayoutOf(T).rec;
+}
+constexpr int kMmvWarps = 4;  // per block; the blocks are persistent (one wave)
+constexpr int kBarBytes = kMmvWarps * 8 * 8;
+template <GgmlType T>
+constexpr size_t MmvSmemBytes() {
+  return kBarBytes + static_cast<size_t>(kMmvWarps) * SlotBytes<T>();
+}
+
+__device__ __forceinline__ const MmvMat& MatOf(const MmvParams& p, int64_t tile) {
+  return p.n_mats > 2 && tile >= p.m[2].tile0 ? p.m[2] : p.n_mats > 1 && tile >= p.m[1].tile0 ? p.m[1] : p.m[0];
+}
+
+// Hands the warp's sums for `tile` over: written directly when the warp
+// holds the whole tile, else as part `part` of `nparts`; the last part to
+// arrive adds all of them in part order.
+template <int NT>
+__device__ void FlushTile(const MmvParams& p, int64_t tile, int64_t part, int64_t nparts, float (&acc)[NT][4],
+                          int lane) {
+  const MmvMat& m = MatOf(p, tile);
+  if (nparts > 1) {
+    float* mine = p.parts + ((tile * p.max_parts + part) * NT * 4) * 32;
 #pragma unroll
-  for (int i = 1; i < kMmvMaxMats; ++i) {
-    if (i < p.n_mats && tile >= m.tiles) {
-      tile -= m.tiles;
-      m = p.m[i];
-    }
+    for (int ct = 0; ct < NT; ++ct)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) mine[(ct * 4 + i) * 32 + lane] = acc[ct][i];
+    __threadfence();
+    int prev = 0;
+    if (lane == 0) prev = atomicAdd(&p.arrivals[tile], 1);
+    prev = __shfl_sync(kFull, prev, 0);
+    if (prev != nparts - 1) return;
+    __threadfence();
+    const float* all = p.parts + (tile * p.max_parts * NT * 4) * 32;
+#pragma unroll
+    for (int ct = 0; ct < NT; ++ct)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        float v = __ldcg(all + (ct * 4 + i) * 32 + lane);
+        for (int64_t q = 1; q < nparts; ++q) v = mmv::Add(v, __ldcg(all + ((q * NT + ct) * 4 + i) * 32 + lane));
+        acc[ct][i] = v;
+      }
+    if (lane == 0) p.arrivals[tile] = 0;
   }
-  const uint8_t* base = m.w + static_cast<size_t>(tile) * p.groups * kRec;
-  const int g0 = warp * p.gpw, g1 = min(p.groups, g0 + p.gpw);
-  WRegs cur;
-  if (g0 < g1) LoadW<T>(base + static_cast<size_t>(g0) * kRec, lane, cur);
+  const int gq = lane >> 2, t = lane & 3;
+  const int64_t local = tile - m.tile0;
+#pragma unroll
+  for (int ct = 0; ct < NT; ++ct)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int64_t row = local * mmv::kTileRows + gq + 8 * (i >> 1);
+      const int col = 8 * ct + 2 * t + (i & 1);
+      if (row < m.rows && col < p.n) {
+        float v = acc[ct][i];
+        if (m.bias) v = mmv::Add(v, m.bias[row]);
+        m.y[static_cast<size_t>(col) * m.rows + row] = v;
+      }
+    }
+}
+
+// Persistent blocks of kMmvWarps warps; warp w streams records
+// [plan.Lo(w), plan.Lo(w + 1)) through its ring and hands each tile's sums
+// over when it leaves the tile.
+template <GgmlType T, int NT>
+__global__ void __launch_bounds__(32 * kMmvWarps) MmvKernel(const __grid_constant__ MmvParams p) {
+  constexpr int kRec = mmv::LayoutOf(T).rec;
+  constexpr int S = Stages<T>();
+  static_assert(S <= 8);
+  extern __shared__ __align__(128) uint8_t smem[];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int64_t gw = static_cast<int64_t>(blockIdx.x) * kMmvWarps + warp;
+  if (gw >= p.plan.warps) {  // no records (last block): still let the next kernel start
+    GridDepLaunch();
+    return;
+  }
+  const int64_t G = p.plan.groups;
+  const int64_t r0 = p.plan.Lo(gw), nrec = p.plan.Lo(gw + 1) - r0;
+  uint64_t* bars = reinterpret_cast<uint64_t*>(smem) + warp * 8;
+  uint8_t* ring = smem + kBarBytes + warp * SlotBytes<T>();
+  auto record = [&](int64_t r) {
+    const int64_t tile = r / G;
+    const MmvMat& m = MatOf(p, tile);
+    return m.w + static_cast<size_t>((tile - m.tile0) * G + r % G) * kRec;
+  };
+  // The weights do not depend on the previous kernel: start streaming them now.
+  if (lane == 0) {
+#pragma unroll
+    for (int s = 0; s < S; ++s) MbarInit(&bars[s]);
+    for (int s = 0; s < S && s < nrec; ++s) BulkLoad(ring + s * kRec, record(r0 + s), kRec, &bars[s]);
+  }
+  __syncwarp();
   GridDepWait();  // the activations come from the previous kernel
 
   XView<NT> xv;
@@ -435,47 +541,40 @@ __global__ void __launch_bounds__(32 * mmv::kMaxWarps) MmvKernel(const MmvParams
   for (int ct = 0; ct < NT; ++ct)
 #pragma unroll
     for (int i = 0; i < 4; ++i) acc[ct][i] = 0.0f;
-  for (int g = g0; g < g1; ++g) {
-    WRegs nxt;
-    if (g + 1 < g1) LoadW<T>(base + static_cast<size_t>(g + 1) * kRec, lane, nxt);
-#pragma unroll
-    for (int ct = 0; ct < NT; ++ct) xv.rec[ct] = p.xq + ct * p.xq_ct + static_cast<size_t>(g) * mmv::xq::kRec;
-    if constexpr (mmv::LayoutOf(T).kquant) GroupK<T, NT>(cur, xv, lane, acc);
-    else GroupLegacy<T, NT>(cur, xv, lane, acc);
-    cur = nxt;
-  }
-  GridDepLaunch();
-
-  __shared__ float red[mmv::kMaxWarps][NT][4][32];
-  if (nw > 1) {
-#pragma unroll
-    for (int ct = 0; ct < NT; ++ct)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) red[warp][ct][i][lane] = acc[ct][i];
-    __syncthreads();
-    if (warp != 0) return;
-    for (int w = 1; w < nw; ++w)
+  int64_t tile = r0 / G;
+  for (int64_t i = 0; i < nrec; ++i) {
+    const int64_t r = r0 + i;
+    if (r / G != tile) {
+      FlushTile<NT>(p, tile, gw - p.plan.First(tile), p.plan.Parts(tile), acc, lane);
 #pragma unroll
       for (int ct = 0; ct < NT; ++ct)
 #pragma unroll
-        for (int i = 0; i < 4; ++i) acc[ct][i] = mmv::Add(acc[ct][i], red[w][ct][i][lane]);
-  }
-#pragma unroll
-  for (int ct = 0; ct < NT; ++ct)
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const int64_t row = static_cast<int64_t>(tile) * mmv::kTileRows + gq + 8 * (i >> 1);
-      const int col = 8 * ct + 2 * t + (i & 1);
-      if (row < m.rows && col < p.n) {
-        float v = acc[ct][i];
-        if (m.bias) v = mmv::Add(v, m.bias[row]);
-        m.y[static_cast<size_t>(col) * m.rows + row] = v;
-      }
+        for (int q = 0; q < 4; ++q) acc[ct][q] = 0.0f;
+      tile = r / G;
     }
+    const int s = static_cast<int>(i % S);
+    MbarWait(&bars[s], static_cast<uint32_t>((i / S) & 1));
+    WRegs w;
+    LoadW<T>(ring + s * kRec, lane, w);
+    __syncwarp();
+    if (lane == 0 && i + S < nrec) {  // refill the slot just read
+      FenceProxyAsync();
+      BulkLoad(ring + s * kRec, record(r + S), kRec, &bars[s]);
+    }
+    const int64_t g = r % G;
+#pragma unroll
+    for (int ct = 0; ct < NT; ++ct) xv.rec[ct] = p.xq + ct * p.xq_ct + static_cast<size_t>(g) * mmv::xq::kRec;
+    if constexpr (mmv::LayoutOf(T).kquant) GroupK<T, NT>(w, xv, lane, acc);
+    else GroupLegacy<T, NT>(w, xv, lane, acc);
+  }
+  GridDepLaunch();
+  if (nrec > 0) FlushTile<NT>(p, tile, gw - p.plan.First(tile), p.plan.Parts(tile), acc, lane);
 }
 
 // ---- activation quantization (standalone pass; producers fuse it with QuantizeGroupWarp) ----
 __global__ void QuantizeXKernel(const float* x, int n, int64_t k, uint8_t* xq) {
+  GridDepWait();  // programmatic dependent launch: inputs are ready after this
+  GridDepLaunch();
   const int64_t groups = mmv::Groups(k);
   const int64_t wid = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
   if (wid >= groups * n) return;
@@ -514,6 +613,8 @@ __global__ void PackKernel(const uint8_t* gguf, size_t row_bytes, int64_t rows, 
 template <GgmlType T>
 __global__ void DequantPackedKernel(const uint8_t* packed, int64_t k, const int32_t* row_ids, int64_t r0,
                                     int64_t nrows, void* dst, int64_t ld, bool to_f16) {
+  GridDepWait();  // programmatic dependent launch: inputs are ready after this
+  GridDepLaunch();
   const int64_t groups = mmv::Groups(k);
   const int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (idx >= nrows * groups) return;
@@ -580,6 +681,8 @@ template <GgmlType T, int NC>
 __global__ void __launch_bounds__(128) FmvKernel(const uint8_t* w, size_t row_bytes, int64_t rows, int64_t k,
                                                  const float* x, int64_t ldx, int n, const float* bias, float* y,
                                                  int64_t ldy, bool vec) {
+  GridDepWait();  // programmatic dependent launch: inputs are ready after this
+  GridDepLaunch();
   const int lane = threadIdx.x & 31;
   const int64_t r0 = (static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32) * kFmvRows;
   if (r0 >= rows) return;
@@ -641,7 +744,7 @@ void LaunchFmvT(const void* w, int64_t rows, int64_t k, const float* x, int64_t 
                    (reinterpret_cast<uintptr_t>(w) & 15) == 0;
   const int wpb = 4;
   const int grid = CeilDiv(rows, wpb * kFmvRows);
-  FmvKernel<T, NC><<<grid, wpb * 32, 0, s>>>(static_cast<const uint8_t*>(w), row_bytes, rows, k, x, ldx, n, bias, y,
+  LaunchPdl(FmvKernel<T, NC>, dim3(grid), dim3(wpb * 32), 0, s, static_cast<const uint8_t*>(w), row_bytes, rows, k, x, ldx, n, bias, y,
                                              ldy, vec);
 }
 
@@ -651,7 +754,20 @@ bool MmvSupported(GgmlType type) { return mmv::HasLayout(type); }
 
 size_t MmvPackedBytes(GgmlType type, int64_t rows, int64_t k) { return mmv::PackedBytes(type, rows, k); }
 
-mmv::Plan MmvPlan(int64_t tiles, int64_t k) { return mmv::PlanFor(tiles, mmv::Groups(k), GetDeviceInfo().sm_count); }
+namespace {
+int64_t g_resident_warps[64] = {};  // per GgmlType: MmvKernel<T, 1> warps the device runs at once
+}  // namespace
+
+mmv::Plan MmvPlan(GgmlType type, int64_t tiles, int64_t k) {
+  const int64_t resident = g_resident_warps[static_cast<int>(type) & 63];
+  return mmv::PlanFor(tiles, mmv::Groups(k), resident > 0 ? resident : int64_t{GetDeviceInfo().sm_count} * 16);
+}
+
+size_t MmvPartFloats(GgmlType type, int64_t tiles, int64_t k) {
+  const mmv::Plan plan = MmvPlan(type, tiles, k);
+  return static_cast<size_t>(tiles) * static_cast<size_t>(plan.MaxParts()) * 2 * 4 * 32;
+}
+
 
 cudaError_t LaunchPack(GgmlType type, const void* gguf, size_t row_bytes, int64_t rows, int64_t k, int64_t tile0,
                        int64_t ntiles, void* packed, cudaStream_t s) {
@@ -669,33 +785,50 @@ size_t XQuantBytes(int n, int64_t k) { return mmv::XqBytes(n, k); }
 cudaError_t LaunchQuantizeX(const float* x, int n, int64_t k, void* xq, cudaStream_t s) {
   const int64_t warps = static_cast<int64_t>(n) * mmv::Groups(k);
   if (warps <= 0) return cudaSuccess;
-  QuantizeXKernel<<<CeilDiv(warps * 32, 128), 128, 0, s>>>(x, n, k, static_cast<uint8_t*>(xq));
+  LaunchPdl(QuantizeXKernel, dim3(CeilDiv(warps * 32, 128)), dim3(128), 0, s, x, n, k, static_cast<uint8_t*>(xq));
   return LaunchResult();
 }
 
 cudaError_t LaunchMmv(GgmlType type, const MmvMatrix* mats, int n_mats, int64_t k, const void* xq, int n,
-                      cudaStream_t s) {
+                      float* parts, int* arrivals, cudaStream_t s) {
   if (n < 1 || n > 16 || n_mats < 1 || n_mats > kMmvMaxMats) return cudaErrorInvalidValue;
   MmvParams p{};
   int64_t tiles = 0;
   for (int i = 0; i < n_mats; ++i) {
-    p.m[i] = {static_cast<const uint8_t*>(mats[i].w), mats[i].rows, static_cast<int>(mmv::Tiles(mats[i].rows)),
-              mats[i].bias, mats[i].y};
-    tiles += p.m[i].tiles;
+    p.m[i] = {static_cast<const uint8_t*>(mats[i].w), mats[i].rows, tiles, mats[i].bias, mats[i].y};
+    tiles += mmv::Tiles(mats[i].rows);
   }
-  const mmv::Plan plan = MmvPlan(tiles, k);
+  p.plan = MmvPlan(type, tiles, k);
+  p.max_parts = p.plan.MaxParts();
   p.n_mats = n_mats;
-  p.groups = static_cast<int>(mmv::Groups(k));
-  p.gpw = plan.gpw;
   p.n = n;
   p.xq = static_cast<const uint8_t*>(xq);
-  p.xq_ct = static_cast<size_t>(p.groups) * mmv::xq::kRec;
+  p.xq_ct = static_cast<size_t>(mmv::Groups(k)) * mmv::xq::kRec;
+  p.parts = parts;
+  p.arrivals = arrivals;
+  const dim3 grid(static_cast<unsigned>((p.plan.warps + kMmvWarps - 1) / kMmvWarps)), block(32 * kMmvWarps);
   cudaError_t err = cudaErrorInvalidValue;
   DispatchPacked(type, [&]<GgmlType T>() {
-    if (n <= 8) err = LaunchPdl(MmvKernel<T, 1>, dim3(static_cast<unsigned>(tiles)), dim3(32 * plan.warps), 0, s, p);
-    else err = LaunchPdl(MmvKernel<T, 2>, dim3(static_cast<unsigned>(tiles)), dim3(32 * plan.warps), 0, s, p);
+    const size_t smem = MmvSmemBytes<T>();
+    err = n <= 8 ? LaunchPdl(MmvKernel<T, 1>, grid, block, smem, s, p) : LaunchPdl(MmvKernel<T, 2>, grid, block, smem, s, p);
   });
   return err;
+}
+
+cudaError_t PrepareMatvecKernels() {
+  cudaError_t e = cudaSuccess;
+  for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0, GgmlType::Q2_K,
+                     GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K})
+    DispatchPacked(t, [&]<GgmlType T>() {
+      const int bytes = static_cast<int>(MmvSmemBytes<T>());
+      if (e == cudaSuccess) e = cudaFuncSetAttribute(MmvKernel<T, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+      if (e == cudaSuccess) e = cudaFuncSetAttribute(MmvKernel<T, 2>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+      int blocks = 0;
+      if (e == cudaSuccess)
+        e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, MmvKernel<T, 1>, 32 * kMmvWarps, bytes);
+      g_resident_warps[static_cast<int>(T) & 63] = int64_t{blocks} * kMmvWarps * GetDeviceInfo().sm_count;
+    });
+  return e;
 }
 
 cudaError_t LaunchDequantPacked(GgmlType type, const void* packed, int64_t k, const int32_t* row_ids, int64_t r0,
@@ -703,7 +836,7 @@ cudaError_t LaunchDequantPacked(GgmlType type, const void* packed, int64_t k, co
   const int64_t total = nrows * mmv::Groups(k);
   if (total <= 0) return cudaSuccess;
   const bool ok = DispatchPacked(type, [&]<GgmlType T>() {
-    DequantPackedKernel<T><<<CeilDiv(total, 64), 64, 0, s>>>(static_cast<const uint8_t*>(packed), k, row_ids, r0,
+    LaunchPdl(DequantPackedKernel<T>, dim3(CeilDiv(total, 64)), dim3(64), 0, s, static_cast<const uint8_t*>(packed), k, row_ids, r0,
                                                              nrows, dst, ld, to_f16);
   });
   return ok ? LaunchResult() : cudaErrorInvalidValue;

@@ -82,6 +82,8 @@ bool DispatchFloat(GgmlType t, F&& f) {
 // ---- embedding ----
 template <GgmlType T>
 __global__ void EmbedKernel(const uint8_t* emb, int64_t ne0, size_t row_bytes, const int32_t* tokens, float* out) {
+  GridDepWait();  // programmatic dependent launch: inputs are ready after this
+  GridDepLaunch();
   const int t = blockIdx.y;
   const int64_t nb = ne0 / Geo<T>::kQk;
   const int64_t b = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -100,6 +102,8 @@ __global__ void EmbedKernel(const uint8_t* emb, int64_t ne0, size_t row_bytes, c
 template <bool kAdd>
 __global__ void RmsNormWarpKernel(float* x, const float* add, const float* w, float eps, int rows, int dim,
                                   float* out, uint8_t* xq) {
+  GridDepWait();  // programmatic dependent launch: inputs are ready after this
+  GridDepLaunch();
   const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
   const int lane = threadIdx.x & 31;
   if (row >= rows) return;
@@ -136,6 +140,8 @@ __global__ void RmsNormWarpKernel(float* x, const float* add, const float* w, fl
 template <bool kAdd>
 __global__ void RmsNormBlockKernel(float* x, const float* add, const float* w, float eps, int dim, float* out,
                                    uint8_t* xq) {
+  GridDepWait();  // programmatic dependent launch: inputs are ready after this
+  GridDepLaunch();
   __shared__ double part[32];
   __shared__ float scale;
   const int64_t row = blockIdx.x;
@@ -180,44 +186,39 @@ __global__ void RmsNormBlockKernel(float* x, const float* add, const float* w, f
 }
 
 // ---- RoPE (with optional per-head RMSNorm) ----
-// Block per token; one warp per head row: normalise (sums of squares in
-// double, as RmsNorm), then rotate the pairs.
+// One warp per (token, head): normalise the head (sums of squares in double,
+// as RmsNorm), then rotate its pairs; each lane computes the angles of its
+// own pairs (double sincos), so heads run in parallel.
 __global__ void RopeKernel(RopeSeg s0, RopeSeg s1, int head_dim, int n_dims, bool neox, float eps,
                            const double* inv_freq, const int32_t* pos) {
-  extern __shared__ float cs_sn[];
+  GridDepWait();  // programmatic dependent launch: inputs are ready after this
+  GridDepLaunch();
   const int t = blockIdx.x;
+  const int hh = blockIdx.y * (blockDim.x / 32) + threadIdx.x / 32;
+  if (hh >= s0.n_heads + s1.n_heads) return;
+  const int lane = threadIdx.x & 31;
   const int half = n_dims / 2;
-  float* cs = cs_sn;
-  float* sn = cs_sn + half;
-  const double p = pos[t];
-  for (int i = threadIdx.x; i < half; i += blockDim.x) {
-    const double a = p * inv_freq[i];
-    double sv, cv;
-    sincos(a, &sv, &cv);
-    cs[i] = static_cast<float>(cv);
-    sn[i] = static_cast<float>(sv);
+  const RopeSeg& sg = hh < s0.n_heads ? s0 : s1;
+  const int h = hh < s0.n_heads ? hh : hh - s0.n_heads;
+  float* v = sg.x + (static_cast<int64_t>(t) * sg.n_heads + h) * head_dim;
+  if (sg.norm) {
+    double ss = 0;
+    for (int i = lane; i < head_dim; i += 32) ss = __fma_rn(static_cast<double>(v[i]), static_cast<double>(v[i]), ss);
+    ss = WarpSumD(ss);
+    const float sc = static_cast<float>(1.0 / sqrt(ss / head_dim + static_cast<double>(eps)));
+    for (int i = lane; i < head_dim; i += 32) v[i] = __fmul_rn(__fmul_rn(v[i], sc), sg.norm[i]);
+    __syncwarp();
   }
-  __syncthreads();
-  const int lane = threadIdx.x & 31, nw = blockDim.x / 32;
-  for (int hh = threadIdx.x / 32; hh < s0.n_heads + s1.n_heads; hh += nw) {
-    const RopeSeg& sg = hh < s0.n_heads ? s0 : s1;
-    const int h = hh < s0.n_heads ? hh : hh - s0.n_heads;
-    float* v = sg.x + (static_cast<int64_t>(t) * sg.n_heads + h) * head_dim;
-    if (sg.norm) {
-      double ss = 0;
-      for (int i = lane; i < head_dim; i += 32) ss = __fma_rn(static_cast<double>(v[i]), static_cast<double>(v[i]), ss);
-      ss = WarpSumD(ss);
-      const float sc = static_cast<float>(1.0 / sqrt(ss / head_dim + static_cast<double>(eps)));
-      for (int i = lane; i < head_dim; i += 32) v[i] = __fmul_rn(__fmul_rn(v[i], sc), sg.norm[i]);
-      __syncwarp();
-    }
-    for (int i = lane; i < half; i += 32) {
-      const int i0 = neox ? i : 2 * i;
-      const int i1 = neox ? i + half : 2 * i + 1;
-      const float a = v[i0], c = v[i1];
-      v[i0] = __fsub_rn(__fmul_rn(a, cs[i]), __fmul_rn(c, sn[i]));
-      v[i1] = __fadd_rn(__fmul_rn(a, sn[i]), __fmul_rn(c, cs[i]));
-    }
+  const double p = pos[t];
+  for (int i = lane; i < half; i += 32) {
+    double sv, cv;
+    sincos(p * inv_freq[i], &sv, &cv);
+    const float cs = static_cast<float>(cv), sn = static_cast<float>(sv);
+    const int i0 = neox ? i : 2 * i;
+    const int i1 = neox ? i + half : 2 * i + 1;
+    const float a = v[i0], c = v[i1];
+    v[i0] = __fsub_rn(__fmul_rn(a, cs), __fmul_rn(c, sn));
+    v[i1] = __fadd_rn(__fmul_rn(a, sn), __fmul_rn(c, cs));
   }
 }
 
@@ -226,6 +227,8 @@ __device__ __forceinline__ float Silu(float g, float u) {
 }
 
 __global__ void SwiGLUKernel(const float* gate, const float* up, int64_t n, float* out) {
+  GridDepWait();  // programmatic dependent launch: inputs are ready after this
+  GridDepLaunch();
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x)
     out[i] = Silu(gate[i], up[i]);
@@ -233,6 +236,8 @@ __global__ void SwiGLUKernel(const float* gate, const float* up, int64_t n, floa
 
 // One warp per (row, group of 256), also quantizing it.
 __global__ void SwiGLUQuantKernel(const float* gate, const float* up, int rows, int dim, float* out, uint8_t* xq) {
+  GridDepWait();  // programmatic dependent launch: inputs are ready after this
+  GridDepLaunch();
   const int64_t groups = mmv::Groups(dim);
   const int lane = threadIdx.x & 31;
   for (int64_t wg = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) / 32; wg < rows * groups;
@@ -251,18 +256,24 @@ __global__ void SwiGLUQuantKernel(const float* gate, const float* up, int rows, 
 }
 
 __global__ void AddKernel(float* x, const float* y, int64_t n) {
+  GridDepWait();  // programmatic dependent launch: inputs are ready after this
+  GridDepLaunch();
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x)
     x[i] = __fadd_rn(x[i], y[i]);
 }
 
 __global__ void GatherKernel(const float* x, int dim, const int32_t* rows, float* out) {
+  GridDepWait();  // programmatic dependent launch: inputs are ready after this
+  GridDepLaunch();
   const int64_t i = blockIdx.x;
   const float* src = x + static_cast<int64_t>(rows[i]) * dim;
   for (int j = threadIdx.x; j < dim; j += blockDim.x) out[i * dim + j] = src[j];
 }
 
 __global__ void AddBiasKernel(float* y, const float* bias, int rows, int64_t ldy) {
+  GridDepWait();  // programmatic dependent launch: inputs are ready after this
+  GridDepLaunch();
   const int c = blockIdx.y;
   for (int r = blockIdx.x * blockDim.x + threadIdx.x; r < rows; r += gridDim.x * blockDim.x)
     y[c * ldy + r] = __fadd_rn(y[c * ldy + r], bias[r]);
@@ -414,7 +425,7 @@ cudaError_t LaunchEmbed(GgmlType type, const void* emb, int64_t ne0, const Batch
     const int64_t nb = ne0 / Geo<T>::kQk;
     const int threads = Geo<T>::kQk == 1 ? 256 : 64;
     dim3 grid(CeilDiv(nb, threads), b.n_tokens);
-    EmbedKernel<T><<<grid, threads, 0, s>>>(static_cast<const uint8_t*>(emb), ne0, row_bytes, b.tokens, out);
+    LaunchPdl(EmbedKernel<T>, dim3(grid), dim3(threads), 0, s, static_cast<const uint8_t*>(emb), ne0, row_bytes, b.tokens, out);
   });
   return ok ? LaunchResult() : cudaErrorInvalidValue;
 }
@@ -426,11 +437,13 @@ cudaError_t LaunchRmsNorm(float* x, const float* add, const float* w, float eps,
   if (dim <= 1024) {
     const int wpb = 8;
     const int grid = CeilDiv(rows, wpb);
-    if (add) RmsNormWarpKernel<true><<<grid, wpb * 32, 0, s>>>(x, add, w, eps, rows, dim, out, xq);
-    else RmsNormWarpKernel<false><<<grid, wpb * 32, 0, s>>>(x, add, w, eps, rows, dim, out, xq);
+    if (add) LaunchPdl(RmsNormWarpKernel<true>, dim3(grid), dim3(wpb * 32), 0, s, x, add, w, eps, rows, dim, out, xq);
+    else LaunchPdl(RmsNormWarpKernel<false>, dim3(grid), dim3(wpb * 32), 0, s, x, add, w, eps, rows, dim, out, xq);
   } else {
-    if (add) RmsNormBlockKernel<true><<<rows, 256, 0, s>>>(x, add, w, eps, dim, out, xq);
-    else RmsNormBlockKernel<false><<<rows, 256, 0, s>>>(x, add, w, eps, dim, out, xq);
+    // Wide rows: as many threads as keep ~4 elements each (one block per row is all a decode step has).
+    const int threads = dim >= 4096 ? 1024 : 512;
+    if (add) LaunchPdl(RmsNormBlockKernel<true>, dim3(rows), dim3(threads), 0, s, x, add, w, eps, dim, out, xq);
+    else LaunchPdl(RmsNormBlockKernel<false>, dim3(rows), dim3(threads), 0, s, x, add, w, eps, dim, out, xq);
   }
   return LaunchResult();
 }
@@ -439,8 +452,9 @@ cudaError_t LaunchRope(const RopeSeg* segs, int n_segs, int head_dim, int n_dims
                        const double* inv_freq, const BatchDev& b, cudaStream_t s) {
   if (b.n_tokens <= 0 || n_segs < 1 || n_segs > 2) return n_segs >= 1 && n_segs <= 2 ? cudaSuccess : cudaErrorInvalidValue;
   const RopeSeg none{};
-  RopeKernel<<<b.n_tokens, 128, sizeof(float) * n_dims, s>>>(segs[0], n_segs > 1 ? segs[1] : none, head_dim, n_dims,
-                                                             neox, eps, inv_freq, b.pos);
+  const int heads = segs[0].n_heads + (n_segs > 1 ? segs[1].n_heads : 0);
+  LaunchPdl(RopeKernel, dim3(b.n_tokens, CeilDiv(heads, 4)), dim3(128), 0, s, segs[0], n_segs > 1 ? segs[1] : none,
+            head_dim, n_dims, neox, eps, inv_freq, b.pos);
   return LaunchResult();
 }
 
@@ -448,28 +462,28 @@ cudaError_t LaunchSwiGLU(const float* gate, const float* up, int n, int dim, flo
   const int64_t total = static_cast<int64_t>(n) * dim;
   if (total <= 0) return cudaSuccess;
   if (xq) {
-    SwiGLUQuantKernel<<<GridFor(static_cast<int64_t>(n) * mmv::Groups(dim) * 32, 256), 256, 0, s>>>(
+    LaunchPdl(SwiGLUQuantKernel, dim3(GridFor(static_cast<int64_t>(n) * mmv::Groups(dim) * 32, 256)), dim3(256), 0, s, 
         gate, up, n, dim, out, static_cast<uint8_t*>(xq));
   } else {
-    SwiGLUKernel<<<GridFor(total, 256), 256, 0, s>>>(gate, up, total, out);
+    LaunchPdl(SwiGLUKernel, dim3(GridFor(total, 256)), dim3(256), 0, s, gate, up, total, out);
   }
   return LaunchResult();
 }
 
 cudaError_t LaunchAdd(float* x, const float* y, int64_t n, cudaStream_t s) {
-  AddKernel<<<GridFor(n, 256), 256, 0, s>>>(x, y, n);
+  LaunchPdl(AddKernel, dim3(GridFor(n, 256)), dim3(256), 0, s, x, y, n);
   return LaunchResult();
 }
 
 cudaError_t LaunchGather(const float* x, int dim, const BatchDev& b, float* out, cudaStream_t s) {
   if (b.n_out <= 0) return cudaSuccess;
-  GatherKernel<<<b.n_out, 256, 0, s>>>(x, dim, b.out_rows, out);
+  LaunchPdl(GatherKernel, dim3(b.n_out), dim3(256), 0, s, x, dim, b.out_rows, out);
   return LaunchResult();
 }
 
 cudaError_t LaunchAddBias(float* y, const float* bias, int n, int rows, int64_t ldy, cudaStream_t s) {
   dim3 grid(CeilDiv(rows, 256), n);
-  AddBiasKernel<<<grid, 256, 0, s>>>(y, bias, rows, ldy);
+  LaunchPdl(AddBiasKernel, dim3(grid), dim3(256), 0, s, y, bias, rows, ldy);
   return LaunchResult();
 }
 
