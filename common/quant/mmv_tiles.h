@@ -535,41 +535,37 @@ SPECD_HD float LegacyUnit(float acc, int dh, int dl, int xi, float d, float m, b
   return Fma(d, Fma(254.0f, I2F(dh), I2F(dl)), acc);
 }
 
-// The split of a launch's records over its warps: records are numbered
-// tile-major (r = tile * groups + group, tiles of all the launch's matrices
-// in order) and warp w takes [Lo(w), Lo(w + 1)), a contiguous run that may
-// span several tiles or part of one. A tile shared by several warps ("parts")
-// is summed in part order. The number of warps depends on the shapes and the
-// device only (never on the number of columns), so results are batch-invariant.
+// The split of a launch's records over its warps. Records are numbered
+// tile-major (r = tile * groups + group; the tiles of all the launch's
+// matrices in order). Each tile is one block of `tile_warps` warps; warp
+// (t, j) takes the tile's groups [j gpw, (j + 1) gpw), so warp w's run is
+// [Lo(w), Lo(w + 1)). A tile's warps ("parts") are summed in part order. The
+// split depends on the shapes and the device only (never on the number of
+// columns), so results are batch-invariant.
 struct Plan {
   int64_t records = 1;
   int64_t groups = 1;
-  int64_t warps = 1;
-  SPECD_HD int64_t Lo(int64_t w) const { return records * w / warps; }
-  SPECD_HD int64_t Owner(int64_t r) const {  // the warp whose run holds record r
-    int64_t c = r * warps / records;
-    while (c + 1 < warps && Lo(c + 1) <= r) ++c;
-    return c;
+  int64_t warps = 1;  // of the launch
+  int64_t tile_warps = 1, gpw = 1;
+  static SPECD_HD Plan Tile(int64_t tiles, int64_t groups, int64_t tile_warps) {
+    Plan p;
+    p.groups = groups;
+    p.records = tiles * groups;
+    const int64_t w = tile_warps < 1 ? 1 : tile_warps > groups ? groups : tile_warps;
+    p.gpw = (groups + w - 1) / w;
+    p.tile_warps = (groups + p.gpw - 1) / p.gpw;
+    p.warps = tiles * p.tile_warps;
+    return p;
   }
-  SPECD_HD int64_t First(int64_t tile) const { return Owner(tile * groups); }
-  SPECD_HD int64_t Parts(int64_t tile) const { return Owner(tile * groups + groups - 1) - First(tile) + 1; }
-  // An upper bound of Parts over all tiles.
-  SPECD_HD int64_t MaxParts() const {
-    const int64_t per = records / warps;  // every run has at least this many records
-    return per > 0 ? (groups + per - 1) / per + 1 : groups;
+  SPECD_HD int64_t Lo(int64_t w) const {
+    if (w >= warps) return records;
+    const int64_t g = (w % tile_warps) * gpw;
+    return (w / tile_warps) * groups + (g < groups ? g : groups);
   }
+  SPECD_HD int64_t Owner(int64_t r) const { return (r / groups) * tile_warps + (r % groups) / gpw; }
+  SPECD_HD int64_t First(int64_t tile) const { return tile * tile_warps; }
+  SPECD_HD int64_t Parts(int64_t) const { return tile_warps; }
 };
-constexpr int64_t kMinRecordsPerWarp = 2;
-// resident_warps: how many warps of the kernel the device runs at once.
-SPECD_HD Plan PlanFor(int64_t tiles, int64_t groups, int64_t resident_warps) {
-  Plan p;
-  p.groups = groups;
-  p.records = tiles * groups;
-  int64_t w = p.records / kMinRecordsPerWarp;
-  if (w > resident_warps) w = resident_warps;
-  p.warps = w < 1 ? 1 : w;
-  return p;
-}
 
 }  // namespace specd::mmv
 

@@ -588,8 +588,8 @@ void CheckMatMul(OpEnv& env, GgmlType type, int64_t rows, int64_t k) {
         first_bad = n;
       }
     }
-    Check(same, absl::StrCat(tag, ": kernel == host emulation bit for bit for n = 1, 7, 9, 16, 40 (", plan.warps,
-                             " warps, up to ", plan.MaxParts(), " per tile)",
+    Check(same, absl::StrCat(tag, ": kernel == host emulation bit for bit for n = 1, 7, 9, 16, 40 (",
+                             plan.tile_warps, " warps x ", plan.gpw, " groups per tile)",
                              first_bad > 0 ? absl::StrCat("; first difference at n=", first_bad) : ""));
   }
   // Reference path and cuBLAS path.
@@ -924,7 +924,7 @@ struct MatvecBench {
 void BenchMatvec(double copy_gbs, std::vector<GgmlType> types = {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K,
                                                                   GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q2_K}) {
   std::printf("BENCH matvec: weight GB/s (%% of copy bandwidth) and us per type, matrix rows x K, columns n "
-              "[warps of the launch, parts per tile]\n");
+              "[warps per tile x groups per warp]\n");
   struct M {
     int64_t rows, k;
   };
@@ -933,8 +933,8 @@ void BenchMatvec(double copy_gbs, std::vector<GgmlType> types = {GgmlType::Q4_K,
       MatvecBench mb;
       CHECK_OK(mb.Init(type, m.rows, m.k));
       const mmv::Plan plan = cuda::MmvPlan(type, mmv::Tiles(m.rows), m.k);
-      std::string line = absl::StrCat("  ", std::string(TypeName(type)), " ", m.rows, "x", m.k, " [", plan.warps,
-                                      " warps, <= ", plan.MaxParts(), " parts]:");
+      std::string line = absl::StrCat("  ", std::string(TypeName(type)), " ", m.rows, "x", m.k, " [",
+                                      plan.tile_warps, " warps x ", plan.gpw, " groups per tile]:");
       for (int n : {1, 2, 4, 7, 8, 9, 16}) {
         const double ms = mb.Ms(n);
         const double gbs = mb.ws[0].nbytes / (ms * 1e-3) / 1e9;
@@ -1417,12 +1417,13 @@ int RunChecks(const char* self, bool quick) {
     CheckMatMul(env, GgmlType::Q4_K, 1000, 256);
     CheckMatMul(env, GgmlType::Q6_K, 40, 5120);
     // Rows not a multiple of the 16-row tile, an odd number of groups, long K
-    // (8 warps per tile), and the 27B/32B shapes (one warp per tile).
+    // (several warps per tile), and the 27B/32B shapes.
     for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q8_0}) {
       CheckMatMul(env, t, 130, 768);
       CheckMatMul(env, t, 130, 25600);
       if (!quick) CheckMatMul(env, t, 1030, 5120);
     }
+    CheckMatMul(env, GgmlType::Q4_K, 25600, 5120);  // one warp per tile, several waves
   }
   CheckAttentionOps(quick);
   CheckIpc(self);
@@ -1451,8 +1452,9 @@ int RunBenchMin() {
   BenchMatvec(copy, {GgmlType::Q4_K, GgmlType::Q6_K});
   BenchAttention();
   const Shape q32 = {"qwen3", 64, 5120, 64, 8, 128, 25600, 151936, false, 1e6f};
+  const Shape q27 = {"qwen3", 54, 5120, 64, 8, 128, 25600, 151936, false, 1e6f};
+  BenchModel("27B-class target", q27, "Q4_K_S", GgmlType::Q8_0, copy, false, {6, 8});
   BenchModel("32B-class target", q32, "Q4_K_M", GgmlType::F16, copy, false, {1, 6});
-  BenchModel("32B-class target", q32, "Q4_K_M", GgmlType::F16, copy, false, {6}, false);
   std::printf("SUMMARY: bench done, %d failed checks\n", g_failures);
   return g_failures == 0 ? 0 : 1;
 }

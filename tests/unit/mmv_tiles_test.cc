@@ -153,8 +153,10 @@ TEST(MmvTiles, EmulatedProductMatchesFloat64) {
       for (size_t i = 0; i < x.size(); i += 97) x[i] *= 8.0f;  // a few outliers
       const auto bias = Gaussian(rows, seed++, 0.1f);
       const auto xq = mmv::QuantizeActivations(x.data(), n, k);
-      for (int sms : {1, 132}) {
-        const mmv::Plan plan = mmv::PlanFor(mmv::Tiles(rows), mmv::Groups(k), sms);
+      const int64_t tiles = mmv::Tiles(rows), groups = mmv::Groups(k);
+      // One warp per tile; tiles split into 3 parts; one group per warp.
+      for (const mmv::Plan& plan : {mmv::Plan::Tile(tiles, groups, 1), mmv::Plan::Tile(tiles, groups, 3),
+                                    mmv::Plan::Tile(tiles, groups, groups)}) {
         std::vector<float> y(static_cast<size_t>(n) * rows);
         mmv::Emulate(t, m.packed.data(), rows, k, xq.data(), n, plan, bias.data(), y.data());
         std::vector<float> w(k);
@@ -185,20 +187,30 @@ TEST(MmvTiles, EmulatedProductMatchesFloat64) {
   }
 }
 
-TEST(MmvTiles, PlanDependsOnShapesOnly) {
-  // Big matrices: one warp per tile; small ones split K over up to 8 warps.
-  mmv::Plan p = mmv::PlanFor(3200, 20, 132);
-  EXPECT_EQ(p.warps, 1);
-  EXPECT_EQ(p.gpw, 20);
-  p = mmv::PlanFor(320, 100, 132);
-  EXPECT_EQ(p.warps, 8);
-  EXPECT_EQ(p.gpw, 13);
-  p = mmv::PlanFor(64, 2, 132);
-  EXPECT_EQ(p.warps, 2);
-  EXPECT_EQ(p.gpw, 1);
-  p = mmv::PlanFor(640, 20, 132);
-  EXPECT_EQ(p.warps * p.gpw >= 20, true);
-  EXPECT_LT((p.warps - 1) * p.gpw, 20);
+TEST(MmvTiles, PlansCoverEveryRecordOnce) {
+  for (int64_t tiles : {1, 7, 64, 320, 1600}) {
+    for (int64_t groups : {1, 3, 20, 100}) {
+      std::vector<mmv::Plan> plans;
+      for (int64_t w : {1, 2, 3, 8, 16}) plans.push_back(mmv::Plan::Tile(tiles, groups, w));
+      for (const mmv::Plan& p : plans) {
+        ASSERT_GE(p.warps, 1);
+        ASSERT_EQ(p.Lo(0), 0);
+        ASSERT_EQ(p.Lo(p.warps), tiles * groups);
+        for (int64_t w = 0; w < p.warps; ++w) {
+          const int64_t n = p.Lo(w + 1) - p.Lo(w);
+          ASSERT_GE(n, 1) << "empty run";
+          ASSERT_LE(n, p.gpw);  // a tile's warps take gpw groups each (the last one the rest)
+          ASSERT_EQ(p.Lo(w) / groups, (p.Lo(w + 1) - 1) / groups);
+          for (int64_t r = p.Lo(w); r < p.Lo(w + 1); ++r) ASSERT_EQ(p.Owner(r), w);
+        }
+        for (int64_t t = 0; t < tiles; ++t) {
+          ASSERT_GE(p.Parts(t), 1);
+          ASSERT_LE(p.Parts(t), groups);
+          ASSERT_EQ(p.Lo(p.First(t)) <= t * groups, true);
+        }
+      }
+    }
+  }
 }
 
 }  // namespace

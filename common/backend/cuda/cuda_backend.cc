@@ -312,7 +312,6 @@ class CudaBackend final : public Backend, public CudaBackendControl {
   void ExecAll();
   void Exec(const OpRec& op);
   void ExecMatMul(const OpRec& op);
-  void ReserveMmv(const OpRec& op);
   void RunGraph();
 
   int device_ = 0;
@@ -366,10 +365,6 @@ class CudaBackend final : public Backend, public CudaBackendControl {
   size_t attn_part_cap_ = 0;
   void* stage_ = nullptr;  // GGUF rows being packed (load time only; freed by InitKv)
   size_t stage_cap_ = 0;
-  void* mmv_parts_ = nullptr;  // matvec: sums of tiles shared by several warps
-  size_t mmv_parts_cap_ = 0;
-  void* mmv_arrivals_ = nullptr;  // matvec: one counter per tile (kept zero between launches)
-  size_t mmv_arrivals_cap_ = 0;
   std::vector<void*> retired_;
   std::map<std::tuple<int, float, float>, double*> rope_tables_;
 
@@ -451,8 +446,6 @@ CudaBackend::~CudaBackend() {
   cudaFree(xhalf_);
   cudaFree(attn_part_);
   cudaFree(stage_);
-  cudaFree(mmv_parts_);
-  cudaFree(mmv_arrivals_);
   for (auto& [k, t] : rope_tables_) cudaFree(t);
   cudaFree(meta_dev_);
   if (meta_host_) cudaFreeHost(meta_host_);
@@ -566,8 +559,6 @@ absl::Status CudaBackend::InitKv(const KvLayout& layout) {
   SPECD_RETURN_IF_ERROR(Synchronize());
   if (stage_) {  // the weights are loaded: the packing stage is no longer needed
     cudaFree(stage_);
-  cudaFree(mmv_parts_);
-  cudaFree(mmv_arrivals_);
     other_bytes_ -= stage_cap_;
     stage_ = nullptr;
     stage_cap_ = 0;
@@ -955,12 +946,10 @@ void CudaBackend::MatMul(const Weight& w, const Weight* bias, const float* x, in
         last.i[kMmRows[j]] = rows;
         last.i[kMmRowBytes[j]] = static_cast<int64_t>(row_bytes);
         last.i[7] = j + 1;
-        NoteWrite(y, sizeof(float) * n * rows);
-        return ReserveMmv(last);
+        return NoteWrite(y, sizeof(float) * n * rows);
       }
     }
   }
-  if (path == kPathMmv) ReserveMmv(op);
   if (path == kPathDequant || (path == kPathGemm && w.type != GgmlType::F32 && w.type != GgmlType::F16)) {
     const size_t row_f = static_cast<size_t>(k) * (path == kPathGemm ? 2 : 4);
     const size_t need = std::max(kSlabBytes, row_f);
@@ -1179,21 +1168,6 @@ void CudaBackend::Exec(const OpRec& op) {
   }
 }
 
-// Scratch of a matvec launch (its matrices as grouped so far).
-void CudaBackend::ReserveMmv(const OpRec& op) {
-  int64_t tiles = 0;
-  for (int j = 0; j < op.i[7]; ++j) tiles += mmv::Tiles(op.i[kMmRows[j]]);
-  const auto type = static_cast<GgmlType>(op.i[0]);
-  if (absl::Status st = Grow(&mmv_parts_, &mmv_parts_cap_, sizeof(float) * cuda::MmvPartFloats(type, tiles, op.i[1]),
-                             "matvec partial sums");
-      !st.ok())
-    return Fail(st);
-  const size_t old = mmv_arrivals_cap_;
-  if (absl::Status st = Grow(&mmv_arrivals_, &mmv_arrivals_cap_, sizeof(int) * tiles, "matvec counters"); !st.ok())
-    return Fail(st);
-  if (mmv_arrivals_cap_ != old) Fail(cudaMemsetAsync(mmv_arrivals_, 0, mmv_arrivals_cap_, stream_), "clearing counters");
-}
-
 void CudaBackend::ExecMatMul(const OpRec& op) {
   const auto type = static_cast<GgmlType>(op.i[0]);
   const int64_t k = op.i[1], rows = op.i[2];
@@ -1215,9 +1189,7 @@ void CudaBackend::ExecMatMul(const OpRec& op) {
                      static_cast<float*>(const_cast<void*>(op.p[kMmY[j]])) + c0 * r};
         }
         const auto* xq = static_cast<const uint8_t*>(op.p[4]) + (c0 / 8) * ct_bytes;
-        Fail(cuda::LaunchMmv(type, mats, nm, k, xq, std::min(16, n - c0), static_cast<float*>(mmv_parts_),
-                             static_cast<int*>(mmv_arrivals_), stream_),
-             "matvec");
+        Fail(cuda::LaunchMmv(type, mats, nm, k, xq, std::min(16, n - c0), stream_), "matvec");
       }
       return;
     }

@@ -4,14 +4,12 @@
 // Quantized weights live in the mmv tile layout (common/quant/mmv_tiles.h:
 // packed once at load by PackKernel, losslessly, in the GGUF byte count):
 // a (16-row tile, 256-element group) is one contiguous record, and every lane
-// reads exactly its integer-MMA fragments from it. A block owns one tile;
-// its warps split the tile's groups (the split depends on the shapes and the
-// SM count only). Each warp streams its records with the copy engine
-// (cp.async.bulk into a per-warp ring of Stages<T>() shared-memory slots, one
-// mbarrier each): several records are in flight per warp at no register
-// cost, and the lanes read their fragments from shared memory without bank
-// conflicts. The warps' sums are added in warp order. Per group and unit
-// the codes meet the activations (two int8 levels, LaunchQuantizeX) in
+// reads exactly its integer-MMA fragments from it with 16-byte loads. A block
+// owns one tile; its warps split the tile's groups (MmvPlan: the split that
+// makes the launch's waves cheapest, from the shapes and the device only),
+// each warp holding the next group's weights in registers while it computes
+// the current one, and the warps' sums are added in warp order. Per group and
+// unit the codes meet the activations (two int8 levels, LaunchQuantizeX) in
 // mma.sync m16n8k32 / m16n8k16; the k-quants' integer scales are applied in
 // int32 and their mins through an MMA over the units' limb sums, all exact,
 // then one float expression per group (mmv::KGroupValue). The arithmetic is
@@ -24,6 +22,8 @@
 // Float weights (F16 BF16 F32) use a plain FP32 FMA kernel.
 #include <cuda_fp16.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 
@@ -36,48 +36,28 @@ namespace {
 using mmv::Layout;
 
 // ---- loads ----
+// Weights: streamed once, not kept in L1.
+__device__ __forceinline__ uint4 LdW(const uint8_t* p) {
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
+  return v;
+}
+__device__ __forceinline__ uint32_t LdW32(const uint8_t* p) {
+  uint32_t v;
+  asm volatile("ld.global.nc.L1::no_allocate.u32 %0, [%1];" : "=r"(v) : "l"(p));
+  return v;
+}
+__device__ __forceinline__ uint32_t LdW16(const uint8_t* p) {
+  unsigned short v;
+  asm volatile("ld.global.nc.L1::no_allocate.u16 %0, [%1];" : "=h"(v) : "l"(p));
+  return v;
+}
 // Activations: read by every block, cached.
 __device__ __forceinline__ uint4 LdX(const uint8_t* p) { return __ldg(reinterpret_cast<const uint4*>(p)); }
 
 __device__ __forceinline__ uint32_t Word(const uint4& v, int i) { return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w; }
-
-// ---- the copy engine: bulk copies into shared memory, completion on an mbarrier (sm_90) ----
-__device__ __forceinline__ uint32_t SmemAddr(const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }
-__device__ __forceinline__ void MbarInit(uint64_t* bar) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(SmemAddr(bar)) : "memory");
-  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-#endif
-}
-// Arms `bar` for `bytes` and copies them from global memory to shared memory.
-__device__ __forceinline__ void BulkLoad(void* dst, const void* src, uint32_t bytes, uint64_t* bar) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(SmemAddr(bar)), "r"(bytes) : "memory");
-  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
-                   SmemAddr(dst)),
-               "l"(src), "r"(bytes), "r"(SmemAddr(bar))
-               : "memory");
-#endif
-}
-__device__ __forceinline__ void MbarWait(uint64_t* bar, uint32_t parity) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile(
-      "{\n"
-      ".reg .pred p;\n"
-      "WAIT:\n"
-      "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
-      "@!p bra WAIT;\n"
-      "}\n" ::"r"(SmemAddr(bar)),
-      "r"(parity)
-      : "memory");
-#endif
-}
-// Orders this warp's reads of a slot (generic proxy) before the copy engine refills it.
-__device__ __forceinline__ void FenceProxyAsync() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-#endif
-}
 
 // ---- integer MMA, D = A * B (no accumulator) or D += A * B ----
 template <bool kS8>
@@ -122,12 +102,12 @@ struct WRegs {
   uint32_t b[2];
 };
 
-// Reads the lane's share of a record from its shared-memory slot.
+// Reads the lane's share of a record.
 template <GgmlType T>
 __device__ __forceinline__ void LoadW(const uint8_t* rec, int lane, WRegs& w) {
   constexpr Layout l = mmv::LayoutOf(T);
-  auto v4 = [&](int off) { return *reinterpret_cast<const uint4*>(rec + off); };
-  auto v1 = [&](int off) { return *reinterpret_cast<const uint32_t*>(rec + off); };
+  auto v4 = [&](int off) { return LdW(rec + off); };
+  auto v1 = [&](int off) { return LdW32(rec + off); };
   if constexpr (l.p4 >= 0) {
 #pragma unroll
     for (int c = 0; c < 4; ++c) w.p4[c] = v4(l.p4 + 512 * c + 16 * lane);
@@ -154,7 +134,7 @@ __device__ __forceinline__ void LoadW(const uint8_t* rec, int lane, WRegs& w) {
       w.a[h][0] = make_uint4(v1(a), v1(a + 4), v1(a + 8), 0u);
     }
     if constexpr (l.aux_b_row == 4) w.b[h] = v1(l.aux_b + 4 * row);
-    else if constexpr (l.aux_b_row == 2) w.b[h] = *reinterpret_cast<const uint16_t*>(rec + l.aux_b + 2 * row);
+    else if constexpr (l.aux_b_row == 2) w.b[h] = LdW16(rec + l.aux_b + 2 * row);
   }
 }
 
@@ -422,64 +402,19 @@ struct MmvParams {
   int n_mats;
   int n;
   mmv::Plan plan;
-  int64_t max_parts;
   const uint8_t* xq;
-  size_t xq_ct;     // bytes per column tile of the activation records
-  float* parts;     // [tile][max_parts][NT * 4][32]: tiles shared by several warps
-  int* arrivals;    // [tile], zero between launches
+  size_t xq_ct;  // bytes per column tile of the activation records
 };
 
-// Records in flight per warp (about 7-10 KB of weights).
-template <GgmlType T>
-constexpr int Stages() {
-  constexpr int rec = mmv::LayoutOf(T).rec;
-  return rec <= 1400 ? 6 : rec <= 2400 ? 4 : 3;
-}
-template <GgmlType T>
-constexpr size_t SlotBytes() {
-  return static_cast<size_t>(Stages<T>()) * mmv::LayoutOf(T).rec;
-}
-constexpr int kMmvWarps = 4;  // per block; the blocks are persistent (one wave)
-constexpr int kBarBytes = kMmvWarps * 8 * 8;
-template <GgmlType T>
-constexpr size_t MmvSmemBytes() {
-  return kBarBytes + static_cast<size_t>(kMmvWarps) * SlotBytes<T>();
-}
+constexpr int kTileMaxWarps = 8;
 
 __device__ __forceinline__ const MmvMat& MatOf(const MmvParams& p, int64_t tile) {
   return p.n_mats > 2 && tile >= p.m[2].tile0 ? p.m[2] : p.n_mats > 1 && tile >= p.m[1].tile0 ? p.m[1] : p.m[0];
 }
 
-// Hands the warp's sums for `tile` over: written directly when the warp
-// holds the whole tile, else as part `part` of `nparts`; the last part to
-// arrive adds all of them in part order.
 template <int NT>
-__device__ void FlushTile(const MmvParams& p, int64_t tile, int64_t part, int64_t nparts, float (&acc)[NT][4],
-                          int lane) {
+__device__ __forceinline__ void StoreTile(const MmvParams& p, int64_t tile, const float (&acc)[NT][4], int lane) {
   const MmvMat& m = MatOf(p, tile);
-  if (nparts > 1) {
-    float* mine = p.parts + ((tile * p.max_parts + part) * NT * 4) * 32;
-#pragma unroll
-    for (int ct = 0; ct < NT; ++ct)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) mine[(ct * 4 + i) * 32 + lane] = acc[ct][i];
-    __threadfence();
-    int prev = 0;
-    if (lane == 0) prev = atomicAdd(&p.arrivals[tile], 1);
-    prev = __shfl_sync(kFull, prev, 0);
-    if (prev != nparts - 1) return;
-    __threadfence();
-    const float* all = p.parts + (tile * p.max_parts * NT * 4) * 32;
-#pragma unroll
-    for (int ct = 0; ct < NT; ++ct)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        float v = __ldcg(all + (ct * 4 + i) * 32 + lane);
-        for (int64_t q = 1; q < nparts; ++q) v = mmv::Add(v, __ldcg(all + ((q * NT + ct) * 4 + i) * 32 + lane));
-        acc[ct][i] = v;
-      }
-    if (lane == 0) p.arrivals[tile] = 0;
-  }
   const int gq = lane >> 2, t = lane & 3;
   const int64_t local = tile - m.tile0;
 #pragma unroll
@@ -496,79 +431,68 @@ __device__ void FlushTile(const MmvParams& p, int64_t tile, int64_t part, int64_
     }
 }
 
-// Persistent blocks of kMmvWarps warps; warp w streams records
-// [plan.Lo(w), plan.Lo(w + 1)) through its ring and hands each tile's sums
-// over when it leaves the tile.
-template <GgmlType T, int NT>
-__global__ void __launch_bounds__(32 * kMmvWarps) MmvKernel(const __grid_constant__ MmvParams p) {
-  constexpr int kRec = mmv::LayoutOf(T).rec;
-  constexpr int S = Stages<T>();
-  static_assert(S <= 8);
-  extern __shared__ __align__(128) uint8_t smem[];
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int64_t gw = static_cast<int64_t>(blockIdx.x) * kMmvWarps + warp;
-  if (gw >= p.plan.warps) {  // no records (last block): still let the next kernel start
-    GridDepLaunch();
-    return;
-  }
-  const int64_t G = p.plan.groups;
-  const int64_t r0 = p.plan.Lo(gw), nrec = p.plan.Lo(gw + 1) - r0;
-  uint64_t* bars = reinterpret_cast<uint64_t*>(smem) + warp * 8;
-  uint8_t* ring = smem + kBarBytes + warp * SlotBytes<T>();
-  auto record = [&](int64_t r) {
-    const int64_t tile = r / G;
-    const MmvMat& m = MatOf(p, tile);
-    return m.w + static_cast<size_t>((tile - m.tile0) * G + r % G) * kRec;
-  };
-  // The weights do not depend on the previous kernel: start streaming them now.
-  if (lane == 0) {
-#pragma unroll
-    for (int s = 0; s < S; ++s) MbarInit(&bars[s]);
-    for (int s = 0; s < S && s < nrec; ++s) BulkLoad(ring + s * kRec, record(r0 + s), kRec, &bars[s]);
-  }
-  __syncwarp();
-  GridDepWait();  // the activations come from the previous kernel
-
+template <int NT>
+__device__ __forceinline__ XView<NT> MakeXView(const MmvParams& p, int lane) {
   XView<NT> xv;
-  const int gq = lane >> 2, t = lane & 3;
 #pragma unroll
   for (int ct = 0; ct < NT; ++ct) {
-    xv.col_ok[ct] = 8 * ct + gq < p.n;
-    xv.out_ok[ct] = 8 * ct + 2 * t < p.n;
+    xv.col_ok[ct] = 8 * ct + (lane >> 2) < p.n;
+    xv.out_ok[ct] = 8 * ct + 2 * (lane & 3) < p.n;
   }
+  return xv;
+}
+
+template <GgmlType T, int NT>
+__device__ __forceinline__ void Group(const WRegs& w, XView<NT>& xv, const MmvParams& p, int64_t g, int lane,
+                                      float (&acc)[NT][4]) {
+#pragma unroll
+  for (int ct = 0; ct < NT; ++ct) xv.rec[ct] = p.xq + ct * p.xq_ct + static_cast<size_t>(g) * mmv::xq::kRec;
+  if constexpr (mmv::LayoutOf(T).kquant) GroupK<T, NT>(w, xv, lane, acc);
+  else GroupLegacy<T, NT>(w, xv, lane, acc);
+}
+
+// Block = one tile, warp j of tile_warps takes groups
+// [j gpw, (j + 1) gpw) with the next group's weights in registers while the
+// current one is computed; the warps' sums are added in warp order.
+template <GgmlType T, int NT>
+__global__ void __launch_bounds__(32 * kTileMaxWarps) MmvKernel(const __grid_constant__ MmvParams p) {
+  constexpr int kRec = mmv::LayoutOf(T).rec;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+  const int64_t tile = blockIdx.x, G = p.plan.groups;
+  const MmvMat& m = MatOf(p, tile);
+  const uint8_t* base = m.w + static_cast<size_t>(tile - m.tile0) * G * kRec;
+  const int64_t g0 = warp * p.plan.gpw, g1 = min(G, g0 + p.plan.gpw);
+  WRegs cur;
+  if (g0 < g1) LoadW<T>(base + static_cast<size_t>(g0) * kRec, lane, cur);
+  GridDepWait();  // the activations come from the previous kernel
+  XView<NT> xv = MakeXView<NT>(p, lane);
   float acc[NT][4];
 #pragma unroll
   for (int ct = 0; ct < NT; ++ct)
 #pragma unroll
     for (int i = 0; i < 4; ++i) acc[ct][i] = 0.0f;
-  int64_t tile = r0 / G;
-  for (int64_t i = 0; i < nrec; ++i) {
-    const int64_t r = r0 + i;
-    if (r / G != tile) {
-      FlushTile<NT>(p, tile, gw - p.plan.First(tile), p.plan.Parts(tile), acc, lane);
+  for (int64_t g = g0; g < g1; ++g) {
+    WRegs nxt;
+    if (g + 1 < g1) LoadW<T>(base + static_cast<size_t>(g + 1) * kRec, lane, nxt);
+    Group<T, NT>(cur, xv, p, g, lane, acc);
+    cur = nxt;
+  }
+  GridDepLaunch();
+  __shared__ float red[kTileMaxWarps][NT][4][32];
+  if (nw > 1) {
+#pragma unroll
+    for (int ct = 0; ct < NT; ++ct)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) red[warp][ct][i][lane] = acc[ct][i];
+    __syncthreads();
+    if (warp != 0) return;
+    for (int w = 1; w < nw; ++w)
 #pragma unroll
       for (int ct = 0; ct < NT; ++ct)
 #pragma unroll
-        for (int q = 0; q < 4; ++q) acc[ct][q] = 0.0f;
-      tile = r / G;
-    }
-    const int s = static_cast<int>(i % S);
-    MbarWait(&bars[s], static_cast<uint32_t>((i / S) & 1));
-    WRegs w;
-    LoadW<T>(ring + s * kRec, lane, w);
-    __syncwarp();
-    if (lane == 0 && i + S < nrec) {  // refill the slot just read
-      FenceProxyAsync();
-      BulkLoad(ring + s * kRec, record(r + S), kRec, &bars[s]);
-    }
-    const int64_t g = r % G;
-#pragma unroll
-    for (int ct = 0; ct < NT; ++ct) xv.rec[ct] = p.xq + ct * p.xq_ct + static_cast<size_t>(g) * mmv::xq::kRec;
-    if constexpr (mmv::LayoutOf(T).kquant) GroupK<T, NT>(w, xv, lane, acc);
-    else GroupLegacy<T, NT>(w, xv, lane, acc);
+        for (int i = 0; i < 4; ++i) acc[ct][i] = mmv::Add(acc[ct][i], red[w][ct][i][lane]);
   }
-  GridDepLaunch();
-  if (nrec > 0) FlushTile<NT>(p, tile, gw - p.plan.First(tile), p.plan.Parts(tile), acc, lane);
+  StoreTile<NT>(p, tile, acc, lane);
 }
 
 // ---- activation quantization (standalone pass; producers fuse it with QuantizeGroupWarp) ----
@@ -755,19 +679,37 @@ bool MmvSupported(GgmlType type) { return mmv::HasLayout(type); }
 size_t MmvPackedBytes(GgmlType type, int64_t rows, int64_t k) { return mmv::PackedBytes(type, rows, k); }
 
 namespace {
-int64_t g_resident_warps[64] = {};  // per GgmlType: MmvKernel<T, 1> warps the device runs at once
+// Per GgmlType (low 6 bits) and warps per block w = 1..16: warps of MmvKernel
+// the device runs at once.
+int64_t g_resident[64][kTileMaxWarps + 1] = {};
+// A warp's fixed cost (first load's latency, launch, sums) in units of one
+// group's streaming time, fitted on the H200 (device call 4: a 25600 x 5120
+// Q4_K matrix at 2 warps x 10 groups took 28.9 us, at 10 warps x 2 groups
+// 50.8 us).
+constexpr double kWarpOverheadGroups = 4.3;
 }  // namespace
 
+// The warps per tile whose launch is cheapest when a launch costs its waves
+// (warps over what the device runs at once, rounded up) times each warp's
+// time (its groups plus a fixed overhead).
 mmv::Plan MmvPlan(GgmlType type, int64_t tiles, int64_t k) {
-  const int64_t resident = g_resident_warps[static_cast<int>(type) & 63];
-  return mmv::PlanFor(tiles, mmv::Groups(k), resident > 0 ? resident : int64_t{GetDeviceInfo().sm_count} * 16);
+  const int ti = static_cast<int>(type) & 63;
+  const int64_t groups = mmv::Groups(k);
+  int64_t best_w = 1;
+  double best = 0;
+  for (int64_t w = 1; w <= std::min<int64_t>(groups, kTileMaxWarps); ++w) {
+    const mmv::Plan p = mmv::Plan::Tile(tiles, groups, w);
+    if (p.tile_warps != w) continue;  // the same split as a smaller w
+    const int64_t cap = g_resident[ti][w] > 0 ? g_resident[ti][w] : int64_t{GetDeviceInfo().sm_count} * 16;
+    const double cost = std::ceil(static_cast<double>(p.warps) / static_cast<double>(cap)) *
+                        (static_cast<double>(p.gpw) + kWarpOverheadGroups);
+    if (best == 0 || cost < best) {
+      best = cost;
+      best_w = w;
+    }
+  }
+  return mmv::Plan::Tile(tiles, groups, best_w);
 }
-
-size_t MmvPartFloats(GgmlType type, int64_t tiles, int64_t k) {
-  const mmv::Plan plan = MmvPlan(type, tiles, k);
-  return static_cast<size_t>(tiles) * static_cast<size_t>(plan.MaxParts()) * 2 * 4 * 32;
-}
-
 
 cudaError_t LaunchPack(GgmlType type, const void* gguf, size_t row_bytes, int64_t rows, int64_t k, int64_t tile0,
                        int64_t ntiles, void* packed, cudaStream_t s) {
@@ -790,7 +732,7 @@ cudaError_t LaunchQuantizeX(const float* x, int n, int64_t k, void* xq, cudaStre
 }
 
 cudaError_t LaunchMmv(GgmlType type, const MmvMatrix* mats, int n_mats, int64_t k, const void* xq, int n,
-                      float* parts, int* arrivals, cudaStream_t s) {
+                      cudaStream_t s) {
   if (n < 1 || n > 16 || n_mats < 1 || n_mats > kMmvMaxMats) return cudaErrorInvalidValue;
   MmvParams p{};
   int64_t tiles = 0;
@@ -799,34 +741,29 @@ cudaError_t LaunchMmv(GgmlType type, const MmvMatrix* mats, int n_mats, int64_t 
     tiles += mmv::Tiles(mats[i].rows);
   }
   p.plan = MmvPlan(type, tiles, k);
-  p.max_parts = p.plan.MaxParts();
   p.n_mats = n_mats;
   p.n = n;
   p.xq = static_cast<const uint8_t*>(xq);
   p.xq_ct = static_cast<size_t>(mmv::Groups(k)) * mmv::xq::kRec;
-  p.parts = parts;
-  p.arrivals = arrivals;
-  const dim3 grid(static_cast<unsigned>((p.plan.warps + kMmvWarps - 1) / kMmvWarps)), block(32 * kMmvWarps);
   cudaError_t err = cudaErrorInvalidValue;
   DispatchPacked(type, [&]<GgmlType T>() {
-    const size_t smem = MmvSmemBytes<T>();
-    err = n <= 8 ? LaunchPdl(MmvKernel<T, 1>, grid, block, smem, s, p) : LaunchPdl(MmvKernel<T, 2>, grid, block, smem, s, p);
+    const dim3 grid(static_cast<unsigned>(tiles)), block(static_cast<unsigned>(32 * p.plan.tile_warps));
+    err = n <= 8 ? LaunchPdl(MmvKernel<T, 1>, grid, block, 0, s, p) : LaunchPdl(MmvKernel<T, 2>, grid, block, 0, s, p);
   });
   return err;
 }
 
 cudaError_t PrepareMatvecKernels() {
   cudaError_t e = cudaSuccess;
+  const int64_t sms = GetDeviceInfo().sm_count;
   for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0, GgmlType::Q2_K,
                      GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K})
     DispatchPacked(t, [&]<GgmlType T>() {
-      const int bytes = static_cast<int>(MmvSmemBytes<T>());
-      if (e == cudaSuccess) e = cudaFuncSetAttribute(MmvKernel<T, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
-      if (e == cudaSuccess) e = cudaFuncSetAttribute(MmvKernel<T, 2>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
-      int blocks = 0;
-      if (e == cudaSuccess)
-        e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, MmvKernel<T, 1>, 32 * kMmvWarps, bytes);
-      g_resident_warps[static_cast<int>(T) & 63] = int64_t{blocks} * kMmvWarps * GetDeviceInfo().sm_count;
+      for (int w = 1; w <= kTileMaxWarps && e == cudaSuccess; ++w) {
+        int b = 0;
+        e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, MmvKernel<T, 1>, 32 * w, 0);
+        g_resident[static_cast<int>(T) & 63][w] = int64_t{b} * w * sms;
+      }
     });
   return e;
 }

@@ -3,6 +3,8 @@
 // random weight fill. Every per-element formula rounds like the CPU backend
 // (explicit _rn intrinsics: no contraction), and no result depends on how many
 // rows or tokens a launch covers.
+#include <algorithm>
+
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -97,83 +99,42 @@ __global__ void EmbedKernel(const uint8_t* emb, int64_t ne0, size_t row_bytes, c
 }
 
 // ---- RMSNorm ----
-// One warp per row (small rows) or one block per row; sums of squares in
-// double like the CPU backend, reduced in a fixed order.
+// One block per row; warp j takes the row's groups of 256 j, j + warps, ...
+// (element 256 g + 32 u + lane), so the warp that normalises a group also
+// quantizes it. Sums of squares in double like the CPU backend, reduced in a
+// fixed order (lanes, then warps).
 template <bool kAdd>
-__global__ void RmsNormWarpKernel(float* x, const float* add, const float* w, float eps, int rows, int dim,
-                                  float* out, uint8_t* xq) {
-  GridDepWait();  // programmatic dependent launch: inputs are ready after this
-  GridDepLaunch();
-  const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
-  const int lane = threadIdx.x & 31;
-  if (row >= rows) return;
-  float* xr = x + static_cast<int64_t>(row) * dim;
-  double ss = 0;
-  for (int i = lane; i < dim; i += 32) {
-    float v = xr[i];
-    if constexpr (kAdd) {
-      v = __fadd_rn(v, add[static_cast<int64_t>(row) * dim + i]);
-      xr[i] = v;
-    }
-    ss = __fma_rn(static_cast<double>(v), static_cast<double>(v), ss);
-  }
-  ss = WarpSumD(ss);
-  const float s = static_cast<float>(1.0 / sqrt(ss / dim + static_cast<double>(eps)));
-  float* o = out + static_cast<int64_t>(row) * dim;
-  if (!xq) {
-    for (int i = lane; i < dim; i += 32) o[i] = __fmul_rn(__fmul_rn(xr[i], s), w[i]);
-    return;
-  }
-  const int64_t groups = mmv::Groups(dim);
-  for (int64_t g = 0; g < groups; ++g) {
-    float v[8];
-#pragma unroll
-    for (int u = 0; u < 8; ++u) {
-      const int64_t i = g * mmv::kGroup + 32 * u + lane;
-      v[u] = i < dim ? __fmul_rn(__fmul_rn(xr[i], s), w[i]) : 0.0f;
-      if (i < dim) o[i] = v[u];
-    }
-    QuantizeGroupWarp(v, row, g, groups, xq);
-  }
-}
-
-template <bool kAdd>
-__global__ void RmsNormBlockKernel(float* x, const float* add, const float* w, float eps, int dim, float* out,
-                                   uint8_t* xq) {
+__global__ void RmsNormKernel(float* x, const float* add, const float* w, float eps, int dim, float* out,
+                              uint8_t* xq) {
   GridDepWait();  // programmatic dependent launch: inputs are ready after this
   GridDepLaunch();
   __shared__ double part[32];
-  __shared__ float scale;
   const int64_t row = blockIdx.x;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+  const int64_t groups = mmv::Groups(dim);
   float* xr = x + row * dim;
   double ss = 0;
-  for (int i = threadIdx.x; i < dim; i += blockDim.x) {
-    float v = xr[i];
-    if constexpr (kAdd) {
-      v = __fadd_rn(v, add[row * dim + i]);
-      xr[i] = v;
+  for (int64_t g = warp; g < groups; g += nw) {
+#pragma unroll
+    for (int u = 0; u < 8; ++u) {
+      const int64_t i = g * mmv::kGroup + 32 * u + lane;
+      if (i < dim) {
+        float v = xr[i];
+        if constexpr (kAdd) {
+          v = __fadd_rn(v, add[row * dim + i]);
+          xr[i] = v;
+        }
+        ss = __fma_rn(static_cast<double>(v), static_cast<double>(v), ss);
+      }
     }
-    ss = __fma_rn(static_cast<double>(v), static_cast<double>(v), ss);
   }
   ss = WarpSumD(ss);
-  if ((threadIdx.x & 31) == 0) part[threadIdx.x / 32] = ss;
+  if (lane == 0) part[warp] = ss;
   __syncthreads();
-  if (threadIdx.x == 0) {
-    double t = 0;
-    for (int i = 0; i < static_cast<int>(blockDim.x / 32); ++i) t = __dadd_rn(t, part[i]);
-    scale = static_cast<float>(1.0 / sqrt(t / dim + static_cast<double>(eps)));
-  }
-  __syncthreads();
-  const float s = scale;
+  const double total = WarpSumD(lane < nw ? part[lane] : 0.0);
+  const float s = static_cast<float>(1.0 / sqrt(total / dim + static_cast<double>(eps)));
   float* o = out + row * dim;
-  if (!xq) {
-    for (int i = threadIdx.x; i < dim; i += blockDim.x) o[i] = __fmul_rn(__fmul_rn(xr[i], s), w[i]);
-    return;
-  }
-  // Fused quantization: warp w takes groups w, w + warps, ... (one warp per group).
-  const int lane = threadIdx.x & 31, nw = blockDim.x / 32;
-  const int64_t groups = mmv::Groups(dim);
-  for (int64_t g = threadIdx.x / 32; g < groups; g += nw) {
+  for (int64_t g = warp; g < groups; g += nw) {
     float v[8];
 #pragma unroll
     for (int u = 0; u < 8; ++u) {
@@ -181,7 +142,7 @@ __global__ void RmsNormBlockKernel(float* x, const float* add, const float* w, f
       v[u] = i < dim ? __fmul_rn(__fmul_rn(xr[i], s), w[i]) : 0.0f;
       if (i < dim) o[i] = v[u];
     }
-    QuantizeGroupWarp(v, static_cast<int>(row), g, groups, xq);
+    if (xq) QuantizeGroupWarp(v, static_cast<int>(row), g, groups, xq);
   }
 }
 
@@ -434,17 +395,9 @@ cudaError_t LaunchRmsNorm(float* x, const float* add, const float* w, float eps,
                           void* xq_v, cudaStream_t s) {
   if (rows <= 0) return cudaSuccess;
   uint8_t* xq = static_cast<uint8_t*>(xq_v);
-  if (dim <= 1024) {
-    const int wpb = 8;
-    const int grid = CeilDiv(rows, wpb);
-    if (add) LaunchPdl(RmsNormWarpKernel<true>, dim3(grid), dim3(wpb * 32), 0, s, x, add, w, eps, rows, dim, out, xq);
-    else LaunchPdl(RmsNormWarpKernel<false>, dim3(grid), dim3(wpb * 32), 0, s, x, add, w, eps, rows, dim, out, xq);
-  } else {
-    // Wide rows: as many threads as keep ~4 elements each (one block per row is all a decode step has).
-    const int threads = dim >= 4096 ? 1024 : 512;
-    if (add) LaunchPdl(RmsNormBlockKernel<true>, dim3(rows), dim3(threads), 0, s, x, add, w, eps, dim, out, xq);
-    else LaunchPdl(RmsNormBlockKernel<false>, dim3(rows), dim3(threads), 0, s, x, add, w, eps, dim, out, xq);
-  }
+  const int warps = static_cast<int>(std::min<int64_t>(32, mmv::Groups(dim)));
+  if (add) LaunchPdl(RmsNormKernel<true>, dim3(rows), dim3(32 * warps), 0, s, x, add, w, eps, dim, out, xq);
+  else LaunchPdl(RmsNormKernel<false>, dim3(rows), dim3(32 * warps), 0, s, x, add, w, eps, dim, out, xq);
   return LaunchResult();
 }
 

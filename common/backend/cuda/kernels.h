@@ -64,11 +64,9 @@ cudaError_t LaunchQuantizeX(const float* x, int n, int64_t k, void* xq, cudaStre
 // (q/k/v, gate/up) go in one launch. y_i[c * rows_i + r] = W_i[r] . x_c
 // (+ bias_i[r]) for c < n <= 16; xq: the records of these n columns
 // (LaunchQuantizeX output, advanced by 16-column groups for larger n). The
-// launch's (tile, group) records are split evenly over as many warps as the
-// device runs at once (MmvPlan: shapes and device only, never n, so each
-// column's result is bit-identical whatever n is); tiles shared by several
-// warps are summed through `parts` (MmvPartFloats floats) in a fixed order,
-// `arrivals` (one int per tile, zero before the first launch) counting them.
+// split of each tile's groups over warps (MmvPlan) depends on the shapes and
+// the device only, never on n: each column's result is bit-identical whatever
+// n is.
 constexpr int kMmvMaxMats = 3;
 struct MmvMatrix {
   const void* w;  // packed
@@ -77,9 +75,8 @@ struct MmvMatrix {
   float* y;
 };
 mmv::Plan MmvPlan(GgmlType type, int64_t tiles, int64_t k);  // tiles: of all the launch's matrices
-size_t MmvPartFloats(GgmlType type, int64_t tiles, int64_t k);
 cudaError_t LaunchMmv(GgmlType type, const MmvMatrix* mats, int n_mats, int64_t k, const void* xq, int n,
-                      float* parts, int* arrivals, cudaStream_t s);
+                      cudaStream_t s);
 // Dequantizes packed rows to F16 or F32, `ld` elements apart in dst: rows
 // r0 .. r0 + nrows, or row_ids[0 .. nrows) when row_ids is set (device array).
 cudaError_t LaunchDequantPacked(GgmlType type, const void* packed, int64_t k, const int32_t* row_ids, int64_t r0,
