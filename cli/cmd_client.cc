@@ -8,7 +8,6 @@
 
 #if defined(SPECD_HAVE_CLIENT)
 #include "common/util/log.h"
-#include "absl/strings/ascii.h"
 #include "coordinator/client/client.h"
 #include "proto/rpc/security.h"
 #endif
@@ -28,11 +27,7 @@ constexpr char kDefaultCoordinator[] = "127.0.0.1:7810";
 
 absl::StatusOr<std::unique_ptr<client::Client>> ConnectFromFlags(const Config& c) {
   client::ConnectOptions o;
-  std::string key = c.GetString("api-key");
-  if (!c.GetString("api-key-file").empty()) {
-    SPECD_ASSIGN_OR_RETURN(key, rpc::ReadFile(c.GetString("api-key-file")));
-  }
-  o.api_key = std::string(absl::StripAsciiWhitespace(key));
+  SPECD_ASSIGN_OR_RETURN(o.api_key, rpc::ApiKeyFromConfig(c));
   o.tls_ca = c.GetString("tls-ca");
   return client::Client::Connect(c.GetString("coordinator"), o);
 }

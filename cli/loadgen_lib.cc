@@ -237,7 +237,7 @@ absl::StatusOr<std::vector<int32_t>> SynthesizePrompt(
 
 absl::StatusOr<LoadReport> RunLoad(const LoadSpec& s) {
   if (s.coordinator.empty()) return absl::InvalidArgumentError("no coordinator address");
-  SPECD_ASSIGN_OR_RETURN(auto cl, client::Client::Connect(s.coordinator));
+  SPECD_ASSIGN_OR_RETURN(auto cl, client::Client::Connect(s.coordinator, {s.api_key, s.tls_ca}));
   if (s.wait_serving_s > 0) {
     SPECD_RETURN_IF_ERROR(cl->WaitServing(std::chrono::milliseconds(static_cast<int64_t>(s.wait_serving_s * 1000))));
   }

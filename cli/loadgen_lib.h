@@ -43,6 +43,7 @@ std::string FormatRange(const IntRange& r);
 
 struct LoadSpec {
   std::string coordinator;
+  std::string api_key, tls_ca;  // a secured coordinator's key and TLS roots
   int concurrency = 4;
   int64_t requests = 0;    // measured requests (0: until duration_s)
   double duration_s = 0;   // stop issuing new requests after this (0: no time bound)

@@ -96,6 +96,29 @@ TEST_F(SecurityTest, GrpcNeedsTheKeyAndTheRightCertificate) {
   }
 }
 
+// The CLI's clients take the key and the roots as flags.
+TEST_F(SecurityTest, CliClientsConnectWithKeyAndRoots) {
+  const std::string specd = ShellQuote(BinaryPath("cli/specd"));
+  const std::string sec = " --coordinator " + svc_->coordinator_address + " --api-key-file " +
+                          ShellQuote(dir_.File("key.txt")) + " --tls-ca " + ShellQuote(dir_.File("good-ca.pem"));
+  std::string out;
+  EXPECT_EQ(RunCommand(specd + " stats" + sec + " 2>&1", &out), 0) << out;
+  EXPECT_NE(out.find("draft ready"), std::string::npos) << out;
+  EXPECT_EQ(RunCommand(specd + " generate" + sec + " --prompt Hello --max-tokens 3 2>&1", &out), 0) << out;
+  EXPECT_NE(out.find("3 tokens in"), std::string::npos) << out;
+  EXPECT_EQ(RunCommand(specd + " loadgen" + sec +
+                           " --requests 2 --concurrency 2 --prompt-tokens 4 --max-tokens 2 --distinct-prompts 1 --quiet 2>&1",
+                       &out),
+            0)
+      << out;
+  EXPECT_NE(out.find("2 ok"), std::string::npos) << out;
+  EXPECT_NE(RunCommand(specd + " stats --coordinator " + svc_->coordinator_address + " --tls-ca " +
+                           ShellQuote(dir_.File("good-ca.pem")) + " 2>&1",
+                       &out),
+            0);
+  EXPECT_NE(out.find("API key"), std::string::npos) << out;
+}
+
 TEST_F(SecurityTest, HttpsNeedsTheBearerKey) {
   httplib::SSLClient c("127.0.0.1", http_port_);
   c.set_ca_cert_path(dir_.File("good-ca.pem").c_str());
