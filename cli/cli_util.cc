@@ -22,6 +22,12 @@ int Fail(const absl::Status& st) {
   return 1;
 }
 
+void AddConnectFlags(Config* c) {
+  c->AddString("api-key", "", "the coordinator's API key");
+  c->AddString("api-key-file", "", "read the API key from this file");
+  c->AddString("tls-ca", "", "connect with TLS, verifying the coordinator against these PEM roots");
+}
+
 int Fail(const std::string& msg) {
   std::fprintf(stderr, "error: %s\n", msg.c_str());
   return 1;

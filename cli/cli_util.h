@@ -5,6 +5,9 @@
 
 #include "common/util/config.h"
 #include "common/util/status.h"
+#if defined(SPECD_HAVE_CLIENT)
+#include "coordinator/client/client.h"
+#endif
 
 namespace specd::cli {
 
@@ -13,5 +16,12 @@ namespace specd::cli {
 int ParseOrExit(Config& c, const std::vector<std::string>& args);
 int Fail(const absl::Status& st);
 int Fail(const std::string& msg);
+
+// --api-key / --api-key-file / --tls-ca: how to reach a secured coordinator.
+void AddConnectFlags(Config* c);
+#if defined(SPECD_HAVE_CLIENT)
+// Connects to --coordinator with the flags above.
+absl::StatusOr<std::unique_ptr<client::Client>> ConnectFromFlags(const Config& c);
+#endif
 
 }  // namespace specd::cli

@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "absl/strings/numbers.h"
+#include "nlohmann/json.hpp"
 #include "absl/strings/str_split.h"
 #include "cli/cli_util.h"
 #include "cli/commands.h"
@@ -26,16 +27,6 @@ double Median(std::vector<double> v) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
   return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
-}
-
-absl::StatusOr<std::vector<int>> IntList(const std::string& s) {
-  std::vector<int> out;
-  for (absl::string_view part : absl::StrSplit(s, ',', absl::SkipEmpty())) {
-    int v;
-    if (!absl::SimpleAtoi(part, &v) || v < 1) return absl::InvalidArgumentError("bad list '" + s + "'");
-    out.push_back(v);
-  }
-  return out;
 }
 
 class Bencher {
@@ -100,8 +91,8 @@ int Bench(const std::vector<std::string>& args) {
   c.AddBytes("bandwidth-bytes", "1GiB", "buffer size of the copy-bandwidth measurement");
   c.AddString("json", "", "also write the results as JSON to this file");
   if (int rc = ParseOrExit(c, args); rc >= 0) return rc;
-  auto batches = IntList(c.GetString("batches"));
-  auto ks = IntList(c.GetString("verify-k"));
+  auto batches = ParseList<int>(c.GetString("batches"), "batch", 1, 4096);
+  auto ks = ParseList<int>(c.GetString("verify-k"), "verify k", 1, 64);
   if (!batches.ok()) return Fail(batches.status());
   if (!ks.ok()) return Fail(ks.status());
   const int ctx = static_cast<int>(c.GetInt("ctx"));
@@ -160,15 +151,15 @@ int Bench(const std::vector<std::string>& args) {
   std::printf("copy bandwidth (read+write): %.1f GB/s\n\n", bw / 1e9);
 
   Bencher b(&e, static_cast<int>(c.GetInt("reps")));
-  std::ostringstream js;
-  js << "{\"model\":\"" << what << "\",\"backend\":\"" << e.backend()->Name() << "\",\"weight_bytes\":" << weight_bytes
-     << ",\"copy_bandwidth\":" << bw << ",\"ctx\":" << ctx;
+  nlohmann::ordered_json js = {{"model", what}, {"backend", e.backend()->Name()}, {"weight_bytes", weight_bytes},
+                                {"copy_bandwidth", bw}, {"ctx", ctx}};
   // Prefill.
   auto pf = b.Prefill(0, prefill);
   if (!pf.ok()) return Fail(pf.status());
   e.Release(0);
   std::printf("prefill: %d tokens in %.3f s = %.1f tok/s\n", prefill, *pf, prefill / *pf);
-  js << ",\"prefill_tokens\":" << prefill << ",\"prefill_seconds\":" << *pf;
+  js["prefill_tokens"] = prefill;
+  js["prefill_seconds"] = *pf;
   // Contexts for the decode batches.
   for (int s = 1; s <= max_b; ++s) {
     auto st = b.Prefill(s, ctx);
@@ -177,7 +168,7 @@ int Bench(const std::vector<std::string>& args) {
   double decode1 = 0;
   std::printf("\ndecode at context %d:\n  %5s %12s %14s %14s %10s\n", ctx, "batch", "step ms", "tok/s (all)",
               "tok/s (each)", "roofline");
-  js << ",\"decode\":[";
+  js["decode"] = nlohmann::ordered_json::array();
   for (size_t i = 0; i < batches->size(); ++i) {
     const int n = (*batches)[i];
     std::vector<int32_t> seqs;
@@ -188,26 +179,24 @@ int Bench(const std::vector<std::string>& args) {
     // Bytes one step must read: all weights once, and each sequence's KV.
     const double ideal = bw > 0 ? (weight_bytes + n * kv_bytes_per_step) / bw : 0;
     std::printf("  %5d %12.3f %14.1f %14.2f %9.1f%%\n", n, *t * 1e3, n / *t, 1 / *t, ideal > 0 ? 100 * ideal / *t : 0.0);
-    js << (i ? "," : "") << "{\"batch\":" << n << ",\"step_seconds\":" << *t << ",\"roofline_seconds\":" << ideal << "}";
+    js["decode"].push_back({{"batch", n}, {"step_seconds", *t}, {"roofline_seconds", ideal}});
   }
-  js << "]";
   std::printf("\nverify at context %d (k proposals + 1, one pass):\n  %3s %12s %16s\n", ctx, "k", "pass ms",
               "x decode step");
-  js << ",\"verify\":[";
+  js["verify"] = nlohmann::ordered_json::array();
   for (size_t i = 0; i < ks->size(); ++i) {
     const int k = (*ks)[i];
     auto t = b.Step({1}, k + 1);
     if (!t.ok()) return Fail(t.status());
     std::printf("  %3d %12.3f %16.2f\n", k, *t * 1e3, decode1 > 0 ? *t / decode1 : 0.0);
-    js << (i ? "," : "") << "{\"k\":" << k << ",\"pass_seconds\":" << *t << "}";
+    js["verify"].push_back({{"k", k}, {"pass_seconds", *t}});
   }
-  js << "]}\n";
   if (decode1 > 0 && bw > 0) {
     const double ideal = (weight_bytes + kv_bytes_per_step) / bw;
     std::printf("\nbatch-1 decode: %.2f tok/s; roofline %.2f tok/s (%.3f GB/token over %.1f GB/s): %.1f%% of it\n",
                 1 / decode1, 1 / ideal, (weight_bytes + kv_bytes_per_step) / 1e9, bw / 1e9, 100 * ideal / decode1);
   }
-  if (!c.GetString("json").empty()) std::ofstream(c.GetString("json")) << js.str();
+  if (!c.GetString("json").empty()) std::ofstream(c.GetString("json")) << js.dump() << "\n";
   return 0;
 }
 

@@ -69,16 +69,6 @@ int64_t GraphCaptures(const Engine& a, const Engine& b) {
   return n;
 }
 
-absl::StatusOr<std::vector<int>> KList(const std::string& s) {
-  std::vector<int> out;
-  for (absl::string_view part : absl::StrSplit(s, ',', absl::SkipEmpty())) {
-    int v;
-    if (!absl::SimpleAtoi(part, &v) || v < 1 || v > 32) return absl::InvalidArgumentError("bad --ks '" + s + "'");
-    out.push_back(v);
-  }
-  return out;
-}
-
 std::string Hist(const std::vector<int64_t>& h) {
   std::string s;
   for (size_t k = 0; k < h.size(); ++k) {
@@ -119,7 +109,7 @@ int BenchSpec(const std::vector<std::string>& args) {
   if (!ParseLogLevel(c.GetString("log-level"), &lvl)) return Fail("bad --log-level");
   SetLogLevel(lvl);
   if (c.GetString("draft").empty()) return Fail("--draft is required");
-  auto ks = KList(c.GetString("ks"));
+  auto ks = ParseList<int>(c.GetString("ks"), "k", 1, 32);
   if (!ks.ok()) return Fail(ks.status());
   const int draft_max = static_cast<int>(c.GetInt("draft-max"));
   int k_max = draft_max;

@@ -10,6 +10,7 @@
 
 #if defined(SPECD_HAVE_CLIENT)
 #include "cli/loadgen_lib.h"
+#include "proto/rpc/security.h"
 #endif
 
 namespace specd::cli {
@@ -38,6 +39,7 @@ absl::StatusOr<std::vector<std::string>> ReadPrompts(const std::string& path) {
 int Loadgen(const std::vector<std::string>& args) {
   Config c("specd loadgen");
   c.AddString("coordinator", "127.0.0.1:7810", "coordinator address (host:port or unix:PATH)");
+  AddConnectFlags(&c);
   c.AddInt("concurrency", 4, "requests in flight at once", 1, 4096);
   c.AddInt("requests", 0, "measured requests (0: as many as --duration-s allows)", 0, 1ll << 40);
   c.AddDouble("duration-s", 0, "stop issuing requests after this many seconds (0: no time bound)", 0, 1e7);
@@ -77,6 +79,10 @@ int Loadgen(const std::vector<std::string>& args) {
 
   loadgen::LoadSpec s;
   s.coordinator = c.GetString("coordinator");
+  auto key = rpc::ApiKeyFromConfig(c);
+  if (!key.ok()) return Fail(key.status());
+  s.api_key = *key;
+  s.tls_ca = c.GetString("tls-ca");
   s.concurrency = static_cast<int>(c.GetInt("concurrency"));
   s.requests = c.GetInt("requests");
   s.duration_s = c.GetDouble("duration-s");

@@ -35,6 +35,7 @@
 #include "common/model/model.h"
 #include "common/shm/exchange.h"
 #include "coordinator/client/client.h"
+#include "nlohmann/json.hpp"
 #endif
 
 namespace specd::cli {
@@ -74,21 +75,6 @@ struct Trial {
   bool best = false;
   std::string ConfigKey() const { return absl::StrCat(kv, "/", batch, "/", mode.Name()); }
 };
-
-template <typename T>
-absl::StatusOr<std::vector<T>> ParseList(const std::string& s, const char* what, T lo, T hi) {
-  std::vector<T> out;
-  for (absl::string_view part : absl::StrSplit(s, ',', absl::SkipWhitespace())) {
-    T v{};
-    bool ok;
-    if constexpr (std::is_same_v<T, double>) ok = absl::SimpleAtod(part, &v);
-    else ok = absl::SimpleAtoi(part, &v);
-    if (!ok || v < lo || v > hi)
-      return absl::InvalidArgumentError(absl::StrCat("bad ", what, " '", std::string(part), "' (want ", lo, "..", hi, ")"));
-    out.push_back(v);
-  }
-  return out;
-}
 
 std::string AbsPath(const std::string& p) {
   char buf[4096];
@@ -165,36 +151,28 @@ std::string MarkdownTable(const std::vector<Trial>& trials) {
 }
 
 std::string TrialsJson(const std::vector<Trial>& trials, const std::string& command, const std::string& best_key,
-                       const std::string& objective, const std::string& workload) {
-  auto num = [](double v) { return std::isfinite(v) ? absl::StrFormat("%.6g", v) : std::string("null"); };
-  auto pct = [&](const loadgen::Percentiles& p) {
-    return absl::StrCat("{\"p50\": ", num(p.p50), ", \"p90\": ", num(p.p90), ", \"p99\": ", num(p.p99),
-                        ", \"mean\": ", num(p.mean), ", \"n\": ", p.n, "}");
+                       const std::string& objective, const nlohmann::ordered_json& workload) {
+  using nlohmann::ordered_json;
+  auto pct = [](const loadgen::Percentiles& p) {
+    return ordered_json{{"p50", p.p50}, {"p90", p.p90}, {"p99", p.p99}, {"mean", p.mean}, {"n", p.n}};
   };
-  std::ostringstream os;
-  os << "{\n  \"command\": \"" << loadgen::JsonEscape(command) << "\",\n  \"objective\": \"" << objective
-     << "\",\n  \"workload\": " << workload << ",\n  \"best\": \"" << loadgen::JsonEscape(best_key)
-     << "\",\n  \"trials\": [\n";
-  for (size_t i = 0; i < trials.size(); ++i) {
-    const Trial& t = trials[i];
+  ordered_json rows = ordered_json::array();
+  for (const Trial& t : trials) {
     const auto& r = t.rep;
-    os << "    {\"id\": " << t.id << ", \"kv_type\": \"" << t.kv << "\", \"batch\": " << t.batch
-       << ", \"speculation\": \"" << loadgen::JsonEscape(t.mode.Name()) << "\", \"k\": " << t.mode.k
-       << ", \"min_confidence\": " << num(t.mode.min_confidence) << ", \"temperature\": " << num(t.temperature)
-       << ", \"status\": \"" << t.status << "\", \"note\": \"" << loadgen::JsonEscape(t.note)
-       << "\", \"best\": " << (t.best ? "true" : "false") << ", \"target_plan_bytes\": " << t.target_mem
-       << ", \"draft_plan_bytes\": " << t.draft_mem << ", \"target_budget\": " << t.target_budget
-       << ", \"draft_budget\": " << t.draft_budget << ", \"sent\": " << r.sent << ", \"ok\": " << r.ok
-       << ", \"failed\": " << r.failed << ", \"output_tokens\": " << r.output_tokens
-       << ", \"wall_s\": " << num(r.wall_s) << ", \"output_tokens_per_s\": " << num(r.output_tokens_per_s)
-       << ", \"requests_per_s\": " << num(r.requests_per_s) << ", \"ttft_ms\": " << pct(r.ttft_ms)
-       << ", \"itl_ms\": " << pct(r.itl_ms) << ", \"tpot_ms\": " << pct(r.tpot_ms)
-       << ", \"total_ms\": " << pct(r.total_ms) << ", \"acceptance_rate\": " << num(r.acceptance_rate)
-       << ", \"mean_accepted_length\": " << num(r.mean_accepted_length)
-       << ", \"verify_mismatches\": " << r.verify_mismatches << "}" << (i + 1 < trials.size() ? "," : "") << "\n";
+    rows.push_back({{"id", t.id}, {"kv_type", t.kv}, {"batch", t.batch}, {"speculation", t.mode.Name()},
+                    {"k", t.mode.k}, {"min_confidence", t.mode.min_confidence}, {"temperature", t.temperature},
+                    {"status", t.status}, {"note", t.note}, {"best", t.best}, {"target_plan_bytes", t.target_mem},
+                    {"draft_plan_bytes", t.draft_mem}, {"target_budget", t.target_budget},
+                    {"draft_budget", t.draft_budget}, {"sent", r.sent}, {"ok", r.ok}, {"failed", r.failed},
+                    {"output_tokens", r.output_tokens}, {"wall_s", r.wall_s},
+                    {"output_tokens_per_s", r.output_tokens_per_s}, {"requests_per_s", r.requests_per_s},
+                    {"ttft_ms", pct(r.ttft_ms)}, {"itl_ms", pct(r.itl_ms)}, {"tpot_ms", pct(r.tpot_ms)},
+                    {"total_ms", pct(r.total_ms)}, {"acceptance_rate", r.acceptance_rate},
+                    {"mean_accepted_length", r.mean_accepted_length}, {"verify_mismatches", r.verify_mismatches}});
   }
-  os << "  ]\n}\n";
-  return os.str();
+  const ordered_json j = {{"command", command}, {"objective", objective}, {"workload", workload},
+                          {"best", best_key}, {"trials", rows}};
+  return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
 }  // namespace
@@ -274,8 +252,7 @@ int Tune(const std::vector<std::string>& args) {
     if (!f.ok()) return Fail(f.status());
   }
   std::vector<std::string> kv_types;
-  for (absl::string_view p : absl::StrSplit(c.GetString("kv-types"), ',', absl::SkipWhitespace())) {
-    const std::string kv(p);
+  for (const std::string& kv : SplitList(c.GetString("kv-types"))) {
     if (!ParseKvType(kv).ok()) return Fail("unknown KV type '" + kv + "' (f32, f16, q8_0)");
     kv_types.push_back(kv);
   }
@@ -570,13 +547,13 @@ int Tune(const std::vector<std::string>& args) {
   if (!WriteFile(out_dir + "/trials.md", md.str()) ||
       !WriteFile(out_dir + "/trials.json",
                  TrialsJson(trials, command, best_key, objective,
-                            absl::StrFormat("{\"concurrency\": %d, \"prompt_tokens\": \"%s\", \"max_tokens\": "
-                                            "\"%s\", \"ignore_eos\": %s, \"trial_seconds\": %g, \"repeats\": %d, "
-                                            "\"max_seq_len\": %d}",
-                                            base.concurrency, loadgen::FormatRange(base.prompt_tokens),
-                                            loadgen::FormatRange(base.max_tokens),
-                                            base.ignore_eos ? "true" : "false", base.duration_s, repeats,
-                                            max_seq_len))))
+                            {{"concurrency", base.concurrency},
+                             {"prompt_tokens", loadgen::FormatRange(base.prompt_tokens)},
+                             {"max_tokens", loadgen::FormatRange(base.max_tokens)},
+                             {"ignore_eos", base.ignore_eos},
+                             {"trial_seconds", base.duration_s},
+                             {"repeats", repeats},
+                             {"max_seq_len", max_seq_len}})))
     return Fail("cannot write the trial tables in " + out_dir);
   if (!best) {
     std::fprintf(stderr, "tune: no configuration completed every trial without errors; no config files written "

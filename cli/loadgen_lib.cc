@@ -12,7 +12,9 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "common/util/config.h"
 #include "coordinator/client/client.h"
+#include "nlohmann/json.hpp"
 
 namespace specd::loadgen {
 namespace {
@@ -96,9 +98,9 @@ struct Samples {
   std::vector<double> itl_ms;
 };
 
-client::GenerateParams ParamsFor(const LoadSpec& s, const Template& t, int64_t index, bool reference,
+api::Request ParamsFor(const LoadSpec& s, const Template& t, int64_t index, bool reference,
                                  const LoadSpec::SpecMode* mode = nullptr) {
-  client::GenerateParams p;
+  api::Request p;
   if (!t.tokens.empty()) p.prompt_tokens = t.tokens;
   else p.prompt = t.text;
   p.max_tokens = t.max_tokens;
@@ -151,8 +153,8 @@ absl::StatusOr<IntRange> ParseRange(const std::string& in, int min_value, int ma
 
 absl::Status ParseSpecMix(const std::string& in, LoadSpec* spec) {
   std::vector<LoadSpec::SpecMode> mix;
-  for (absl::string_view part : absl::StrSplit(in, ',', absl::SkipWhitespace())) {
-    part = absl::StripAsciiWhitespace(part);
+  for (const std::string& item : SplitList(in)) {
+    const absl::string_view part = item;
     LoadSpec::SpecMode m;
     int k = 0;
     if (part == "default") {
@@ -234,8 +236,16 @@ absl::StatusOr<std::vector<int32_t>> SynthesizePrompt(
 }
 
 absl::StatusOr<LoadReport> RunLoad(const LoadSpec& s) {
-  // ---- check the spec
   if (s.coordinator.empty()) return absl::InvalidArgumentError("no coordinator address");
+  SPECD_ASSIGN_OR_RETURN(auto cl, client::Client::Connect(s.coordinator, {s.api_key, s.tls_ca}));
+  if (s.wait_serving_s > 0) {
+    SPECD_RETURN_IF_ERROR(cl->WaitServing(std::chrono::milliseconds(static_cast<int64_t>(s.wait_serving_s * 1000))));
+  }
+  return RunLoad(s, *cl);
+}
+
+absl::StatusOr<LoadReport> RunLoad(const LoadSpec& s, api::Generator& c) {
+  // ---- check the spec
   if (s.concurrency < 1 || s.concurrency > 4096) return absl::InvalidArgumentError("concurrency must be in [1, 4096]");
   if (s.requests <= 0 && s.duration_s <= 0)
     return absl::InvalidArgumentError("give a request count or a duration (or both)");
@@ -259,12 +269,6 @@ absl::StatusOr<LoadReport> RunLoad(const LoadSpec& s) {
     if (s.log) s.log(m);
   };
 
-  auto cl = client::Client::Connect(s.coordinator);
-  if (!cl.ok()) return cl.status();
-  client::Client& c = **cl;
-  if (s.wait_serving_s > 0) {
-    SPECD_RETURN_IF_ERROR(c.WaitServing(std::chrono::milliseconds(static_cast<int64_t>(s.wait_serving_s * 1000))));
-  }
 
   // ---- templates
   std::vector<Template> tmpls;
@@ -306,8 +310,8 @@ absl::StatusOr<LoadReport> RunLoad(const LoadSpec& s) {
   if (s.warmup_requests > 0) {
     log(absl::StrCat("warm-up: ", s.warmup_requests, " requests"));
     parallel(std::min(s.concurrency, s.warmup_requests), s.warmup_requests, [&](int64_t i) {
-      client::GenerateParams p = ParamsFor(s, tmpls[static_cast<size_t>(i) % tmpls.size()], -1 - i, false);
-      p.timeout = timeout;
+      api::Request p = ParamsFor(s, tmpls[static_cast<size_t>(i) % tmpls.size()], -1 - i, false);
+      p.deadline = api::After(timeout);
       (void)c.Generate(p);
     });
     rep.warmup = s.warmup_requests;
@@ -319,8 +323,8 @@ absl::StatusOr<LoadReport> RunLoad(const LoadSpec& s) {
     log(absl::StrCat("references: ", tmpls.size(), " target-only requests"));
     std::mutex mu;
     parallel(s.concurrency, static_cast<int64_t>(tmpls.size()), [&](int64_t i) {
-      client::GenerateParams p = ParamsFor(s, tmpls[static_cast<size_t>(i)], 0, true);
-      p.timeout = timeout;
+      api::Request p = ParamsFor(s, tmpls[static_cast<size_t>(i)], 0, true);
+      p.deadline = api::After(timeout);
       auto r = c.Generate(p);
       std::lock_guard<std::mutex> l(mu);
       if (r.ok()) {
@@ -367,8 +371,8 @@ absl::StatusOr<LoadReport> RunLoad(const LoadSpec& s) {
       const LoadSpec::SpecMode* mode =
           s.spec_mix.empty() ? nullptr : &s.spec_mix[rng.Next() % s.spec_mix.size()];
       const Template& t = tmpls[static_cast<size_t>(plan.tmpl)];
-      client::GenerateParams p = ParamsFor(s, t, i, false, mode);
-      p.timeout = plan.deadline ? std::chrono::milliseconds(deadline_ms) : timeout;
+      api::Request p = ParamsFor(s, t, i, false, mode);
+      p.deadline = api::After(plan.deadline ? std::chrono::milliseconds(deadline_ms) : timeout);
 
       RequestRecord rec;
       rec.index = i;
@@ -384,7 +388,7 @@ absl::StatusOr<LoadReport> RunLoad(const LoadSpec& s) {
       bool have_token = false;
       double first_s = -1, last_s = 0;
       std::vector<int32_t> streamed;  // Generate returns the tokens only on success
-      auto r = c.Generate(p, [&](const client::StreamChunk& ch) {
+      auto r = c.Generate(p, [&](const api::Event& ch) {
         const auto now = Clock::now();
         ++rec.chunks;
         ++steps;
@@ -422,7 +426,7 @@ absl::StatusOr<LoadReport> RunLoad(const LoadSpec& s) {
       rec.total_s = Seconds(Clock::now() - start);
       rec.ttft_s = first_s;
       if (r.ok()) {
-        rec.finish_reason = r->finish_reason;
+        rec.finish_reason = FinishReasonName(r->finish_reason);
         rec.prompt_tokens = r->prompt_tokens;
         rec.tokens = std::move(r->tokens);
         rec.text = std::move(r->text);
@@ -591,84 +595,70 @@ std::string FormatReport(const LoadReport& r) {
   return os.str();
 }
 
-std::string JsonEscape(const std::string& s) {
-  std::string o;
-  for (unsigned char ch : s) {
-    switch (ch) {
-      case '"': o += "\\\""; break;
-      case '\\': o += "\\\\"; break;
-      case '\n': o += "\\n"; break;
-      case '\r': o += "\\r"; break;
-      case '\t': o += "\\t"; break;
-      default:
-        if (ch < 0x20) o += absl::StrFormat("\\u%04x", ch);
-        else o += static_cast<char>(ch);
-    }
-  }
-  return o;
-}
-
 namespace {
-std::string Num(double v) {
-  if (!std::isfinite(v)) return "null";
-  return absl::StrFormat("%.6g", v);
-}
-std::string PercentilesJson(const Percentiles& p) {
-  return absl::StrCat("{\"n\": ", p.n, ", \"mean\": ", Num(p.mean), ", \"p50\": ", Num(p.p50), ", \"p90\": ",
-                      Num(p.p90), ", \"p99\": ", Num(p.p99), ", \"max\": ", Num(p.max), "}");
-}
-std::string StringMapJson(const std::map<std::string, int64_t>& m) {
-  std::string o = "{";
-  for (const auto& [k, v] : m) absl::StrAppend(&o, o.size() > 1 ? ", " : "", "\"", JsonEscape(k), "\": ", v);
-  return o + "}";
-}
-std::string StringListJson(const std::vector<std::string>& v) {
-  std::string o = "[";
-  for (const auto& x : v) absl::StrAppend(&o, o.size() > 1 ? ", " : "", "\"", JsonEscape(x), "\"");
-  return o + "]";
+nlohmann::ordered_json PercentilesJson(const Percentiles& p) {
+  return {{"n", p.n}, {"mean", p.mean}, {"p50", p.p50}, {"p90", p.p90}, {"p99", p.p99}, {"max", p.max}};
 }
 }  // namespace
 
 std::string ReportToJson(const LoadReport& r, const LoadSpec& s) {
-  std::ostringstream os;
-  os << "{\n";
-  os << "  \"spec\": {\"coordinator\": \"" << JsonEscape(s.coordinator) << "\", \"concurrency\": " << s.concurrency
-     << ", \"requests\": " << s.requests << ", \"duration_s\": " << Num(s.duration_s) << ", \"prompt_tokens\": \""
-     << FormatRange(s.prompt_tokens) << "\", \"max_tokens\": \"" << FormatRange(s.max_tokens)
-     << "\", \"distinct_prompts\": " << (s.prompts.empty() ? s.distinct_prompts : static_cast<int>(s.prompts.size()))
-     << ", \"seed\": " << s.seed << ", \"temperature\": " << Num(s.sampling.temperature)
-     << ", \"top_p\": " << Num(s.sampling.top_p) << ", \"top_k\": " << s.sampling.top_k << ", \"k\": "
-     << (s.k ? std::to_string(*s.k) : std::string("null"))
-     << ", \"adaptive\": " << (s.adaptive ? (*s.adaptive ? "true" : "false") : "null") << ", \"disable_speculation\": "
-     << (s.disable_speculation ? "true" : "false") << ", \"min_confidence\": " << Num(s.min_confidence)
-     << ", \"ignore_eos\": " << (s.ignore_eos ? "true" : "false") << "},\n";
-  os << "  \"sent\": " << r.sent << ", \"finished\": " << r.finished << ", \"lost\": " << r.lost << ", \"ok\": " << r.ok
-     << ", \"failed\": " << r.failed << ", \"rejected\": " << r.rejected << ", \"cancelled_planned\": " << r.cancelled_planned
-     << ", \"deadline_planned\": " << r.deadline_planned << ", \"aborted\": " << r.aborted << ",\n";
-  os << "  \"by_code\": " << StringMapJson(r.by_code) << ",\n";
-  os << "  \"by_finish\": " << StringMapJson(r.by_finish) << ",\n";
-  os << "  \"failure_examples\": " << StringListJson(r.failure_examples) << ",\n";
-  os << "  \"warmup\": " << r.warmup << ", \"references\": " << r.references
-     << ", \"reference_failures\": " << r.reference_failures << ", \"rpcs\": " << r.rpcs << ",\n";
-  os << "  \"wall_s\": " << Num(r.wall_s) << ", \"prompt_tokens\": " << r.prompt_tokens
-     << ", \"output_tokens\": " << r.output_tokens << ", \"output_tokens_per_s\": " << Num(r.output_tokens_per_s)
-     << ", \"requests_per_s\": " << Num(r.requests_per_s) << ",\n";
-  os << "  \"ttft_ms\": " << PercentilesJson(r.ttft_ms) << ",\n";
-  os << "  \"itl_ms\": " << PercentilesJson(r.itl_ms) << ",\n";
-  os << "  \"tpot_ms\": " << PercentilesJson(r.tpot_ms) << ",\n";
-  os << "  \"total_ms\": " << PercentilesJson(r.total_ms) << ",\n";
-  os << "  \"queue_ms\": " << PercentilesJson(r.queue_ms) << ",\n";
-  std::string kh = "[";
-  for (size_t j = 0; j < r.k_histogram.size(); ++j) absl::StrAppend(&kh, j ? ", " : "", r.k_histogram[j]);
-  os << "  \"mean_k\": " << Num(r.mean_k) << ", \"k_histogram\": " << kh << "],\n";
-  os << "  \"steps\": " << r.steps << ", \"spec_steps\": " << r.spec_steps << ", \"proposed\": " << r.proposed
-     << ", \"accepted\": " << r.accepted << ", \"acceptance_rate\": " << Num(r.acceptance_rate)
-     << ", \"mean_accepted_length\": " << Num(r.mean_accepted_length) << ",\n";
-  os << "  \"verified\": " << (r.verified ? "true" : "false") << ", \"verify_checked\": " << r.verify_checked
-     << ", \"verify_mismatches\": " << r.verify_mismatches
-     << ", \"mismatch_examples\": " << StringListJson(r.mismatch_examples) << "\n";
-  os << "}\n";
-  return os.str();
+  using nlohmann::ordered_json;
+  ordered_json spec = {{"coordinator", s.coordinator},
+                       {"concurrency", s.concurrency},
+                       {"requests", s.requests},
+                       {"duration_s", s.duration_s},
+                       {"prompt_tokens", FormatRange(s.prompt_tokens)},
+                       {"max_tokens", FormatRange(s.max_tokens)},
+                       {"distinct_prompts", s.prompts.empty() ? s.distinct_prompts : static_cast<int>(s.prompts.size())},
+                       {"seed", s.seed},
+                       {"temperature", s.sampling.temperature},
+                       {"top_p", s.sampling.top_p},
+                       {"top_k", s.sampling.top_k},
+                       {"k", s.k ? ordered_json(*s.k) : ordered_json(nullptr)},
+                       {"adaptive", s.adaptive ? ordered_json(*s.adaptive) : ordered_json(nullptr)},
+                       {"disable_speculation", s.disable_speculation},
+                       {"min_confidence", s.min_confidence},
+                       {"ignore_eos", s.ignore_eos}};
+  ordered_json j = {{"spec", spec},
+                    {"sent", r.sent},
+                    {"finished", r.finished},
+                    {"lost", r.lost},
+                    {"ok", r.ok},
+                    {"failed", r.failed},
+                    {"rejected", r.rejected},
+                    {"cancelled_planned", r.cancelled_planned},
+                    {"deadline_planned", r.deadline_planned},
+                    {"aborted", r.aborted},
+                    {"by_code", r.by_code},
+                    {"by_finish", r.by_finish},
+                    {"failure_examples", r.failure_examples},
+                    {"warmup", r.warmup},
+                    {"references", r.references},
+                    {"reference_failures", r.reference_failures},
+                    {"rpcs", r.rpcs},
+                    {"wall_s", r.wall_s},
+                    {"prompt_tokens", r.prompt_tokens},
+                    {"output_tokens", r.output_tokens},
+                    {"output_tokens_per_s", r.output_tokens_per_s},
+                    {"requests_per_s", r.requests_per_s},
+                    {"ttft_ms", PercentilesJson(r.ttft_ms)},
+                    {"itl_ms", PercentilesJson(r.itl_ms)},
+                    {"tpot_ms", PercentilesJson(r.tpot_ms)},
+                    {"total_ms", PercentilesJson(r.total_ms)},
+                    {"queue_ms", PercentilesJson(r.queue_ms)},
+                    {"mean_k", r.mean_k},
+                    {"k_histogram", r.k_histogram},
+                    {"steps", r.steps},
+                    {"spec_steps", r.spec_steps},
+                    {"proposed", r.proposed},
+                    {"accepted", r.accepted},
+                    {"acceptance_rate", r.acceptance_rate},
+                    {"mean_accepted_length", r.mean_accepted_length},
+                    {"verified", r.verified},
+                    {"verify_checked", r.verify_checked},
+                    {"verify_mismatches", r.verify_mismatches},
+                    {"mismatch_examples", r.mismatch_examples}};
+  return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
 }  // namespace specd::loadgen

@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "common/api/request.h"
 #include "common/sampler/sampler.h"
 #include "common/util/status.h"
 
@@ -42,6 +43,7 @@ std::string FormatRange(const IntRange& r);
 
 struct LoadSpec {
   std::string coordinator;
+  std::string api_key, tls_ca;  // a secured coordinator's key and TLS roots
   int concurrency = 4;
   int64_t requests = 0;    // measured requests (0: until duration_s)
   double duration_s = 0;   // stop issuing new requests after this (0: no time bound)
@@ -157,9 +159,13 @@ struct LoadReport {
   std::vector<TemplateInfo> templates;
 };
 
-// Runs the load. Errors only for a bad spec or when the templates cannot be
-// built (e.g. the coordinator cannot tokenize); request failures are counted.
+// Runs the load against spec.coordinator. Errors only for a bad spec or when
+// the templates cannot be built (e.g. the coordinator cannot tokenize);
+// request failures are counted.
 absl::StatusOr<LoadReport> RunLoad(const LoadSpec& spec);
+// The same against any generator (e.g. one in process); spec.coordinator
+// and wait_serving_s are not used.
+absl::StatusOr<LoadReport> RunLoad(const LoadSpec& spec, api::Generator& gen);
 
 // The workload's prompt text: `words` words from a fixed list, by seed.
 std::string SynthesizeText(uint64_t seed, int words);
@@ -169,6 +175,5 @@ absl::StatusOr<std::vector<int32_t>> SynthesizePrompt(
 
 std::string FormatReport(const LoadReport& r);
 std::string ReportToJson(const LoadReport& r, const LoadSpec& spec);
-std::string JsonEscape(const std::string& s);
 
 }  // namespace specd::loadgen

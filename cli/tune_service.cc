@@ -1,13 +1,9 @@
 #include "cli/tune_service.h"
 
 #include <arpa/inet.h>
-#include <fcntl.h>
 #include <netinet/in.h>
-#include <signal.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -19,6 +15,7 @@
 #include "absl/strings/str_split.h"
 #include "common/util/net.h"
 #include "coordinator/client/client.h"
+#include "nlohmann/json.hpp"
 
 namespace specd::tune {
 namespace {
@@ -53,8 +50,8 @@ bool Listening(int port) {
 }
 
 int PortOf(const std::string& addr) {
-  const size_t colon = addr.rfind(':');
-  return colon == std::string::npos ? 0 : std::atoi(addr.c_str() + colon + 1);
+  auto hp = ParseHostPort(addr);
+  return hp.ok() ? hp->port : 0;
 }
 
 std::string Loopback(int port) { return "127.0.0.1:" + std::to_string(port); }
@@ -101,95 +98,16 @@ absl::StatusOr<std::string> FindBinary(const std::string& name, const std::strin
 }
 
 absl::StatusOr<std::set<std::string>> OptionsOf(const std::string& binary) {
-  // Usage lines look like "  --name (type, default: ...)".
-  std::string quoted = "'";
-  for (char ch : binary) quoted += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
-  quoted += "'";
-  FILE* f = popen((quoted + " --help 2>/dev/null").c_str(), "r");
-  if (!f) return absl::InternalError("cannot run " + binary);
-  std::string text;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), f)) > 0) text.append(buf, n);
-  const int st = pclose(f);
+  SPECD_ASSIGN_OR_RETURN(const std::string text, RunCapture({binary, "--help=json"}, std::chrono::seconds(30)));
+  const nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   std::set<std::string> out;
-  for (absl::string_view line : absl::StrSplit(text, '\n')) {
-    if (!absl::StartsWith(line, "  --")) continue;
-    line.remove_prefix(4);
-    const size_t end = line.find(' ');
-    out.insert(std::string(line.substr(0, end)));
-  }
-  if (st != 0 || out.empty()) return absl::FailedPreconditionError(binary + " --help listed no options");
-  return out;
-}
-
-absl::Status ChildProcess::Start(const std::vector<std::string>& argv, const std::string& log) {
-  Stop();
-  if (argv.empty()) return absl::InvalidArgumentError("empty command");
-  log_ = log;
-  exit_code_ = -1;
-  // Everything the child needs is prepared before fork (no allocation after it).
-  std::vector<char*> args;
-  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  if (fd < 0) return absl::InternalError("cannot open log " + log);
-  const pid_t parent = getpid();
-  const pid_t pid = fork();
-  if (pid < 0) {
-    close(fd);
-    return absl::InternalError("fork failed");
-  }
-  if (pid == 0) {
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != parent) _exit(126);  // the parent died before prctl
-    dup2(fd, 1);
-    dup2(fd, 2);
-    execv(args[0], args.data());
-    _exit(127);
-  }
-  close(fd);
-  pid_ = pid;
-  return absl::OkStatus();
-}
-
-void ChildProcess::Stop(std::chrono::milliseconds grace) {
-  if (pid_ <= 0) return;
-  kill(pid_, SIGTERM);
-  const auto end = Clock::now() + grace;
-  int status = 0;
-  while (Clock::now() < end) {
-    const pid_t r = waitpid(pid_, &status, WNOHANG);
-    if (r == pid_ || r < 0) {
-      if (r == pid_ && WIFEXITED(status)) exit_code_ = WEXITSTATUS(status);
-      pid_ = -1;
-      return;
+  if (j.is_object() && j.contains("options") && j["options"].is_array()) {
+    for (const auto& o : j["options"]) {
+      if (o.is_object() && o.contains("name") && o["name"].is_string()) out.insert(o["name"].get<std::string>());
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  kill(pid_, SIGKILL);
-  waitpid(pid_, &status, 0);
-  pid_ = -1;
-}
-
-bool ChildProcess::Alive() {
-  if (pid_ <= 0) return false;
-  int status = 0;
-  const pid_t r = waitpid(pid_, &status, WNOHANG);
-  if (r == pid_ || r < 0) {
-    if (r == pid_ && WIFEXITED(status)) exit_code_ = WEXITSTATUS(status);
-    pid_ = -1;
-    return false;
-  }
-  return true;
-}
-
-std::string ChildProcess::LogTail(size_t bytes) const {
-  std::ifstream in(log_);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const std::string s = ss.str();
-  return s.size() > bytes ? s.substr(s.size() - bytes) : s;
+  if (out.empty()) return absl::FailedPreconditionError(binary + " --help=json listed no options");
+  return out;
 }
 
 std::vector<std::string> ToFlags(const KeyValues& kv) {
@@ -231,7 +149,7 @@ Service::~Service() { StopAll(); }
 
 std::string Service::Log(const std::string& what) const { return log_dir_ + "/" + log_prefix_ + what + ".log"; }
 
-StartResult Service::Failure(ChildProcess& p, const std::string& what) {
+StartResult Service::Failure(Subprocess& p, const std::string& what) {
   StartResult r;
   const std::string log = p.LogTail(8000);
   r.outcome = absl::StrContains(log, "does not fit") ? StartOutcome::kDoesNotFit : StartOutcome::kFailed;

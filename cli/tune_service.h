@@ -7,8 +7,6 @@
 // its command-line flags in a trial and the lines of the config file tune
 // writes, so the files describe exactly what was measured.
 #pragma once
-#include <sys/types.h>
-
 #include <chrono>
 #include <memory>
 #include <set>
@@ -17,6 +15,7 @@
 #include <vector>
 
 #include "common/util/status.h"
+#include "common/util/subprocess.h"
 
 namespace specd::client {
 class Client;
@@ -30,31 +29,9 @@ using KeyValues = std::vector<std::pair<std::string, std::string>>;
 // this executable, in its build-tree sibling folders, then on $PATH.
 absl::StatusOr<std::string> FindBinary(const std::string& name, const std::string& bin_dir);
 
-// The option names a specd binary accepts (from its --help), so that tune
-// uses only what the installed services know (e.g. --adaptive).
+// The option names a specd binary accepts (from its --help=json), so that
+// tune uses only what the installed services know (e.g. --adaptive).
 absl::StatusOr<std::set<std::string>> OptionsOf(const std::string& binary);
-
-class ChildProcess {
- public:
-  ChildProcess() = default;
-  ChildProcess(const ChildProcess&) = delete;
-  ChildProcess& operator=(const ChildProcess&) = delete;
-  ~ChildProcess() { Stop(); }
-
-  // Output (stdout and stderr) goes to `log`, appended.
-  absl::Status Start(const std::vector<std::string>& argv, const std::string& log);
-  // SIGTERM (a clean exit: the draft unlinks its shared memory), SIGKILL
-  // after `grace`; reaps the process.
-  void Stop(std::chrono::milliseconds grace = std::chrono::seconds(10));
-  bool Alive();
-  int exit_code() const { return exit_code_; }  // -1 while running or unknown
-  std::string LogTail(size_t bytes = 4000) const;
-
- private:
-  pid_t pid_ = -1;
-  int exit_code_ = -1;
-  std::string log_;
-};
 
 // "--key value" for each pair.
 std::vector<std::string> ToFlags(const KeyValues& kv);
@@ -104,14 +81,14 @@ class Service {
   StartResult StartWorkersArgs(const std::vector<std::string>& target, const std::vector<std::string>& draft,
                                std::chrono::seconds timeout);
   StartResult StartCoordinatorArgs(const std::vector<std::string>& args, std::chrono::seconds timeout);
-  StartResult Failure(ChildProcess& p, const std::string& what);
+  StartResult Failure(Subprocess& p, const std::string& what);
   std::string Log(const std::string& what) const;
 
   Binaries bins_;
   std::string log_dir_, log_prefix_;
   std::string target_address_, draft_address_, coordinator_address_;
   bool have_draft_ = false;
-  ChildProcess target_, draft_, coordinator_;
+  Subprocess target_, draft_, coordinator_;
   std::unique_ptr<client::Client> client_;
 };
 

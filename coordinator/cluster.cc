@@ -7,14 +7,15 @@
 namespace specd {
 namespace {
 
-std::unique_ptr<v1::Worker::Stub> MakeStub(const std::string& address) {
+absl::StatusOr<std::shared_ptr<grpc::Channel>> WorkerChannel(const std::string& address,
+                                                             const rpc::ClientSecurity& sec) {
   grpc::ChannelArguments args;
   // Workers come back after a crash or restart: notice within a second
   // instead of gRPC's default back-off of up to two minutes.
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
   args.SetMaxReceiveMessageSize(64 << 20);
-  return v1::Worker::NewStub(grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args));
+  return rpc::MakeChannel(address, sec, args);
 }
 
 bool MeansDown(absl::StatusCode c) {
@@ -24,9 +25,15 @@ bool MeansDown(absl::StatusCode c) {
 
 }  // namespace
 
-Cluster::Cluster(ClusterOptions opts) : opts_(std::move(opts)) {
-  target_stub_ = MakeStub(opts_.target_address);
-  if (!opts_.draft_address.empty()) draft_stub_ = MakeStub(opts_.draft_address);
+absl::StatusOr<std::unique_ptr<Cluster>> Cluster::Create(ClusterOptions opts) {
+  std::unique_ptr<Cluster> c(new Cluster(std::move(opts)));
+  SPECD_ASSIGN_OR_RETURN(auto target, WorkerChannel(c->opts_.target_address, c->opts_.security));
+  c->target_stub_ = v1::TargetWorker::NewStub(target);
+  if (!c->opts_.draft_address.empty()) {
+    SPECD_ASSIGN_OR_RETURN(auto draft, WorkerChannel(c->opts_.draft_address, c->opts_.security));
+    c->draft_stub_ = v1::DraftWorker::NewStub(draft);
+  }
+  return c;
 }
 
 Cluster::~Cluster() {

@@ -25,6 +25,7 @@
 #include "common/engine/spec_loop.h"
 #include "common/gguf/gguf.h"
 #include "common/tokenizer/tokenizer.h"
+#include "proto/rpc/security.h"
 #include "proto/specd.grpc.pb.h"
 
 namespace specd {
@@ -36,6 +37,7 @@ struct ClusterOptions {
   std::chrono::milliseconds probe_interval{500};
   std::chrono::milliseconds probe_timeout{3000};
   std::chrono::milliseconds swap_timeout{300000};
+  rpc::ClientSecurity security;  // key and TLS roots for the workers
 };
 
 // The connected target: its Info and the tokenizer loaded from its model.
@@ -52,13 +54,14 @@ struct DraftView {
 
 class Cluster {
  public:
-  explicit Cluster(ClusterOptions opts);
+  // Fails only on an unreadable TLS root file.
+  static absl::StatusOr<std::unique_ptr<Cluster>> Create(ClusterOptions opts);
   ~Cluster();
   void Start();
 
   const ClusterOptions& options() const { return opts_; }
-  v1::Worker::Stub& target_stub() { return *target_stub_; }
-  v1::Worker::Stub* draft_stub() { return draft_stub_.get(); }
+  v1::TargetWorker::Stub& target_stub() { return *target_stub_; }
+  v1::DraftWorker::Stub* draft_stub() { return draft_stub_.get(); }
   bool has_draft() const { return draft_stub_ != nullptr; }
 
   // The target as last seen, or null while it is down.
@@ -83,6 +86,7 @@ class Cluster {
   int64_t draft_reconnects() const;
 
  private:
+  explicit Cluster(ClusterOptions opts) : opts_(std::move(opts)) {}
   void Monitor(void (Cluster::*probe)());
   void ProbeTarget();
   void ProbeDraft();
@@ -91,7 +95,8 @@ class Cluster {
   void Wake();
 
   ClusterOptions opts_;
-  std::unique_ptr<v1::Worker::Stub> target_stub_, draft_stub_;
+  std::unique_ptr<v1::TargetWorker::Stub> target_stub_;
+  std::unique_ptr<v1::DraftWorker::Stub> draft_stub_;
 
   mutable std::mutex mu_;
   std::condition_variable target_cv_;  // target came up

@@ -4,37 +4,20 @@
 
 #include "common/util/log.h"
 #include "proto/rpc/convert.h"
+#include "proto/rpc/server.h"
 #include "proto/rpc/status.h"
 
 namespace specd {
 namespace {
 
-constexpr int kMaxStops = 16;
-constexpr size_t kMaxStopBytes = 256;
-constexpr int kMaxK = 64;
-
 grpc::Status Invalid(const std::string& msg) { return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, msg); }
-
-// gRPC reports "no deadline" as a time far in the future.
-Deadline RequestDeadline(const grpc::ServerContext* ctx) {
-  const Deadline d = ctx->deadline();
-  return d - std::chrono::system_clock::now() > std::chrono::hours(24 * 365) ? kNoDeadline : d;
-}
-
-// The loop stops a little before the gRPC deadline so that the client still
-// receives the final message (finish reason "deadline").
-Deadline LoopDeadline(Deadline d) {
-  if (d == kNoDeadline) return d;
-  const auto left = d - std::chrono::system_clock::now();
-  if (left <= std::chrono::system_clock::duration::zero()) return d;
-  return d - std::min<std::chrono::system_clock::duration>(std::chrono::milliseconds(200), left / 10);
-}
 
 }  // namespace
 
 Frontend::Frontend(Cluster* cluster, const FrontendOptions& opts)
     : cluster_(cluster),
       opts_(opts),
+      limits_{opts.default_max_tokens, opts.max_tokens_limit},
       k_(opts.k),
       enabled_(opts.speculation),
       adaptive_(opts.adaptive),
@@ -60,49 +43,24 @@ Admission::Limits Frontend::LimitsFor(const v1::InfoResponse& target) const {
   return l;
 }
 
-grpc::Status Frontend::Serve(grpc::ServerContext* ctx, const v1::GenerateRequest& req, const v1::ChatRequest* chat,
-                             grpc::ServerWriter<v1::GenerateResponse>* writer) {
+absl::StatusOr<api::Summary> Frontend::Generate(const api::Request& req, const api::EventFn& on_event) {
   const auto arrival = std::chrono::steady_clock::now();
   struct Active {
     std::atomic<int64_t>& n;
     explicit Active(std::atomic<int64_t>& a) : n(a) { ++n; }
     ~Active() { --n; }
   } active(active_);
-  const Deadline deadline = RequestDeadline(ctx);
-  auto cancelled = [ctx] { return ctx->IsCancelled(); };
-  auto invalid = [&](const std::string& msg) {
+  const Deadline deadline = req.deadline;
+  auto cancelled = [&req] { return req.cancelled && req.cancelled(); };
+  auto invalid = [&](const absl::Status& st) {
     stats_.Rejected("invalid");
-    return Invalid(msg);
+    return st;
   };
 
   // ---- checks that need no worker
-  int max_tokens = req.max_tokens() == 0 ? opts_.default_max_tokens : req.max_tokens();
-  if (max_tokens < 1 || max_tokens > opts_.max_tokens_limit)
-    return invalid(absl::StrCat("max_tokens ", req.max_tokens(), " out of range [1, ", opts_.max_tokens_limit, "]"));
-  if (req.stop_size() > kMaxStops) return invalid(absl::StrCat("at most ", kMaxStops, " stop strings"));
-  for (const std::string& s : req.stop()) {
-    if (s.empty() || s.size() > kMaxStopBytes)
-      return invalid(absl::StrCat("stop strings must have 1 to ", kMaxStopBytes, " bytes"));
-  }
-  auto sampling = rpc::SamplingFromProto(req.sampling());
-  if (!sampling.ok()) {
-    stats_.Rejected("invalid");
-    return rpc::ToGrpc(sampling.status());
-  }
-  const v1::Speculation& spec = req.speculation();
-  if (spec.has_k() && (spec.k() < 0 || spec.k() > kMaxK))
-    return invalid(absl::StrCat("speculation k ", spec.k(), " out of range [0, ", kMaxK, "]"));
-  if (!(spec.min_confidence() >= 0.0f && spec.min_confidence() <= 1.0f))
-    return invalid("speculation min_confidence must be in [0, 1]");
-  if (chat) {
-    if (chat->messages().empty()) return invalid("chat request without messages");
-  } else if (req.prompt().empty() && req.prompt_tokens().empty()) {
-    return invalid("empty prompt");
-  }
-  // Speculation mode: an explicit k means fixed k unless adaptive is asked
-  // for too (then k is the cap); otherwise the coordinator's settings.
-  const bool adaptive = !spec.disable() && (spec.has_adaptive() ? spec.adaptive() : !spec.has_k() && adaptive_.load());
-  const int draft_cap = adaptive && spec.has_k() ? spec.k() : draft_max_.load();
+  const absl::StatusOr<int> max_tokens = api::Check(req, limits_);
+  if (!max_tokens.ok()) return invalid(max_tokens.status());
+  const api::SpecChoice choice = api::ChooseSpeculation(req, SpecNow());
 
   std::vector<int32_t> prompt;
   SpecResult r;
@@ -111,107 +69,52 @@ grpc::Status Frontend::Serve(grpc::ServerContext* ctx, const v1::GenerateRequest
   int64_t id = 0;
   for (int attempt = 0;; ++attempt) {
     // ---- the target (new requests wait for it, up to their deadline)
-    const Deadline wait_until = std::min(deadline, std::chrono::system_clock::now() + opts_.target_wait);
-    std::shared_ptr<const TargetView> view = cluster_->WaitTarget(wait_until, cancelled);
-    if (!view) {
-      if (cancelled()) return grpc::Status(grpc::StatusCode::CANCELLED, "cancelled by the client");
-      if (std::chrono::system_clock::now() >= deadline)
-        return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "the target worker did not come up before the deadline");
-      return grpc::Status(grpc::StatusCode::UNAVAILABLE,
-                          absl::StrCat("the target worker at ", cluster_->options().target_address,
-                                       " is not available (waited ", opts_.target_wait.count() / 1000.0, " s)"));
-    }
+    std::shared_ptr<const TargetView> view = WaitTarget(deadline, cancelled);
+    if (!view) return TargetUnavailable(deadline, cancelled);
     const Tokenizer& tok = *view->tokenizer;
     const int context = ContextFor(view->info);
     if (attempt == 0) {
-      if (chat) {
-        std::vector<ChatMessage> msgs;
-        for (const auto& m : chat->messages()) msgs.push_back({m.role(), m.content()});
-        auto text = tok.ApplyChatTemplate(msgs, /*add_generation_prompt=*/true);
-        if (!text.ok()) {
-          stats_.Rejected("invalid");
-          return rpc::ToGrpc(text.status());
-        }
-        prompt = tok.Encode(*text, /*add_special=*/false, /*parse_special=*/true);
-      } else if (!req.prompt_tokens().empty()) {
-        prompt = rpc::ToVector(req.prompt_tokens());
-        for (int32_t t : prompt) {
-          if (t < 0 || t >= view->info.vocab_size())
-            return invalid(absl::StrCat("prompt token id ", t, " out of range [0, ", view->info.vocab_size(), ")"));
-        }
-      } else {
-        prompt = tok.Encode(req.prompt(), req.has_add_special() ? req.add_special() : true, req.parse_special());
-      }
-      if (prompt.empty()) return invalid("the prompt encodes to no tokens");
-      if (static_cast<int64_t>(prompt.size()) >= context)
-        return invalid(absl::StrCat("prompt of ", prompt.size(), " tokens does not fit the context of ", context,
-                                    " positions (it must leave room for one generated token)"));
+      auto p = api::EncodePrompt(req, tok, context);
+      if (!p.ok()) return invalid(p.status());
+      prompt = *std::move(p);
     }
     // max_tokens is clamped to the room the context leaves.
     const int room = context - static_cast<int>(prompt.size());
-    const int run_tokens = std::min(max_tokens, room);
+    const int run_tokens = std::min(*max_tokens, room);
     const int block = std::max(view->info.kv_block_size(), 1);
     const int64_t positions = static_cast<int64_t>(prompt.size()) + run_tokens;
     const int64_t blocks = (positions + block - 1) / block;
     const Admission::Limits limits = LimitsFor(view->info);
     if (limits.kv_blocks > 0 && blocks > limits.kv_blocks)
-      return invalid(absl::StrCat("prompt + max_tokens need ", blocks, " KV blocks; the target's pool has ",
-                                  limits.kv_blocks));
+      return invalid(absl::InvalidArgumentError(absl::StrCat("prompt + max_tokens need ", blocks,
+                                                             " KV blocks; the target's pool has ", limits.kv_blocks)));
 
     auto slot = admission_.Acquire(blocks, limits, deadline, cancelled);
     if (!slot.ok()) {
       if (slot.status().code() == absl::StatusCode::kResourceExhausted) stats_.Rejected("queue_full");
-      return rpc::ToGrpc(slot.status());
+      return slot.status();
     }
     queue_seconds += slot->queue_seconds();
 
-    SpecRequest sr;
+    SpecRequest sr = api::ToSpecRequest(req, prompt, run_tokens, choice, context);
     sr.seq = next_seq_.fetch_add(1);
     if (sr.seq <= 0 || sr.seq > 0x7ffffff0) {
       next_seq_ = 2;
       sr.seq = 1;
     }
     id = next_id_.fetch_add(1);
-    sr.prompt = prompt;
-    sr.sampling = *sampling;
-    sr.max_tokens = run_tokens;
-    sr.ignore_eos = req.ignore_eos();
-    sr.stop.assign(req.stop().begin(), req.stop().end());
-    if (spec.disable()) {
-      sr.k = 0;
-    } else if (spec.has_k() && !adaptive) {
-      sr.k = spec.k();
-    } else {
-      sr.k = k_.load();  // adaptive: the k until costs are measured
-      sr.live_k = [this] { return LiveK(); };
-    }
-    sr.policy.adaptive = adaptive;
-    sr.policy.draft_max = draft_cap;
+    if (choice.follow_live) sr.live_k = [this] { return LiveK(); };
     sr.costs = &costs_;
     sr.prior = &prior_;
-    // Unset: fixed mode never stops early; adaptive mode learns the threshold (SpecPolicy::MinConfidence).
-    sr.min_confidence = spec.min_confidence() > 0 ? spec.min_confidence() : opts_.min_confidence;
-    sr.max_context = context;
-    sr.deadline = LoopDeadline(deadline);
     sr.cancelled = cancelled;
     sr.draft_retry = opts_.draft_retry;
     GrpcTargetClient target(cluster_, opts_.timeouts);
     GrpcDraftClient draft(cluster_, opts_.timeouts);
     auto on_step = [&](const StepEvent& ev) {
-      v1::GenerateResponse m;
-      m.set_text(ev.text);
-      m.mutable_token_ids()->Add(ev.tokens.begin(), ev.tokens.end());
-      v1::StepFigures* f = m.mutable_step();
-      f->set_proposed(ev.proposed);
-      f->set_accepted(ev.accepted);
-      f->set_appended(ev.appended);
-      f->set_emitted(static_cast<int32_t>(ev.tokens.size()));
-      f->set_draft_used(ev.draft_used);
-      f->set_k(ev.k);
       if (!ev.tokens.empty() && ttft == 0)
         ttft = std::chrono::duration<double>(std::chrono::steady_clock::now() - arrival).count();
       wrote = true;
-      return writer->Write(m);
+      return on_event ? on_event(api::ToEvent(ev)) : true;
     };
     r = RunSpeculative(sr, tok, target, cluster_->has_draft() ? &draft : nullptr, on_step);
     // The target went away before anything was streamed: wait for it again.
@@ -223,42 +126,56 @@ grpc::Status Frontend::Serve(grpc::ServerContext* ctx, const v1::GenerateRequest
     break;
   }
 
-  stats_.Record(RequestOutcome{id, static_cast<int>(prompt.size()), &r, queue_seconds, ttft, adaptive});
+  stats_.Record(RequestOutcome{id, static_cast<int>(prompt.size()), &r, queue_seconds, ttft, choice.adaptive});
   switch (r.reason) {
     case FinishReason::kCancelled:
-      return grpc::Status(grpc::StatusCode::CANCELLED, "cancelled by the client");
+      return absl::CancelledError("cancelled by the client");
     case FinishReason::kError:
-      return rpc::ToGrpc(r.status);
+      return r.status;
     default:
       break;
   }
-  v1::GenerateResponse last;
-  v1::GenerationSummary* s = last.mutable_summary();
-  s->set_finish_reason(FinishReasonToProto(r.reason));
-  s->set_prompt_tokens(static_cast<int32_t>(prompt.size()));
-  s->set_completion_tokens(static_cast<int32_t>(r.tokens.size()));
-  s->set_steps(r.stats.steps);
-  s->set_speculative_steps(r.stats.speculative_steps);
-  s->set_proposed(r.stats.proposed);
-  s->set_accepted(r.stats.accepted);
-  s->set_acceptance_rate(r.stats.AcceptanceRate());
-  s->set_mean_accepted_length(r.stats.MeanAcceptedLength());
-  s->set_tokens_per_second(r.TokensPerSecond());
-  s->set_elapsed_seconds(r.stats.elapsed_seconds);
-  s->set_draft_failures(r.stats.draft_failures);
-  s->set_stop(r.stop);
-  s->set_queue_seconds(queue_seconds);
-  s->set_time_to_first_token_seconds(ttft);
-  for (int64_t n : r.stats.k_hist) s->add_k_histogram(n);
-  s->set_adaptive(adaptive);
-  s->set_prefill_seconds(r.stats.prefill_seconds);
-  writer->Write(last);
-  return grpc::Status::OK;
+  api::Summary s = api::ToSummary(r, static_cast<int>(prompt.size()), choice.adaptive);
+  s.queue_seconds = queue_seconds;
+  s.time_to_first_token_seconds = ttft;
+  return s;
+}
+
+std::shared_ptr<const TargetView> Frontend::WaitTarget(Deadline deadline, const std::function<bool()>& cancelled) {
+  const Deadline wait_until = std::min(deadline, std::chrono::system_clock::now() + opts_.target_wait);
+  return cluster_->WaitTarget(wait_until, cancelled);
+}
+
+absl::Status Frontend::TargetUnavailable(Deadline deadline, const std::function<bool()>& cancelled) const {
+  if (cancelled()) return absl::CancelledError("cancelled by the client");
+  if (std::chrono::system_clock::now() >= deadline)
+    return absl::DeadlineExceededError("the target worker did not come up before the deadline");
+  return absl::UnavailableError(absl::StrCat("the target worker at ", cluster_->options().target_address,
+                                             " is not available (waited ", opts_.target_wait.count() / 1000.0, " s)"));
+}
+
+api::SpecDefaults Frontend::SpecNow() const {
+  return api::SpecDefaults{k_.load(), enabled_.load(), adaptive_.load(), draft_max_.load(), opts_.min_confidence};
+}
+
+absl::StatusOr<std::vector<int32_t>> Frontend::Tokenize(const std::string& text, bool add_special, bool parse_special) {
+  std::shared_ptr<const TargetView> view = WaitTarget(kNoDeadline, [] { return false; });
+  if (!view) return absl::UnavailableError("the target worker (and its tokenizer) is not available");
+  return view->tokenizer->Encode(text, add_special, parse_special);
+}
+
+std::string Frontend::TokenText(int32_t id) const {
+  std::shared_ptr<const TargetView> t = cluster_->target();
+  return t ? t->tokenizer->TokenBytes(id, /*special=*/true) : "";
+}
+
+std::string Frontend::ModelName() const {
+  std::shared_ptr<const TargetView> t = cluster_->target();
+  return t ? t->info.model_name() : "";
 }
 
 grpc::Status Frontend::Tokenize(grpc::ServerContext* ctx, const v1::TokenizeRequest& req, v1::TokenizeResponse* resp) {
-  const Deadline wait_until = std::min(RequestDeadline(ctx), std::chrono::system_clock::now() + opts_.target_wait);
-  std::shared_ptr<const TargetView> view = cluster_->WaitTarget(wait_until, [ctx] { return ctx->IsCancelled(); });
+  std::shared_ptr<const TargetView> view = WaitTarget(rpc::CallDeadline(*ctx), [ctx] { return ctx->IsCancelled(); });
   if (!view) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "the target worker (and its tokenizer) is not available");
   for (int32_t id : view->tokenizer->Encode(req.text(), req.add_special(), req.parse_special())) {
     resp->add_token_ids(id);
@@ -316,7 +233,7 @@ grpc::Status Frontend::Stats(v1::StatsResponse* resp) {
   resp->set_draft_reconnects(cluster_->draft_reconnects());
   resp->set_uptime_seconds(std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count());
   // Live figures (KV use, batches) straight from the workers.
-  auto info = [&](v1::Worker::Stub* stub, v1::InfoResponse* out) {
+  auto info = [&](auto* stub, v1::InfoResponse* out) {
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + cluster_->options().probe_timeout);
     (void)stub->Info(&ctx, v1::InfoRequest(), out);
@@ -402,10 +319,11 @@ grpc::Status Frontend::SwapDraft(const v1::SwapDraftRequest& req, v1::SwapDraftR
 }
 
 grpc::Status Frontend::SetSpeculation(const v1::SetSpeculationRequest& req, v1::SetSpeculationResponse* resp) {
-  if (req.has_k() && (req.k() < 1 || req.k() > kMaxK))
-    return Invalid(absl::StrCat("k ", req.k(), " out of range [1, ", kMaxK, "] (use enabled=false to turn speculation off)"));
-  if (req.has_draft_max() && (req.draft_max() < 1 || req.draft_max() > kMaxK))
-    return Invalid(absl::StrCat("draft_max ", req.draft_max(), " out of range [1, ", kMaxK, "]"));
+  if (req.has_k() && (req.k() < 1 || req.k() > api::kMaxK))
+    return Invalid(absl::StrCat("k ", req.k(), " out of range [1, ", api::kMaxK,
+                                "] (use enabled=false to turn speculation off)"));
+  if (req.has_draft_max() && (req.draft_max() < 1 || req.draft_max() > api::kMaxK))
+    return Invalid(absl::StrCat("draft_max ", req.draft_max(), " out of range [1, ", api::kMaxK, "]"));
   if (req.has_k()) k_ = req.k();
   if (req.has_draft_max()) draft_max_ = req.draft_max();
   // Setting k alone asks for that k: fixed mode.
@@ -418,6 +336,27 @@ grpc::Status Frontend::SetSpeculation(const v1::SetSpeculationRequest& req, v1::
   resp->set_enabled(enabled_.load());
   resp->set_adaptive(adaptive_.load());
   resp->set_draft_max(draft_max_.load());
+  return grpc::Status::OK;
+}
+
+grpc::Status CoordinatorService::Serve(grpc::ServerContext* ctx, const v1::GenerateRequest& req,
+                                       const v1::ChatRequest* chat, grpc::ServerWriter<v1::GenerateResponse>* writer) {
+  if (auto st = rpc::Authorize(ctx); !st.ok()) return st;
+  auto r = rpc::RequestFromProto(req, chat);
+  if (!r.ok()) return rpc::ToGrpc(r.status());
+  // The loop ends a little before the call's deadline, so that the client
+  // still receives the final message (finish reason "deadline").
+  r->deadline = rpc::StreamDeadline(rpc::CallDeadline(*ctx));
+  r->cancelled = [ctx] { return ctx->IsCancelled(); };
+  auto sum = f_->Generate(*r, [&](const api::Event& ev) {
+    v1::GenerateResponse m;
+    rpc::EventToProto(ev, &m);
+    return writer->Write(m);
+  });
+  if (!sum.ok()) return rpc::ToGrpc(sum.status());
+  v1::GenerateResponse last;
+  rpc::SummaryToProto(*sum, last.mutable_summary());
+  writer->Write(last);
   return grpc::Status::OK;
 }
 

@@ -1,10 +1,12 @@
-// The coordinator's public and admin services over one shared state: the
-// Cluster, the live speculation settings, admission control and the request
-// statistics. Each Generate/Chat call is admitted (coordinator/admission.h),
-// then runs RunSpeculative (common/engine/spec_loop.h) in its handler thread
-// with gRPC clients of the two workers; the workers batch the concurrent
-// calls (continuous batching), and adaptive requests share one measured
-// cost table (SpecCosts).
+// The coordinator's request API (common/api/request.h) and its admin
+// services over one shared state: the Cluster, the live speculation
+// settings, admission control and the request statistics. Each request is
+// admitted (coordinator/admission.h), then runs RunSpeculative
+// (common/engine/spec_loop.h) in the caller's thread with gRPC clients of the
+// two workers; the workers batch the concurrent calls (continuous batching),
+// and adaptive requests share one measured cost table (SpecCosts). The gRPC
+// Coordinator service below and the HTTP API (coordinator/http_api.h) are
+// adapters over Generate.
 //
 // Context: a request's context is min(--max-seq-len, the target's); a prompt
 // that leaves no room for one token is INVALID_ARGUMENT, and max_tokens is
@@ -17,10 +19,12 @@
 #include <functional>
 #include <mutex>
 
+#include "common/api/request.h"
 #include "coordinator/admission.h"
 #include "coordinator/cluster.h"
 #include "coordinator/grpc_clients.h"
 #include "coordinator/service_stats.h"
+#include "proto/rpc/security.h"
 #include "proto/specd.grpc.pb.h"
 
 namespace specd {
@@ -42,13 +46,22 @@ struct FrontendOptions {
   CallTimeouts timeouts;
 };
 
-class Frontend {
+class Frontend : public api::Generator {
  public:
   Frontend(Cluster* cluster, const FrontendOptions& opts);
 
-  // Generate (chat == null) or Chat (prompt rendered from `chat`).
-  grpc::Status Serve(grpc::ServerContext* ctx, const v1::GenerateRequest& req, const v1::ChatRequest* chat,
-                     grpc::ServerWriter<v1::GenerateResponse>* writer);
+  // api::Generator (any thread). Waits for the target (up to the deadline
+  // and --target-wait-ms), then for admission.
+  absl::StatusOr<api::Summary> Generate(const api::Request& req, const api::EventFn& on_event = {}) override;
+  absl::StatusOr<std::vector<int32_t>> Tokenize(const std::string& text, bool add_special = true,
+                                                bool parse_special = false) override;
+  // The target's model name ("" while it is down).
+  std::string ModelName() const;
+  bool TargetReady() const { return cluster_->target() != nullptr; }
+  bool DraftReady() const { return cluster_->draft().has_value(); }
+  // A token's bytes in the target's vocabulary ("" while it is down).
+  std::string TokenText(int32_t id) const;
+
   grpc::Status Tokenize(grpc::ServerContext* ctx, const v1::TokenizeRequest& req, v1::TokenizeResponse* resp);
   grpc::Status Health(v1::HealthResponse* resp);
   grpc::Status Stats(v1::StatsResponse* resp);
@@ -64,9 +77,13 @@ class Frontend {
   Admission::Limits LimitsFor(const v1::InfoResponse& target) const;
   int ContextFor(const v1::InfoResponse& target) const;
   void AddCollectors();
+  std::shared_ptr<const TargetView> WaitTarget(Deadline deadline, const std::function<bool()>& cancelled);
+  absl::Status TargetUnavailable(Deadline deadline, const std::function<bool()>& cancelled) const;
+  api::SpecDefaults SpecNow() const;
 
   Cluster* cluster_;
   FrontendOptions opts_;
+  const api::Limits limits_;
   std::atomic<int> k_;
   std::atomic<bool> enabled_;
   std::atomic<bool> adaptive_;
@@ -81,39 +98,47 @@ class Frontend {
   ServiceStats stats_;
 };
 
+// The gRPC Coordinator service: requests and events in their wire form.
 class CoordinatorService final : public v1::Coordinator::Service {
  public:
   explicit CoordinatorService(Frontend* f) : f_(f) {}
   grpc::Status Generate(grpc::ServerContext* ctx, const v1::GenerateRequest* req,
                         grpc::ServerWriter<v1::GenerateResponse>* w) override {
-    return f_->Serve(ctx, *req, nullptr, w);
+    return Serve(ctx, *req, nullptr, w);
   }
   grpc::Status Chat(grpc::ServerContext* ctx, const v1::ChatRequest* req,
                     grpc::ServerWriter<v1::GenerateResponse>* w) override {
-    return f_->Serve(ctx, req->options(), req, w);
+    return Serve(ctx, req->options(), req, w);
   }
   grpc::Status Tokenize(grpc::ServerContext* ctx, const v1::TokenizeRequest* req, v1::TokenizeResponse* r) override {
+    if (auto st = rpc::Authorize(ctx); !st.ok()) return st;
     return f_->Tokenize(ctx, *req, r);
   }
-  grpc::Status Health(grpc::ServerContext*, const v1::HealthRequest*, v1::HealthResponse* r) override {
+  grpc::Status Health(grpc::ServerContext* ctx, const v1::HealthRequest*, v1::HealthResponse* r) override {
+    if (auto st = rpc::Authorize(ctx); !st.ok()) return st;
     return f_->Health(r);
   }
 
  private:
+  grpc::Status Serve(grpc::ServerContext* ctx, const v1::GenerateRequest& req, const v1::ChatRequest* chat,
+                     grpc::ServerWriter<v1::GenerateResponse>* writer);
   Frontend* f_;
 };
 
 class AdminService final : public v1::Admin::Service {
  public:
   explicit AdminService(Frontend* f) : f_(f) {}
-  grpc::Status Stats(grpc::ServerContext*, const v1::StatsRequest*, v1::StatsResponse* r) override {
+  grpc::Status Stats(grpc::ServerContext* ctx, const v1::StatsRequest*, v1::StatsResponse* r) override {
+    if (auto st = rpc::Authorize(ctx); !st.ok()) return st;
     return f_->Stats(r);
   }
-  grpc::Status SwapDraft(grpc::ServerContext*, const v1::SwapDraftRequest* req, v1::SwapDraftResponse* r) override {
+  grpc::Status SwapDraft(grpc::ServerContext* ctx, const v1::SwapDraftRequest* req, v1::SwapDraftResponse* r) override {
+    if (auto st = rpc::Authorize(ctx); !st.ok()) return st;
     return f_->SwapDraft(*req, r);
   }
-  grpc::Status SetSpeculation(grpc::ServerContext*, const v1::SetSpeculationRequest* req,
+  grpc::Status SetSpeculation(grpc::ServerContext* ctx, const v1::SetSpeculationRequest* req,
                               v1::SetSpeculationResponse* r) override {
+    if (auto st = rpc::Authorize(ctx); !st.ok()) return st;
     return f_->SetSpeculation(*req, r);
   }
 

@@ -63,7 +63,7 @@ absl::StatusOr<TargetStep> GrpcTargetClient::Verify(int32_t seq, const std::vect
   SetDeadline(&ctx, deadline, t_.target);
   const grpc::Status gs = cluster_->target_stub().Verify(&ctx, req, &resp);
   if (!gs.ok()) return Failed(gs, "Verify", seq, deadline);
-  return TargetStep{resp.accepted(), rpc::ToVector(resp.appended())};
+  return TargetStep{resp.accepted(), rpc::ToVector(resp.appended()), rpc::LogprobsFromProto(resp.logprobs())};
 }
 
 void GrpcTargetClient::Release(int32_t seq) {

@@ -1,7 +1,7 @@
 // specd-coordinator: the public gRPC API. Runs the speculative loop per
 // request against a draft worker and a target worker.
 #include "absl/strings/str_cat.h"
-#include "common/metrics/http_server.h"
+#include "common/api/http_api.h"
 #include "common/util/log.h"
 #include "coordinator/frontend.h"
 #include "proto/rpc/server.h"
@@ -32,9 +32,13 @@ int Main(int argc, char** argv) {
   cfg.AddInt("max-queue", 64, "requests waiting for admission; more are refused with RESOURCE_EXHAUSTED", 0, 1 << 20);
   cfg.AddInt("max-seq-len", 0,
              "per-request context, prompt + output (0: the target's); max_tokens is clamped to fit", 0, 1 << 20);
-  cfg.AddString("metrics-listen", "",
-                "Prometheus endpoint HOST:PORT (GET /metrics; loopback unless a host is given; empty: off), e.g. "
-                "127.0.0.1:9810");
+  cfg.AddString("http-listen", "",
+                "OpenAI-compatible HTTP API HOST:PORT (/v1/completions, /v1/chat/completions, /v1/models, /health, "
+                "/metrics); empty: off, e.g. 127.0.0.1:8080");
+  cfg.AddString("worker-api-key", "", "the key the workers require (empty: this coordinator's --api-key)");
+  cfg.AddString("worker-api-key-file", "", "read --worker-api-key from this file");
+  cfg.AddString("worker-tls-ca", "", "talk TLS to the workers, verifying their certificates against these PEM roots");
+  cfg.AddInt("http-threads", 64, "HTTP connections served at once (each streaming request holds one)", 1, 4096);
   cfg.AddInt("default-max-tokens", 256, "max_tokens of requests that do not set it", 1, 1 << 20);
   cfg.AddInt("max-tokens-limit", 8192, "largest max_tokens a request may ask for", 1, 1 << 20);
   cfg.AddInt("target-wait-ms", 30000, "how long a request without a deadline waits for the target", 0, 3600000);
@@ -49,6 +53,10 @@ int Main(int argc, char** argv) {
   if (!run.ok()) return rpc::ExitWith(kProgram, run.status(), 2);
   if (!*run) return 0;
   cfg.LogEffective();
+  auto sec = rpc::ServerSecurityFromConfig(cfg);
+  if (!sec.ok()) return rpc::ExitWith(kProgram, sec.status(), 2);
+  auto worker_key = rpc::ApiKeyFromConfig(cfg, "worker-");
+  if (!worker_key.ok()) return rpc::ExitWith(kProgram, worker_key.status(), 2);
   using ms = std::chrono::milliseconds;
   ClusterOptions co;
   co.target_address = cfg.GetString("target");
@@ -57,6 +65,8 @@ int Main(int argc, char** argv) {
   co.probe_interval = ms(cfg.GetInt("probe-interval-ms"));
   co.probe_timeout = ms(cfg.GetInt("probe-timeout-ms"));
   co.swap_timeout = ms(cfg.GetInt("swap-timeout-ms"));
+  co.security.api_key = worker_key->empty() ? sec->api_key : *worker_key;
+  co.security.tls_ca = cfg.GetString("worker-tls-ca");
   for (const std::string& a : {co.target_address, co.draft_address}) {
     if (a.empty()) continue;
     if (absl::Status st = rpc::CheckListenAddress(a); !st.ok()) return rpc::ExitWith(kProgram, st, 2);
@@ -81,25 +91,51 @@ int Main(int argc, char** argv) {
   if (fo.default_max_tokens > fo.max_tokens_limit)
     return rpc::ExitWith(kProgram, absl::InvalidArgumentError("--default-max-tokens exceeds --max-tokens-limit"), 2);
 
-  Cluster cluster(co);
-  cluster.Start();
-  Frontend frontend(&cluster, fo);
+  auto cluster = Cluster::Create(co);
+  if (!cluster.ok()) return rpc::ExitWith(kProgram, cluster.status(), 2);
+  (*cluster)->Start();
+  Frontend frontend(cluster->get(), fo);
   CoordinatorService public_api(&frontend);
   AdminService admin(&frontend);
-  std::unique_ptr<metrics::HttpServer> metrics_server;
-  if (!cfg.GetString("metrics-listen").empty()) {
-    auto m = metrics::HttpServer::Start(cfg.GetString("metrics-listen"), [&] { return frontend.RenderMetrics(); });
-    if (!m.ok()) return rpc::ExitWith(kProgram, m.status(), 1);
-    metrics_server = std::move(*m);
-    SPECD_LOG(INFO) << "metrics endpoint" << Kv("listen", cfg.GetString("metrics-listen"))
-                    << Kv("port", metrics_server->port()) << Kv("path", "/metrics");
+  std::unique_ptr<api::HttpApi> http;
+  if (!cfg.GetString("http-listen").empty()) {
+    api::HttpApiOptions ho;
+    ho.listen = cfg.GetString("http-listen");
+    ho.threads = static_cast<int>(cfg.GetInt("http-threads"));
+    ho.api_key = sec->api_key;
+    ho.tls_cert = sec->tls_cert;
+    ho.tls_key = sec->tls_key;
+    rpc::WarnIfExposed(ho.listen, !ho.api_key.empty(), !ho.tls_cert.empty(), "HTTP");
+    api::HttpApiHooks hooks;
+    hooks.model = [&] { return frontend.ModelName(); };
+    hooks.ready = [&] { return frontend.TargetReady(); };
+    hooks.metrics = [&] { return frontend.RenderMetrics(); };
+    hooks.token_text = [&](int32_t id) { return frontend.TokenText(id); };
+    auto h = api::HttpApi::Start(ho, &frontend, std::move(hooks));
+    if (!h.ok()) return rpc::ExitWith(kProgram, h.status(), 1);
+    http = std::move(*h);
+    SPECD_LOG(INFO) << "HTTP API" << Kv("listen", ho.listen) << Kv("port", http->port())
+                    << Kv("paths", "/v1/completions /v1/chat/completions /v1/models /health /metrics");
   }
   int port = 0;
-  auto server = rpc::StartServer(cfg.GetString("listen"), {&public_api, &admin}, &port);
+  auto server = rpc::StartServer(cfg.GetString("listen"), {&public_api, &admin}, *sec, &port);
   if (!server.ok()) return rpc::ExitWith(kProgram, server.status(), 1);
   SPECD_LOG(INFO) << "serving" << Kv("listen", cfg.GetString("listen")) << Kv("port", port)
                   << Kv("target", co.target_address) << Kv("draft", co.draft_address);
-  rpc::ServeUntilTerminated(server->get(), absl::StrCat("serving on ", cfg.GetString("listen"), " (target ", co.target_address, ")"));
+  rpc::ServeOptions so;
+  so.status = absl::StrCat("serving on ", cfg.GetString("listen"), " (target ", co.target_address, ")");
+  // grpc.health.v1: the coordinator serves while its target is up; the
+  // draft's state under the draft service's name.
+  grpc::Server* srv = server->get();
+  so.on_tick = [&frontend, srv] {
+    const bool target = frontend.TargetReady();
+    rpc::SetHealth(srv, "", target);
+    rpc::SetHealth(srv, v1::Coordinator::service_full_name(), target);
+    rpc::SetHealth(srv, v1::Admin::service_full_name(), true);
+    rpc::SetHealth(srv, v1::DraftWorker::service_full_name(), frontend.DraftReady());
+  };
+  so.on_tick();
+  rpc::ServeUntilTerminated(srv, so);
   return 0;
 }
 

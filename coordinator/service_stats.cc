@@ -1,19 +1,9 @@
 #include "coordinator/service_stats.h"
 
 #include "common/util/log.h"
+#include "proto/rpc/convert.h"
 
 namespace specd {
-
-v1::FinishReason FinishReasonToProto(FinishReason r) {
-  switch (r) {
-    case FinishReason::kEos: return v1::FINISH_REASON_EOS;
-    case FinishReason::kStop: return v1::FINISH_REASON_STOP;
-    case FinishReason::kLength: return v1::FINISH_REASON_LENGTH;
-    case FinishReason::kCancelled: return v1::FINISH_REASON_CANCELLED;
-    case FinishReason::kDeadline: return v1::FINISH_REASON_DEADLINE;
-    default: return v1::FINISH_REASON_UNSPECIFIED;
-  }
-}
 
 ServiceStats::ServiceStats(size_t recent) : recent_max_(recent) {
   using metrics::ExponentialBuckets;
@@ -60,7 +50,7 @@ void ServiceStats::Record(const RequestOutcome& o) {
   rec.set_id(o.id);
   rec.set_prompt_tokens(o.prompt_tokens);
   rec.set_completion_tokens(static_cast<int32_t>(r.tokens.size()));
-  rec.set_finish_reason(FinishReasonToProto(r.reason));
+  rec.set_finish_reason(rpc::FinishReasonToProto(r.reason));
   if (failed) rec.set_error(r.status.ToString());
   rec.set_acceptance_rate(st.AcceptanceRate());
   rec.set_mean_accepted_length(st.MeanAcceptedLength());

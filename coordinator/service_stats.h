@@ -54,6 +54,4 @@ class ServiceStats {
   metrics::Histogram *duration_h_, *queue_h_, *ttft_h_, *k_h_, *tps_h_;
 };
 
-v1::FinishReason FinishReasonToProto(FinishReason r);
-
 }  // namespace specd

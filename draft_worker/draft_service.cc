@@ -73,12 +73,14 @@ v1::InfoResponse DraftService::CurrentInfo() {
   });
 }
 
-grpc::Status DraftService::Info(grpc::ServerContext*, const v1::InfoRequest*, v1::InfoResponse* resp) {
+grpc::Status DraftService::Info(grpc::ServerContext* ctx, const v1::InfoRequest*, v1::InfoResponse* resp) {
+  if (auto st = rpc::Authorize(ctx); !st.ok()) return st;
   *resp = CurrentInfo();
   return grpc::Status::OK;
 }
 
-grpc::Status DraftService::Propose(grpc::ServerContext*, const v1::ProposeRequest* req, v1::ProposeResponse* resp) {
+grpc::Status DraftService::Propose(grpc::ServerContext* ctx, const v1::ProposeRequest* req, v1::ProposeResponse* resp) {
+  if (auto st = rpc::Authorize(ctx); !st.ok()) return st;
   LocalDraft::ProposeJob job{req->seq(), req->base_len(), ToVector(req->new_tokens()), req->k(), req->min_confidence()};
   auto r = thread_->Submit(std::move(job));
   if (!r.ok()) return ToGrpc(r.status());
@@ -90,7 +92,9 @@ grpc::Status DraftService::Propose(grpc::ServerContext*, const v1::ProposeReques
   return grpc::Status::OK;
 }
 
-grpc::Status DraftService::LoadModel(grpc::ServerContext*, const v1::LoadModelRequest* req, v1::LoadModelResponse* resp) {
+grpc::Status DraftService::LoadModel(grpc::ServerContext* ctx, const v1::LoadModelRequest* req,
+                                     v1::LoadModelResponse* resp) {
+  if (auto st = rpc::Authorize(ctx); !st.ok()) return st;
   if (req->path().empty()) return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "LoadModel needs a path");
   SPECD_LOG(INFO) << "loading a new draft model" << Kv("path", req->path());
   // On the engine thread: no proposal runs while the model changes. The old

@@ -23,7 +23,8 @@ struct Proposed {
   int64_t length = 0;  // committed tokens after the sync
 };
 
-class DraftService final : public rpc::WorkerBase<LocalDraft, LocalDraft::ProposeJob, Proposed> {
+class DraftService final
+    : public rpc::WorkerBase<v1::DraftWorker::Service, LocalDraft, LocalDraft::ProposeJob, Proposed> {
  public:
   static absl::StatusOr<std::unique_ptr<DraftService>> Create(const DraftWorkerOptions& opts);
   ~DraftService() override { thread_.reset(); }  // before the model it runs on goes
@@ -33,12 +34,6 @@ class DraftService final : public rpc::WorkerBase<LocalDraft, LocalDraft::Propos
 
   grpc::Status Info(grpc::ServerContext*, const v1::InfoRequest*, v1::InfoResponse*) override;
   grpc::Status Propose(grpc::ServerContext*, const v1::ProposeRequest*, v1::ProposeResponse*) override;
-  grpc::Status Verify(grpc::ServerContext*, const v1::VerifyRequest*, v1::VerifyResponse*) override {
-    return NotHere("this is a draft worker: Verify is served by the target worker");
-  }
-  grpc::Status AttachDraft(grpc::ServerContext*, const v1::AttachDraftRequest*, v1::AttachDraftResponse*) override {
-    return NotHere("this is a draft worker: AttachDraft is for the target worker");
-  }
   grpc::Status LoadModel(grpc::ServerContext*, const v1::LoadModelRequest*, v1::LoadModelResponse*) override;
 
  private:

@@ -35,12 +35,20 @@ int Main(int argc, char** argv) {
   auto service = TargetService::Create(o);
   if (!service.ok()) return rpc::ExitWith(kProgram, service.status(), 1);
   int port = 0;
-  auto server = rpc::StartServer(cfg.GetString("listen"), {service->get()}, &port);
+  auto sec = rpc::ServerSecurityFromConfig(cfg);
+  if (!sec.ok()) return rpc::ExitWith(kProgram, sec.status(), 2);
+  auto server = rpc::StartServer(cfg.GetString("listen"), {service->get()}, *sec, &port);
   if (!server.ok()) return rpc::ExitWith(kProgram, server.status(), 1);
   const v1::InfoResponse info = (*service)->CurrentInfo();
   SPECD_LOG(INFO) << "serving" << Kv("listen", cfg.GetString("listen")) << Kv("port", port)
                   << Kv("model", info.model_name());
-  rpc::ServeUntilTerminated(server->get(), absl::StrCat("serving ", info.model_name(), " on ", cfg.GetString("listen")));
+  rpc::SetHealth(server->get(), v1::TargetWorker::service_full_name(), true);
+  rpc::ServeOptions so;
+  so.status = absl::StrCat("serving ", info.model_name(), " on ", cfg.GetString("listen"));
+  // The watchdog's liveness: the engine thread takes a task (a hung forward does not).
+  const auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(rpc::WatchdogInterval() / 2);
+  so.alive = [&] { return (*service)->Responsive(wait); };
+  rpc::ServeUntilTerminated(server->get(), so);
   return 0;
 }
 

@@ -50,23 +50,27 @@ v1::InfoResponse TargetService::CurrentInfo() {
   });
 }
 
-grpc::Status TargetService::Info(grpc::ServerContext*, const v1::InfoRequest*, v1::InfoResponse* resp) {
+grpc::Status TargetService::Info(grpc::ServerContext* ctx, const v1::InfoRequest*, v1::InfoResponse* resp) {
+  if (auto st = rpc::Authorize(ctx); !st.ok()) return st;
   *resp = CurrentInfo();
   return grpc::Status::OK;
 }
 
-grpc::Status TargetService::Verify(grpc::ServerContext*, const v1::VerifyRequest* req, v1::VerifyResponse* resp) {
+grpc::Status TargetService::Verify(grpc::ServerContext* ctx, const v1::VerifyRequest* req, v1::VerifyResponse* resp) {
+  if (auto st = rpc::Authorize(ctx); !st.ok()) return st;
   LocalTarget::VerifyJob job{req->seq(), ToVector(req->tokens()), ExchangeRef{req->slot(), req->generation()}};
   auto r = thread_->Submit(std::move(job));
   if (!r.ok()) return ToGrpc(r.status());
   resp->set_accepted(r->step.n_accepted);
   for (int32_t t : r->step.appended) resp->add_appended(t);
+  rpc::LogprobsToProto(r->step.logprobs, resp->mutable_logprobs());
   resp->set_length(r->length);
   return grpc::Status::OK;
 }
 
-grpc::Status TargetService::AttachDraft(grpc::ServerContext*, const v1::AttachDraftRequest* req,
+grpc::Status TargetService::AttachDraft(grpc::ServerContext* ctx, const v1::AttachDraftRequest* req,
                                         v1::AttachDraftResponse*) {
+  if (auto st = rpc::Authorize(ctx); !st.ok()) return st;
   const v1::ExchangeHandle& h = req->exchange();
   std::string path;
   absl::Status st = thread_->Run([&] {

@@ -21,7 +21,8 @@ struct Verified {
   int64_t length = 0;  // committed tokens after the step
 };
 
-class TargetService final : public rpc::WorkerBase<LocalTarget, LocalTarget::VerifyJob, Verified> {
+class TargetService final
+    : public rpc::WorkerBase<v1::TargetWorker::Service, LocalTarget, LocalTarget::VerifyJob, Verified> {
  public:
   static absl::StatusOr<std::unique_ptr<TargetService>> Create(const TargetWorkerOptions& opts);
   ~TargetService() override { thread_.reset(); }  // before the model it runs on goes
@@ -31,12 +32,6 @@ class TargetService final : public rpc::WorkerBase<LocalTarget, LocalTarget::Ver
   grpc::Status Info(grpc::ServerContext*, const v1::InfoRequest*, v1::InfoResponse*) override;
   grpc::Status Verify(grpc::ServerContext*, const v1::VerifyRequest*, v1::VerifyResponse*) override;
   grpc::Status AttachDraft(grpc::ServerContext*, const v1::AttachDraftRequest*, v1::AttachDraftResponse*) override;
-  grpc::Status Propose(grpc::ServerContext*, const v1::ProposeRequest*, v1::ProposeResponse*) override {
-    return NotHere("this is a target worker: Propose is served by the draft worker");
-  }
-  grpc::Status LoadModel(grpc::ServerContext*, const v1::LoadModelRequest*, v1::LoadModelResponse*) override {
-    return NotHere("the target worker's model is fixed for its lifetime; only the draft is swapped");
-  }
 
  private:
   TargetService() = default;

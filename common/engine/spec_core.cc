@@ -292,6 +292,11 @@ std::vector<VerifyResult> TargetCore::Verify(const std::vector<VerifyRequest>& r
     out[i].n_accepted = ar.n_accepted;
     out[i].appended.assign(r.proposals.begin(), r.proposals.begin() + ar.n_accepted);
     out[i].appended.push_back(ar.next_token);
+    if (s.sampling.logprobs >= 0) {  // row t scored the token at position pos0 + t
+      for (size_t t = 0; t < out[i].appended.size(); ++t)
+        out[i].logprobs.push_back(LogprobOf(logits.data() + (row - k - 1 + t) * static_cast<size_t>(V), V,
+                                            out[i].appended[t], s.sampling.logprobs));
+    }
     s.committed.insert(s.committed.end(), out[i].appended.begin(), out[i].appended.end());
     out[i].status = Reconcile(r.seq, s);
   }

@@ -115,6 +115,7 @@ struct VerifyResult {
   int n_proposed = 0;
   int n_accepted = 0;
   std::vector<int32_t> appended;  // x_1..x_n then the correction/bonus token
+  std::vector<TokenLogprob> logprobs;  // per appended token, when the sequence asks (SamplingParams::logprobs)
   absl::Status status;
 };
 

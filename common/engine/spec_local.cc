@@ -280,7 +280,7 @@ std::vector<absl::StatusOr<TargetStep>> LocalTarget::VerifyBatch(const std::vect
       out[i] = res[n].status;
       continue;
     }
-    out[i] = TargetStep{res[n].n_accepted, std::move(res[n].appended)};
+    out[i] = TargetStep{res[n].n_accepted, std::move(res[n].appended), std::move(res[n].logprobs)};
   }
   return out;
 }

@@ -256,13 +256,15 @@ SpecResult RunSpeculative(const SpecRequest& req, const Tokenizer& tok, TargetCl
     committed.insert(committed.end(), step->appended.begin(), step->appended.end());
 
     FinishReason end = FinishReason::kNone;
-    for (int32_t t : step->appended) {
+    for (size_t i = 0; i < step->appended.size(); ++i) {
+      const int32_t t = step->appended[i];
       if (!req.ignore_eos && tok.IsEog(t)) {
         end = FinishReason::kEos;
         break;
       }
       r.tokens.push_back(t);
       ev.tokens.push_back(t);
+      if (i < step->logprobs.size()) ev.logprobs.push_back(step->logprobs[i]);
       ev.text += stopper.Push(decoder.Push(t));
       if (stopper.matched()) {
         end = FinishReason::kStop;

@@ -41,6 +41,7 @@ struct DraftProposal {
 struct TargetStep {
   int n_accepted = 0;
   std::vector<int32_t> appended;  // accepted proposals + correction/bonus token
+  std::vector<TokenLogprob> logprobs;  // per appended token (when the sampling asks for them)
 };
 
 class DraftClient {
@@ -103,6 +104,7 @@ struct StepEvent {
   int forwards = 0;   // draft forwards the proposal ran (one more than it kept when cut short by low confidence)
   int caught_up = 0;  // draft_used after target-only steps: committed tokens the draft first caught up on
   std::vector<int32_t> tokens;  // emitted: trimmed at eos / stop / max_tokens
+  std::vector<TokenLogprob> logprobs;  // per emitted token (when the sampling asks for them)
   std::string text;             // UTF-8 safe; stop strings and what follows them held back
 };
 

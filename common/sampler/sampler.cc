@@ -20,7 +20,32 @@ absl::Status SamplingParams::Validate() const {
         absl::StrCat("repetition_penalty ", repetition_penalty, " must be in [0.01, 100]"));
   if (repetition_window < 0 || repetition_window > 1 << 20)
     return absl::InvalidArgumentError(absl::StrCat("repetition_window ", repetition_window, " out of range"));
+  if (logprobs < -1 || logprobs > kMaxTopLogprobs)
+    return absl::InvalidArgumentError(absl::StrCat("logprobs ", logprobs, " out of range [0, ", kMaxTopLogprobs, "]"));
   return absl::OkStatus();
+}
+
+TokenLogprob LogprobOf(const float* logits, int vocab, int32_t token, int top_n) {
+  double mx = -INFINITY;
+  for (int i = 0; i < vocab; ++i) mx = std::max(mx, static_cast<double>(logits[i]));
+  double z = 0;
+  for (int i = 0; i < vocab; ++i) z += std::exp(static_cast<double>(logits[i]) - mx);
+  const double log_z = mx + std::log(z);
+  TokenLogprob out;
+  out.token = token;
+  out.logprob = static_cast<float>(static_cast<double>(logits[token]) - log_z);
+  top_n = std::clamp(top_n, 0, vocab);
+  if (top_n > 0) {
+    std::vector<int32_t> ids(static_cast<size_t>(vocab));
+    for (int i = 0; i < vocab; ++i) ids[static_cast<size_t>(i)] = i;
+    std::partial_sort(ids.begin(), ids.begin() + top_n, ids.end(),
+                      [&](int32_t a, int32_t b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); });
+    for (int i = 0; i < top_n; ++i) {
+      out.top_tokens.push_back(ids[static_cast<size_t>(i)]);
+      out.top_logprobs.push_back(static_cast<float>(static_cast<double>(logits[ids[static_cast<size_t>(i)]]) - log_z));
+    }
+  }
+  return out;
 }
 
 std::string SamplingParams::ToString() const {

@@ -19,11 +19,30 @@ struct SamplingParams {
   float repetition_penalty = 1.0f;  // 1: off (CTRL-style: divide positive logits, multiply negative)
   int32_t repetition_window = 64;   // how many recent tokens the penalty looks at
   uint64_t seed = 0;
+  // Not sampling but reported with it: the log-probabilities of each output
+  // token under the model (softmax of the raw logits, before any of the
+  // processing above), as OpenAI's `logprobs`. -1: none; 0: the chosen
+  // token's; n (<= kMaxTopLogprobs): also the n most likely tokens'.
+  int32_t logprobs = -1;
 
   bool greedy() const { return temperature <= 0.0f; }
   absl::Status Validate() const;
   std::string ToString() const;
 };
+
+constexpr int32_t kMaxTopLogprobs = 20;
+
+// One output token's log-probability and, when asked for, the most likely
+// alternatives at its position (most likely first; ties: lower id first).
+struct TokenLogprob {
+  int32_t token = 0;
+  float logprob = 0.0f;
+  std::vector<int32_t> top_tokens;
+  std::vector<float> top_logprobs;
+};
+
+// log_softmax(logits)[token] and the `top_n` largest entries.
+TokenLogprob LogprobOf(const float* logits, int vocab, int32_t token, int top_n);
 
 // A processed distribution, sparse: the tokens with nonzero probability and
 // their probabilities (summing to 1), sorted by token id. Greedy gives one

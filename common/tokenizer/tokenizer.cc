@@ -5,7 +5,7 @@
 
 #include "common/tokenizer/tokenizer_impl.h"
 #include "common/tokenizer/unicode.h"
-#include "common/util/sha256.h"
+#include "common/util/digest.h"
 
 namespace specd {
 

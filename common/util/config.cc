@@ -10,6 +10,8 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "nlohmann/json.hpp"
 #include "absl/strings/str_join.h"
 #include "common/util/log.h"
 
@@ -195,8 +197,9 @@ absl::Status Config::ParseArgs(const std::vector<std::string>& args) {
       only_positional = true;
       continue;
     }
-    if (a == "-h" || a == "--help") {
+    if (a == "-h" || a == "--help" || a == "--help=json") {
       help_ = true;
+      help_json_ = a == "--help=json";
       continue;
     }
     if (a.rfind("--", 0) != 0)
@@ -267,6 +270,12 @@ int64_t Config::GetBytes(const std::string& name) const {
 }
 
 std::string Config::Usage() const {
+  if (help_json_) {
+    nlohmann::ordered_json opts = nlohmann::ordered_json::array();
+    for (const auto& [name, o] : opts_)
+      opts.push_back({{"name", name}, {"type", TypeName(o.type)}, {"default", o.value}, {"help", o.help}});
+    return nlohmann::ordered_json{{"program", program_}, {"options", opts}}.dump(1) + "\n";
+  }
   std::ostringstream os;
   os << "usage: " << program_ << " [--config FILE] [--name=value ...]\n\noptions (also accepted as 'name = value' lines in the config file):\n";
   for (const auto& [name, o] : opts_) {
@@ -297,6 +306,15 @@ void Config::LogEffective() const {
   for (const auto& [name, o] : opts_) {
     SPECD_LOG(INFO) << "config" << Kv("key", name) << Kv("value", o.value) << Kv("source", o.source);
   }
+}
+
+std::vector<std::string> SplitList(const std::string& s) {
+  std::vector<std::string> out;
+  for (absl::string_view part : absl::StrSplit(s, ',')) {
+    part = absl::StripAsciiWhitespace(part);
+    if (!part.empty()) out.emplace_back(part);
+  }
+  return out;
 }
 
 }  // namespace specd

@@ -3,16 +3,19 @@
 // Every process declares its options up front; values come from defaults, then
 // an optional config file (`--config FILE`, lines `name = value`, '#' comments),
 // then command-line flags (`--name=value`, `--name value`, `--flag`,
-// `--no-flag`). An unknown flag or config key is an error naming where it came
-// from; nothing is silently ignored. `Summary()` renders the effective
-// configuration, which every process logs at start.
+// `--no-flag`); `--help` lists them (`--help=json` for tools). An unknown
+// flag or config key is an error naming where it came from; nothing is
+// silently ignored. `Summary()` renders the effective configuration, which
+// every process logs at start.
 #pragma once
 #include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "common/util/status.h"
 
 namespace specd {
@@ -50,6 +53,8 @@ class Config {
 
   const std::vector<std::string>& positional() const { return positional_; }
   bool help_requested() const { return help_; }
+  // The options and their help; after --help=json, the same as JSON
+  // ({"program", "options": [{"name", "type", "default", "help"}]}) for tools.
   std::string Usage() const;
   // "name = value  (source)" lines, one per option, sorted by name.
   std::string Summary() const;
@@ -78,6 +83,27 @@ class Config {
   std::map<std::string, Opt> opts_;
   std::vector<std::string> positional_;
   bool help_ = false;
+  bool help_json_ = false;
 };
+
+// The items of a comma-separated option value ("a, b,c"): whitespace around
+// items trimmed, empty items skipped.
+std::vector<std::string> SplitList(const std::string& s);
+
+// A comma-separated list of numbers in [lo, hi]; `what` names an item in errors.
+template <typename T>
+absl::StatusOr<std::vector<T>> ParseList(const std::string& s, const std::string& what, T lo, T hi) {
+  std::vector<T> out;
+  for (const std::string& part : SplitList(s)) {
+    T v{};
+    bool ok;
+    if constexpr (std::is_floating_point_v<T>) ok = absl::SimpleAtod(part, &v);
+    else ok = absl::SimpleAtoi(part, &v);
+    if (!ok || v < lo || v > hi)
+      return absl::InvalidArgumentError(absl::StrCat("bad ", what, " '", part, "' (want ", lo, "..", hi, ")"));
+    out.push_back(v);
+  }
+  return out;
+}
 
 }  // namespace specd

@@ -7,22 +7,12 @@
 
 #include "common/util/config.h"
 #include "proto/rpc/convert.h"
+#include "proto/rpc/security.h"
 #include "proto/rpc/status.h"
 #include "proto/specd.grpc.pb.h"
 
 namespace specd::client {
 namespace {
-
-std::string ReasonName(v1::FinishReason r) {
-  switch (r) {
-    case v1::FINISH_REASON_EOS: return "eos";
-    case v1::FINISH_REASON_STOP: return "stop";
-    case v1::FINISH_REASON_LENGTH: return "length";
-    case v1::FINISH_REASON_CANCELLED: return "cancelled";
-    case v1::FINISH_REASON_DEADLINE: return "deadline";
-    default: return "unspecified";
-  }
-}
 
 void SetTimeout(grpc::ClientContext* ctx, std::chrono::milliseconds t) {
   if (t.count() > 0) ctx->set_deadline(std::chrono::system_clock::now() + t);
@@ -74,90 +64,46 @@ struct Client::Impl {
 Client::Client(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Client::~Client() = default;
 
-absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const std::string& address) {
+absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const std::string& address, const ConnectOptions& opts) {
   if (address.empty()) return absl::InvalidArgumentError("empty coordinator address");
   auto impl = std::make_unique<Impl>();
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
-  impl->channel = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+  SPECD_ASSIGN_OR_RETURN(impl->channel, rpc::MakeChannel(address, rpc::ClientSecurity{opts.api_key, opts.tls_ca}, args));
   if (!impl->channel) return absl::InvalidArgumentError(absl::StrCat("bad coordinator address '", address, "'"));
   impl->api = v1::Coordinator::NewStub(impl->channel);
   impl->admin = v1::Admin::NewStub(impl->channel);
   return std::unique_ptr<Client>(new Client(std::move(impl)));
 }
 
-absl::StatusOr<GenerateSummary> Client::Generate(const GenerateParams& p,
-                                                 const std::function<bool(const StreamChunk&)>& on_chunk) {
-  v1::GenerateRequest req;
-  req.set_prompt(p.prompt);
-  req.mutable_prompt_tokens()->Add(p.prompt_tokens.begin(), p.prompt_tokens.end());
-  req.set_add_special(p.add_special);
-  req.set_parse_special(p.parse_special);
-  req.set_max_tokens(p.max_tokens);
-  req.set_ignore_eos(p.ignore_eos);
-  rpc::SamplingToProto(p.sampling, req.mutable_sampling());
-  for (const auto& s : p.stop) req.add_stop(s);
-  if (p.k) req.mutable_speculation()->set_k(*p.k);
-  if (p.adaptive) req.mutable_speculation()->set_adaptive(*p.adaptive);
-  req.mutable_speculation()->set_disable(p.disable_speculation);
-  req.mutable_speculation()->set_min_confidence(p.min_confidence);
-
+absl::StatusOr<api::Summary> Client::Generate(const api::Request& req, const api::EventFn& on_event) {
   grpc::ClientContext ctx;
-  SetTimeout(&ctx, p.timeout);
+  if (req.deadline != kNoDeadline) ctx.set_deadline(req.deadline);
   std::unique_ptr<grpc::ClientReader<v1::GenerateResponse>> reader;
-  v1::ChatRequest chat;
-  if (!p.messages.empty()) {
-    for (const auto& m : p.messages) {
-      v1::ChatMessage* cm = chat.add_messages();
-      cm->set_role(m.role);
-      cm->set_content(m.content);
-    }
-    *chat.mutable_options() = req;
+  if (!req.messages.empty()) {
+    v1::ChatRequest chat;
+    rpc::RequestToProto(req, &chat);
     reader = impl_->api->Chat(&ctx, chat);
   } else {
-    reader = impl_->api->Generate(&ctx, req);
+    v1::GenerateRequest gen;
+    rpc::RequestToProto(req, &gen);
+    reader = impl_->api->Generate(&ctx, gen);
   }
-  GenerateSummary sum;
+  api::Summary sum;
   bool have_summary = false, cancelled = false;
   v1::GenerateResponse m;
   while (reader->Read(&m)) {
     if (m.has_summary()) {
-      const v1::GenerationSummary& s = m.summary();
-      sum.finish_reason = ReasonName(s.finish_reason());
-      sum.prompt_tokens = s.prompt_tokens();
-      sum.completion_tokens = s.completion_tokens();
-      sum.steps = s.steps();
-      sum.speculative_steps = s.speculative_steps();
-      sum.proposed = s.proposed();
-      sum.accepted = s.accepted();
-      sum.acceptance_rate = s.acceptance_rate();
-      sum.mean_accepted_length = s.mean_accepted_length();
-      sum.tokens_per_second = s.tokens_per_second();
-      sum.elapsed_seconds = s.elapsed_seconds();
-      sum.draft_failures = s.draft_failures();
-      sum.stop = s.stop();
-      sum.queue_seconds = s.queue_seconds();
-      sum.time_to_first_token_seconds = s.time_to_first_token_seconds();
-      sum.prefill_seconds = s.prefill_seconds();
-      sum.k_histogram.assign(s.k_histogram().begin(), s.k_histogram().end());
-      sum.adaptive = s.adaptive();
+      rpc::SummaryFromProto(m.summary(), &sum);
       have_summary = true;
       continue;
     }
-    StreamChunk ch;
-    ch.text = m.text();
-    ch.token_ids = rpc::ToVector(m.token_ids());
-    ch.k = m.step().k();
-    ch.proposed = m.step().proposed();
-    ch.accepted = m.step().accepted();
-    ch.appended = m.step().appended();
-    ch.emitted = m.step().emitted();
-    ch.draft_used = m.step().draft_used();
-    sum.text += ch.text;
-    sum.tokens.insert(sum.tokens.end(), ch.token_ids.begin(), ch.token_ids.end());
+    const api::Event ev = rpc::EventFromProto(m);
+    sum.text += ev.text;
+    sum.tokens.insert(sum.tokens.end(), ev.token_ids.begin(), ev.token_ids.end());
     ++sum.chunks;
-    if (on_chunk && !cancelled && !on_chunk(ch)) {
+    if (!cancelled && ((on_event && !on_event(ev)) || (req.cancelled && req.cancelled()))) {
       cancelled = true;
       ctx.TryCancel();
     }
@@ -268,7 +214,7 @@ absl::StatusOr<Stats> Client::GetStats(std::chrono::milliseconds timeout) {
     rec.id = q.id();
     rec.prompt_tokens = q.prompt_tokens();
     rec.completion_tokens = q.completion_tokens();
-    rec.finish_reason = q.error().empty() ? ReasonName(q.finish_reason()) : "error";
+    rec.finish_reason = q.error().empty() ? FinishReasonName(rpc::FinishReasonFromProto(q.finish_reason())) : "error";
     rec.error = q.error();
     rec.acceptance_rate = q.acceptance_rate();
     rec.mean_accepted_length = q.mean_accepted_length();
@@ -314,23 +260,6 @@ absl::StatusOr<std::pair<int, bool>> Client::SetSpeculation(std::optional<int> k
   auto s = SetSpeculation(k, enabled, std::nullopt, std::nullopt);
   if (!s.ok()) return s.status();
   return std::make_pair(s->k, s->enabled);
-}
-
-std::string FormatSummary(const GenerateSummary& s) {
-  std::string out = absl::StrFormat("%d tokens in %.2f s (%.1f tok/s), finish: %s", s.completion_tokens,
-                                    s.elapsed_seconds, s.tokens_per_second, s.finish_reason);
-  if (s.speculative_steps > 0) {
-    out += absl::StrFormat("; acceptance %.1f%% (%d/%d), mean accepted length %.2f tokens/step",
-                           100.0 * s.acceptance_rate, s.accepted, s.proposed, s.mean_accepted_length);
-  } else {
-    out += "; target-only";
-  }
-  if (s.adaptive) out += "; adaptive k";
-  if (s.draft_failures > 0) out += absl::StrFormat(" (%d draft failures)", s.draft_failures);
-  if (s.time_to_first_token_seconds > 0)
-    out += absl::StrFormat("; first token %.0f ms (queue %.0f ms)", 1e3 * s.time_to_first_token_seconds,
-                           1e3 * s.queue_seconds);
-  return out;
 }
 
 namespace {

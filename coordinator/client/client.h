@@ -1,13 +1,16 @@
 // A C++ client of the coordinator (the `specd` CLI's generate --coordinator,
-// chat, stats, swap-draft). Plain structs in and out: callers need neither
-// gRPC nor the generated protobuf headers.
+// chat, stats, swap-draft; loadgen; tune): the request API
+// (common/api/request.h) over gRPC, and the admin calls. Plain structs in and
+// out: callers need neither gRPC nor the generated protobuf headers.
 //
 //   auto c = specd::client::Client::Connect("127.0.0.1:7810");
-//   auto sum = (*c)->Generate(params, [](const StreamChunk& ch) {
-//     fputs(ch.text.c_str(), stdout);
+//   api::Request req;
+//   req.prompt = "Once upon a time";
+//   auto sum = (*c)->Generate(req, [](const api::Event& ev) {
+//     fputs(ev.text.c_str(), stdout);
 //     return true;  // false cancels the request
 //   });
-//   fprintf(stderr, "%s\n", FormatSummary(*sum).c_str());
+//   fprintf(stderr, "%s\n", api::FormatSummary(*sum).c_str());
 #pragma once
 #include <chrono>
 #include <cstdint>
@@ -17,66 +20,10 @@
 #include <string>
 #include <vector>
 
-#include "common/sampler/sampler.h"
+#include "common/api/request.h"
 #include "common/util/status.h"
 
 namespace specd::client {
-
-struct Message {
-  std::string role;  // system, user, assistant
-  std::string content;
-};
-
-struct GenerateParams {
-  std::string prompt;                  // text (target vocabulary) ...
-  std::vector<int32_t> prompt_tokens;  // ... or token ids (used when non-empty)
-  bool add_special = true;             // bos before a text prompt
-  bool parse_special = false;          // control tokens written in the prompt
-  std::vector<Message> messages;       // non-empty: a Chat request (prompt fields unused)
-  int max_tokens = 0;                  // 0: the coordinator's default
-  SamplingParams sampling;
-  std::vector<std::string> stop;
-  std::optional<int> k;                // draft tokens per step (unset: the coordinator's); with adaptive: the cap
-  std::optional<bool> adaptive;        // choose k per step (unset: fixed when k is set, else the coordinator's)
-  bool disable_speculation = false;
-  float min_confidence = 0.0f;
-  bool ignore_eos = false;               // generate past end-of-generation tokens
-  std::chrono::milliseconds timeout{0};  // the call's deadline; 0: none
-};
-
-// One streamed message: one verify step's output.
-struct StreamChunk {
-  std::string text;
-  std::vector<int32_t> token_ids;
-  int k = 0;  // drafts asked for
-  int proposed = 0, accepted = 0, appended = 0, emitted = 0;
-  bool draft_used = false;
-};
-
-struct GenerateSummary {
-  std::string finish_reason;  // eos, stop, length, cancelled, deadline
-  int prompt_tokens = 0;
-  int completion_tokens = 0;
-  int steps = 0;
-  int speculative_steps = 0;
-  int64_t proposed = 0;
-  int64_t accepted = 0;
-  double acceptance_rate = 0;
-  double mean_accepted_length = 0;  // tokens decided per speculative step
-  double tokens_per_second = 0;
-  double elapsed_seconds = 0;
-  int draft_failures = 0;
-  std::string stop;
-  double queue_seconds = 0;                // waiting for admission
-  double time_to_first_token_seconds = 0;  // arrival to the first token (server side)
-  double prefill_seconds = 0;
-  std::vector<int64_t> k_histogram;        // steps by drafts verified (index 0: target-only)
-  bool adaptive = false;
-  // Everything streamed, concatenated (filled by the client).
-  std::string text;
-  std::vector<int32_t> tokens;
-  int chunks = 0;
-};
 
 struct Health {
   bool serving = false;
@@ -150,19 +97,26 @@ struct SpeculationSettings {
   int draft_max = 0;
 };
 
-class Client {
+// How to reach a coordinator that requires a key or speaks TLS.
+struct ConnectOptions {
+  std::string api_key;  // sent as `authorization: Bearer KEY`
+  std::string tls_ca;   // PEM roots of the coordinator's certificate; empty: plaintext
+};
+
+class Client : public api::Generator {
  public:
   // `address`: HOST:PORT or unix:/PATH. Connects lazily.
-  static absl::StatusOr<std::unique_ptr<Client>> Connect(const std::string& address);
-  ~Client();
+  static absl::StatusOr<std::unique_ptr<Client>> Connect(const std::string& address,
+                                                         const ConnectOptions& opts = {});
+  ~Client() override;
 
-  // Streams a Generate (or Chat, when params.messages is set). `on_chunk`
-  // returning false cancels the request (the result is then CANCELLED).
-  // gRPC errors come back as the matching absl codes, with the server's message.
-  absl::StatusOr<GenerateSummary> Generate(const GenerateParams& params,
-                                           const std::function<bool(const StreamChunk&)>& on_chunk = {});
+  // Streams a Generate (or Chat, when req.messages is set); the request's
+  // deadline is the call's. `on_event` returning false cancels the request
+  // (the result is then CANCELLED). gRPC errors come back as the matching
+  // absl codes, with the server's message.
+  absl::StatusOr<api::Summary> Generate(const api::Request& req, const api::EventFn& on_event = {}) override;
   absl::StatusOr<std::vector<int32_t>> Tokenize(const std::string& text, bool add_special = true,
-                                                bool parse_special = false);
+                                                bool parse_special = false) override;
   // wait_for_ready: wait (up to `timeout`) for the coordinator to be reachable
   // instead of failing at once when it is not.
   absl::StatusOr<Health> GetHealth(std::chrono::milliseconds timeout = std::chrono::seconds(5),
@@ -186,8 +140,6 @@ class Client {
   std::unique_ptr<Impl> impl_;
 };
 
-// "42 tokens in 1.20 s (35.0 tok/s), finish: eos; k-steps 12, acceptance 71.4% (30/42), mean accepted length 3.50"
-std::string FormatSummary(const GenerateSummary& s);
 // A multi-line report of Stats.
 std::string FormatStats(const Stats& s);
 

@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "common/api/request.h"
 #include "common/engine/engine.h"
 #include "common/sampler/sampler.h"
 #include "common/shm/exchange.h"
@@ -13,6 +14,26 @@ namespace specd::rpc {
 // Validated: INVALID_ARGUMENT names the bad field.
 absl::StatusOr<SamplingParams> SamplingFromProto(const v1::Sampling& s);
 void SamplingToProto(const SamplingParams& p, v1::Sampling* s);
+
+void LogprobsToProto(const std::vector<TokenLogprob>& in,
+                     google::protobuf::RepeatedPtrField<v1::TokenLogprob>* out);
+std::vector<TokenLogprob> LogprobsFromProto(const google::protobuf::RepeatedPtrField<v1::TokenLogprob>& in);
+
+v1::FinishReason FinishReasonToProto(FinishReason r);
+FinishReason FinishReasonFromProto(v1::FinishReason r);
+
+// The request API (common/api/request.h) on the wire: Generate and Chat
+// carry the same request (Chat: `messages` + the rest in `options`). The
+// deadline travels as the call's deadline, not in the message.
+void RequestToProto(const api::Request& r, v1::GenerateRequest* out);
+void RequestToProto(const api::Request& r, v1::ChatRequest* out);
+// `chat` may be null (a Generate call). Sampling is validated.
+absl::StatusOr<api::Request> RequestFromProto(const v1::GenerateRequest& req, const v1::ChatRequest* chat);
+void EventToProto(const api::Event& e, v1::GenerateResponse* out);
+api::Event EventFromProto(const v1::GenerateResponse& m);
+void SummaryToProto(const api::Summary& s, v1::GenerationSummary* out);
+// Fills the figures; the streamed text and tokens are the caller's to add.
+void SummaryFromProto(const v1::GenerationSummary& in, api::Summary* s);
 
 void LedgerToProto(const MemoryLedger& l, v1::MemoryLedger* out);
 void ExchangeToProto(const ExchangeBuffer& x, v1::ExchangeHandle* out);

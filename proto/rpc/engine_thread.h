@@ -118,6 +118,19 @@ class EngineThread {
     return f.get();
   }
 
+  // True when the thread takes an exclusive task within `timeout` (a
+  // liveness check that never blocks longer than that).
+  bool Responsive(std::chrono::milliseconds timeout) {
+    auto done = std::make_shared<std::promise<void>>();
+    std::future<void> f = done->get_future();
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      tasks_.push_back([done] { done->set_value(); });
+    }
+    cv_.notify_one();
+    return f.wait_for(timeout) == std::future_status::ready;
+  }
+
   int64_t batches() const { return batches_.load(); }
   int64_t batched_jobs() const { return batched_jobs_.load(); }
   int max_batch_seen() const { return max_seen_.load(); }

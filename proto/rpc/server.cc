@@ -1,6 +1,12 @@
 #include "proto/rpc/server.h"
 
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/health_check_service_interface.h>
 #include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
 
 #include <cstdio>
 #include <iostream>
@@ -8,6 +14,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "common/util/log.h"
+#include "common/util/net.h"
 #include "common/util/sd_notify.h"
 
 namespace specd::rpc {
@@ -15,6 +22,7 @@ namespace specd::rpc {
 void AddServiceFlags(Config* cfg, const std::string& default_listen) {
   cfg->AddString("listen", default_listen, "gRPC listen address: HOST:PORT (loopback by default) or unix:/PATH");
   cfg->AddString("log-level", "info", "log level: debug, info, warn, error");
+  AddServerSecurityFlags(cfg);
 }
 
 void AddSchedulerFlags(Config* cfg, const std::string& batch_help) {
@@ -59,15 +67,19 @@ absl::Status CheckListenAddress(const std::string& addr) {
     return absl::OkStatus();
   }
   if (absl::StartsWith(addr, "unix-abstract:")) return absl::OkStatus();
-  const size_t colon = addr.rfind(':');
-  int port = -1;
-  if (colon == std::string::npos || colon == 0 || !absl::SimpleAtoi(addr.substr(colon + 1), &port) || port < 0 ||
-      port > 65535)
-    return absl::InvalidArgumentError(absl::StrCat("bad listen address '", addr, "' (HOST:PORT or unix:/PATH)"));
-  const std::string host = addr.substr(0, colon);
-  if (host != "127.0.0.1" && host != "localhost" && host != "[::1]")
-    SPECD_LOG(WARN) << "listening beyond loopback: the API has no authentication" << Kv("listen", addr);
-  return absl::OkStatus();
+  return ParseHostPort(addr).status();
+}
+
+Deadline CallDeadline(const grpc::ServerContext& ctx) {
+  const Deadline d = ctx.deadline();
+  return d - std::chrono::system_clock::now() > std::chrono::hours(24 * 365) ? kNoDeadline : d;
+}
+
+Deadline StreamDeadline(Deadline d) {
+  if (d == kNoDeadline) return d;
+  const auto left = d - std::chrono::system_clock::now();
+  if (left <= std::chrono::system_clock::duration::zero()) return d;
+  return d - std::min<std::chrono::system_clock::duration>(std::chrono::milliseconds(200), left / 10);
 }
 
 int ExitWith(const std::string& program, const absl::Status& st, int code) {
@@ -75,14 +87,42 @@ int ExitWith(const std::string& program, const absl::Status& st, int code) {
   return code;
 }
 
-void ServeUntilTerminated(grpc::Server* server, const std::string& status) {
+std::chrono::microseconds WatchdogInterval() {
+  const char* usec = std::getenv("WATCHDOG_USEC");
+  const char* pid = std::getenv("WATCHDOG_PID");
+  int64_t us = 0;
+  if (!usec || !absl::SimpleAtoi(usec, &us) || us <= 0) return std::chrono::microseconds(0);
+  int64_t p = 0;
+  if (pid && *pid && (!absl::SimpleAtoi(pid, &p) || p != getpid())) return std::chrono::microseconds(0);
+  return std::chrono::microseconds(us / 2);
+}
+
+void ServeUntilTerminated(grpc::Server* server, const ServeOptions& opts) {
   // Type=notify units: the service counts as started only now (model loaded,
   // port bound), so units ordered after this one start when it can serve.
-  if (auto st = SdNotify("READY=1\nSTATUS=" + status); !st.ok())
+  if (auto st = SdNotify("READY=1\nSTATUS=" + opts.status); !st.ok())
     SPECD_LOG(WARN) << "systemd readiness notification failed" << Kv("error", st.ToString());
-  const int sig = WaitForTermination();
+  const auto watchdog = std::chrono::duration_cast<std::chrono::milliseconds>(WatchdogInterval());
+  if (watchdog.count() > 0) SPECD_LOG(INFO) << "systemd watchdog on" << Kv("ping_ms", watchdog.count());
+  const auto tick = opts.on_tick ? opts.tick : std::chrono::milliseconds(1000);
+  auto next_ping = std::chrono::steady_clock::now();
+  int sig = 0;
+  while (true) {
+    if (watchdog.count() > 0 && std::chrono::steady_clock::now() >= next_ping) {
+      if (!opts.alive || opts.alive()) {
+        SdNotify("WATCHDOG=1").IgnoreError();
+      } else {
+        SPECD_LOG(WARN) << "not responsive: systemd watchdog ping withheld";
+      }
+      next_ping = std::chrono::steady_clock::now() + watchdog;
+    }
+    if (opts.on_tick) opts.on_tick();
+    const auto wait = watchdog.count() > 0 ? std::min(tick, watchdog) : tick;
+    if ((sig = WaitForTermination(wait)) != 0) break;
+  }
   SPECD_LOG(INFO) << "shutting down" << Kv("signal", sig);
   SdNotify("STOPPING=1").IgnoreError();
+  if (grpc::HealthCheckServiceInterface* h = server->GetHealthCheckService()) h->Shutdown();
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
 }
 
@@ -94,29 +134,41 @@ void BlockTerminationSignals() {
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
 }
 
-int WaitForTermination() {
+int WaitForTermination(std::chrono::milliseconds timeout) {
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGINT);
   sigaddset(&set, SIGTERM);
-  int sig = 0;
-  while (sigwait(&set, &sig) != 0) {
+  const auto end = std::chrono::steady_clock::now() + timeout;
+  while (true) {
+    const auto left = std::max<std::chrono::nanoseconds>(end - std::chrono::steady_clock::now(), {});
+    timespec ts{static_cast<time_t>(left.count() / 1000000000), static_cast<long>(left.count() % 1000000000)};
+    const int sig = sigtimedwait(&set, nullptr, &ts);
+    if (sig > 0) return sig;
+    if (errno == EAGAIN) return 0;  // timed out (EINTR: try again)
   }
-  return sig;
 }
 
 absl::StatusOr<std::unique_ptr<grpc::Server>> StartServer(const std::string& listen,
                                                           const std::vector<grpc::Service*>& services,
-                                                          int* bound_port) {
+                                                          const ServerSecurity& sec, int* bound_port) {
+  SPECD_ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> creds, MakeServerCredentials(sec));
+  WarnIfExposed(listen, !sec.api_key.empty(), !sec.tls_cert.empty(), "gRPC");
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder b;
   int port = 0;
-  b.AddListeningPort(listen, grpc::InsecureServerCredentials(), &port);
+  b.AddListeningPort(listen, creds, &port);
   b.SetMaxReceiveMessageSize(64 << 20);
   for (grpc::Service* s : services) b.RegisterService(s);
   std::unique_ptr<grpc::Server> server = b.BuildAndStart();
   if (!server) return absl::UnavailableError(absl::StrCat("cannot listen on '", listen, "' (address in use?)"));
   if (bound_port) *bound_port = port;
   return server;
+}
+
+void SetHealth(grpc::Server* server, const std::string& service, bool serving) {
+  if (grpc::HealthCheckServiceInterface* h = server->GetHealthCheckService()) h->SetServingStatus(service, serving);
 }
 
 }  // namespace specd::rpc

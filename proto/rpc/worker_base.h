@@ -1,20 +1,22 @@
 // What both workers serve the same way: Open, Sync and Release on a host
-// (LocalDraft or LocalTarget) that one EngineThread drives, and the refusal of
-// the other worker's calls. Each worker adds its batched call (Propose or
-// Verify) and Info.
+// (LocalDraft or LocalTarget) that one EngineThread drives. `Service` is the
+// worker's generated service (v1::DraftWorker or v1::TargetWorker, which
+// declare these calls alike); each worker adds its batched call (Propose or
+// Verify), its own calls and Info.
 #pragma once
 #include <memory>
 #include <vector>
 
 #include "proto/rpc/convert.h"
 #include "proto/rpc/engine_thread.h"
+#include "proto/rpc/security.h"
 #include "proto/rpc/status.h"
 #include "proto/specd.grpc.pb.h"
 
 namespace specd::rpc {
 
-template <typename Host, typename Job, typename Out>
-class WorkerBase : public v1::Worker::Service {
+template <typename Service, typename Host, typename Job, typename Out>
+class WorkerBase : public Service {
  public:
   // Derived classes reset thread_ in their destructor, before their host goes.
   ~WorkerBase() override = default;
@@ -24,6 +26,7 @@ class WorkerBase : public v1::Worker::Service {
   // chunks between batches (EngineThread::Prefill), so the other sequences
   // keep stepping meanwhile; the call returns once it is all in.
   grpc::Status Open(grpc::ServerContext* ctx, const v1::OpenRequest* req, v1::OpenResponse* resp) override {
+    if (auto st = Authorize(ctx); !st.ok()) return st;
     auto sampling = SamplingFromProto(req->sampling());
     if (!sampling.ok()) return ToGrpc(sampling.status());
     const std::vector<int32_t> tokens = ToVector(req->tokens());
@@ -48,7 +51,8 @@ class WorkerBase : public v1::Worker::Service {
     resp->set_length(static_cast<int64_t>(tokens.size()));
     return grpc::Status::OK;
   }
-  grpc::Status Sync(grpc::ServerContext*, const v1::SyncRequest* req, v1::SyncResponse* resp) override {
+  grpc::Status Sync(grpc::ServerContext* ctx, const v1::SyncRequest* req, v1::SyncResponse* resp) override {
+    if (auto st = Authorize(ctx); !st.ok()) return st;
     const std::vector<int32_t> tokens = ToVector(req->tokens());
     return ToGrpc(thread_->Run([&]() -> absl::Status {
       SPECD_RETURN_IF_ERROR(host().SyncSeq(req->seq(), req->base_len(), tokens));
@@ -56,13 +60,17 @@ class WorkerBase : public v1::Worker::Service {
       return absl::OkStatus();
     }));
   }
-  grpc::Status Release(grpc::ServerContext*, const v1::ReleaseRequest* req, v1::ReleaseResponse* resp) override {
+  grpc::Status Release(grpc::ServerContext* ctx, const v1::ReleaseRequest* req, v1::ReleaseResponse* resp) override {
+    if (auto st = Authorize(ctx); !st.ok()) return st;
     resp->set_released(thread_->Run([&] { return host().ReleaseSeq(req->seq()); }));
     return grpc::Status::OK;
   }
 
+  // Whether the engine thread takes a task within `timeout` (the systemd
+  // watchdog's liveness check: a hung forward stops the pings).
+  bool Responsive(std::chrono::milliseconds timeout) { return thread_ && thread_->Responsive(timeout); }
+
  protected:
-  static grpc::Status NotHere(const char* what) { return grpc::Status(grpc::StatusCode::UNIMPLEMENTED, what); }
   // The current host (engine thread only).
   virtual Host& host() = 0;
   // The scheduler over `batch`, with chunked prefill on the host.

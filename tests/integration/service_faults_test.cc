@@ -43,17 +43,17 @@ class ServiceFaultTest : public ::testing::Test {
   }
 
   // A long greedy request; `at_chunk` runs once when chunk number `n` arrives.
-  absl::StatusOr<client::GenerateSummary> LongRequest(const std::string& prompt, int max_tokens, int n,
+  absl::StatusOr<api::Summary> LongRequest(const std::string& prompt, int max_tokens, int n,
                                                       const std::function<void()>& at_chunk,
-                                                      std::vector<client::StreamChunk>* chunks = nullptr) {
-    client::GenerateParams p;
+                                                      std::vector<api::Event>* chunks = nullptr) {
+    api::Request p;
     p.prompt = prompt;
     p.max_tokens = max_tokens;
     p.ignore_eos = true;
     p.k = 4;  // fixed: these tests exercise the draft's path (adaptive may rightly decline a poor draft)
-    p.timeout = std::chrono::seconds(120);
+    p.deadline = api::After(std::chrono::seconds(120));
     int seen = 0;
-    return svc_->client->Generate(p, [&](const client::StreamChunk& ch) {
+    return svc_->client->Generate(p, [&](const api::Event& ch) {
       if (++seen == n && at_chunk) at_chunk();
       if (chunks) chunks->push_back(ch);
       return true;
@@ -96,7 +96,7 @@ TEST_F(ServiceFaultTest, SwapDraftKeepsTheTargetAndInFlightOutput) {
 
   // The new draft serves new requests, losslessly.
   ASSERT_TRUE(svc_->client->WaitServing(std::chrono::seconds(20), true).ok());
-  client::GenerateParams p;
+  api::Request p;
   p.prompt = prompt;
   p.max_tokens = 60;
   p.ignore_eos = true;
@@ -130,11 +130,11 @@ TEST_F(ServiceFaultTest, DraftKilledRequestsContinueTargetOnlyThenReconnect) {
   const std::string prompt = "The quick brown fox";
   const std::vector<int32_t> ref = ReferenceGreedy(g_models->target, Tokens(prompt), n);
   const int64_t draft_pid = svc_->draft.pid();
-  std::vector<client::StreamChunk> chunks;
+  std::vector<api::Event> chunks;
   auto s = LongRequest(prompt, n, 5, [&] { svc_->draft.Kill(SIGKILL); }, &chunks);
   ASSERT_TRUE(s.ok()) << s.status();
   EXPECT_EQ(s->tokens, ref) << "output changed when the draft died";
-  EXPECT_EQ(s->finish_reason, "length");
+  EXPECT_EQ(s->finish_reason, FinishReason::kLength);
   int target_only_after_kill = 0;
   for (size_t i = 5; i < chunks.size(); ++i) target_only_after_kill += !chunks[i].draft_used;
   EXPECT_GT(target_only_after_kill, 0);
@@ -144,7 +144,7 @@ TEST_F(ServiceFaultTest, DraftKilledRequestsContinueTargetOnlyThenReconnect) {
   EXPECT_FALSE(h->draft_ready);
 
   // Requests still work without the draft.
-  client::GenerateParams p;
+  api::Request p;
   p.prompt = prompt;
   p.max_tokens = 30;
   p.ignore_eos = true;
@@ -175,11 +175,11 @@ TEST_F(ServiceFaultTest, TargetKilledInFlightIsUnavailableAndNewRequestsWait) {
   EXPECT_NE(s.status().message().find("target"), std::string::npos) << s.status();
 
   // While the target is down, a request waits up to its deadline.
-  client::GenerateParams p;
+  api::Request p;
   p.prompt = "Hello world";
   p.max_tokens = 20;
   p.ignore_eos = true;
-  p.timeout = std::chrono::milliseconds(1500);
+  p.deadline = api::After(std::chrono::milliseconds(1500));
   const auto t0 = std::chrono::steady_clock::now();
   auto waited = svc_->client->Generate(p);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -190,7 +190,7 @@ TEST_F(ServiceFaultTest, TargetKilledInFlightIsUnavailableAndNewRequestsWait) {
   EXPECT_GT(secs, 1.0) << "the request should have waited for the target";
 
   // A request made while the target is down completes once it is back.
-  p.timeout = std::chrono::seconds(60);
+  p.deadline = api::After(std::chrono::seconds(60));
   auto pending = std::async(std::launch::async, [&] { return svc_->client->Generate(p); });
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   ASSERT_TRUE(svc_->StartTarget());
@@ -210,7 +210,7 @@ TEST_F(ServiceFaultTest, TargetKilledInFlightIsUnavailableAndNewRequestsWait) {
 
 TEST_F(ServiceFaultTest, ServesOverUnixSockets) {
   StartService(/*unix_sockets=*/true);
-  client::GenerateParams p;
+  api::Request p;
   p.prompt = "import numpy as np";
   p.max_tokens = 24;
   p.ignore_eos = true;

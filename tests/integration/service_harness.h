@@ -3,17 +3,10 @@
 // and every process killed when the harness goes (also if the test binary
 // dies: children get SIGKILL with their parent).
 #pragma once
-#include <fcntl.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/prctl.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -22,6 +15,7 @@
 #include "common/modelgen/modelgen.h"
 #include "common/sampler/sampler.h"
 #include "common/util/net.h"
+#include "common/util/subprocess.h"
 #include "coordinator/client/client.h"
 #include "gtest/gtest.h"
 #include "tests/support/test_models.h"
@@ -29,65 +23,14 @@
 
 namespace specd::testing {
 
-class Process {
+// A service process (common/util/subprocess.h) with the tests' defaults:
+// Kill() sends SIGKILL unless told otherwise.
+class Process : public Subprocess {
  public:
-  Process() = default;
-  Process(const Process&) = delete;
-  Process& operator=(const Process&) = delete;
   ~Process() { Kill(); }
-
-  bool Start(const std::vector<std::string>& argv, const std::string& log) {
-    Kill();
-    log_ = log;
-    const pid_t pid = fork();
-    if (pid < 0) return false;
-    if (pid == 0) {
-      prctl(PR_SET_PDEATHSIG, SIGKILL);
-      const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-      if (fd >= 0) {
-        dup2(fd, 1);
-        dup2(fd, 2);
-      }
-      std::vector<char*> args;
-      for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-      args.push_back(nullptr);
-      execv(args[0], args.data());
-      _exit(127);
-    }
-    pid_ = pid;
-    return true;
-  }
+  bool Start(const std::vector<std::string>& argv, const std::string& log) { return Subprocess::Start(argv, log).ok(); }
   // Sends `sig` and reaps the process (bounded: SIGKILL after 5 s).
-  void Kill(int sig = SIGKILL) {
-    if (pid_ <= 0) return;
-    kill(pid_, sig);
-    for (int i = 0; i < 500; ++i) {
-      if (waitpid(pid_, nullptr, WNOHANG) != 0) {  // reaped (or not ours any more)
-        pid_ = -1;
-        return;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    kill(pid_, SIGKILL);
-    waitpid(pid_, nullptr, 0);
-    pid_ = -1;
-  }
-  bool Alive() {
-    if (pid_ > 0 && waitpid(pid_, nullptr, WNOHANG) == pid_) pid_ = -1;  // exited: reaped
-    return pid_ > 0;
-  }
-  pid_t pid() const { return pid_; }
-  std::string LogTail(size_t bytes = 3000) const {
-    std::ifstream in(log_);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    const std::string s = ss.str();
-    return s.size() > bytes ? s.substr(s.size() - bytes) : s;
-  }
-
- private:
-  pid_t pid_ = -1;
-  std::string log_;
+  void Kill(int sig = SIGKILL) { Stop(sig, std::chrono::seconds(5)); }
 };
 
 struct ServiceOptions {
@@ -98,6 +41,7 @@ struct ServiceOptions {
   bool unix_sockets = false;
   std::vector<std::string> coordinator_flags;
   std::vector<std::string> worker_flags;  // both workers (e.g. --prefill-chunk)
+  client::ConnectOptions connect;         // how `client` reaches the coordinator
 };
 
 class Service {
@@ -154,7 +98,7 @@ class Service {
       }
       if (!StartTarget() || (!o_.draft_model.empty() && !StartDraft()) || !StartCoordinator())
         return absl::InternalError("fork failed");
-      auto c = client::Client::Connect(coordinator_address);
+      auto c = client::Client::Connect(coordinator_address, o_.connect);
       if (!c.ok()) return c.status();
       client = std::move(*c);
       st = client->WaitServing(std::chrono::seconds(60), !o_.draft_model.empty());

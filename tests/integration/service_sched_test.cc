@@ -79,15 +79,15 @@ TEST_F(ServiceSchedTest, LongPromptDoesNotStallAShortRequest) {
   std::promise<void> going;
   std::atomic<bool> stop{false};
   std::thread short_thread;
-  absl::StatusOr<client::GenerateSummary> short_sum = absl::UnknownError("not run");
+  absl::StatusOr<api::Summary> short_sum = absl::UnknownError("not run");
   short_thread = std::thread([&] {
-    client::GenerateParams p;
+    api::Request p;
     p.prompt = "Hello world";
     p.max_tokens = 3000;
     p.ignore_eos = true;
-    p.timeout = std::chrono::seconds(120);
+    p.deadline = api::After(std::chrono::seconds(120));
     int n = 0;
-    short_sum = c().Generate(p, [&](const client::StreamChunk&) {
+    short_sum = c().Generate(p, [&](const api::Event&) {
       {
         std::lock_guard<std::mutex> l(mu);
         short_times.push_back(Clock::now());
@@ -97,14 +97,14 @@ TEST_F(ServiceSchedTest, LongPromptDoesNotStallAShortRequest) {
     });
   });
   ASSERT_EQ(going.get_future().wait_for(std::chrono::seconds(30)), std::future_status::ready);
-  client::GenerateParams lp;
+  api::Request lp;
   lp.prompt_tokens = long_prompt;
   lp.max_tokens = 8;
   lp.ignore_eos = true;
-  lp.timeout = std::chrono::seconds(120);
+  lp.deadline = api::After(std::chrono::seconds(120));
   const Clock::time_point t_start = Clock::now();
   Clock::time_point t_first{};
-  auto long_sum = c().Generate(lp, [&](const client::StreamChunk&) {
+  auto long_sum = c().Generate(lp, [&](const api::Event&) {
     if (t_first == Clock::time_point{}) t_first = Clock::now();
     return true;
   });
@@ -152,28 +152,28 @@ TEST_F(ServiceSchedTest, AdmissionQueuesRefusesPastTheQueueAndClampsToTheContext
   // A runs (the only place), B queues (the only queue place), C is refused.
   std::atomic<bool> stop_a{false};
   std::atomic<bool> a_done{false};
-  absl::StatusOr<client::GenerateSummary> a = absl::UnknownError("not run");
+  absl::StatusOr<api::Summary> a = absl::UnknownError("not run");
   std::thread ta([&] {
-    client::GenerateParams p;
+    api::Request p;
     p.prompt = "Once upon a time";
     p.max_tokens = 5000;  // clamped to the 3000-position context
     p.ignore_eos = true;
-    p.timeout = std::chrono::seconds(120);
-    a = c().Generate(p, [&](const client::StreamChunk&) { return !stop_a.load(); });
+    p.deadline = api::After(std::chrono::seconds(120));
+    a = c().Generate(p, [&](const api::Event&) { return !stop_a.load(); });
     a_done = true;
   });
   ASSERT_TRUE(WaitStats([](const client::Stats& s) { return s.requests_running == 1; }));
-  absl::StatusOr<client::GenerateSummary> b = absl::UnknownError("not run");
+  absl::StatusOr<api::Summary> b = absl::UnknownError("not run");
   std::thread tb([&] {
-    client::GenerateParams p;
+    api::Request p;
     p.prompt = "The quick brown fox";
     p.max_tokens = 20;
     p.ignore_eos = true;
-    p.timeout = std::chrono::seconds(120);
+    p.deadline = api::After(std::chrono::seconds(120));
     b = c().Generate(p);
   });
   ASSERT_TRUE(WaitStats([](const client::Stats& s) { return s.queue_depth == 1; }));
-  client::GenerateParams cp;
+  api::Request cp;
   cp.prompt = "Hello";
   cp.max_tokens = 4;
   const auto t0 = Clock::now();
@@ -200,14 +200,14 @@ TEST_F(ServiceSchedTest, AdmissionQueuesRefusesPastTheQueueAndClampsToTheContext
   EXPECT_EQ(st.queue_depth, 0);
 
   // The context: max_tokens is clamped to what the prompt leaves ...
-  client::GenerateParams near;
+  api::Request near;
   near.prompt_tokens = RandomPrompt(2990, 5);
   near.max_tokens = 100;
   near.ignore_eos = true;
   auto clamped = c().Generate(near);
   ASSERT_TRUE(clamped.ok()) << clamped.status();
   EXPECT_EQ(clamped->completion_tokens, 10);
-  EXPECT_EQ(clamped->finish_reason, "length");
+  EXPECT_EQ(clamped->finish_reason, FinishReason::kLength);
   // ... and a prompt that leaves no room is INVALID_ARGUMENT.
   near.prompt_tokens = RandomPrompt(3000, 5);
   auto too_long = c().Generate(near);
@@ -218,7 +218,7 @@ TEST_F(ServiceSchedTest, AdmissionQueuesRefusesPastTheQueueAndClampsToTheContext
 
 // GET path from 127.0.0.1:port; the whole response (bounded by 5 s timeouts).
 std::string HttpGet(int port, const std::string& path) {
-  return LoopbackExchange(port, "GET " + path + " HTTP/1.1\r\nHost: localhost\r\n\r\n");
+  return LoopbackExchange(port, "GET " + path + " HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
 }
 
 // The value of the sample line starting with `series` + " " (-1: absent).
@@ -231,20 +231,20 @@ double Sample(const std::string& body, const std::string& series) {
 
 TEST_F(ServiceSchedTest, StatsMetricsAndLogsShowTheService) {
   const int mport = FreeLoopbackPort();
-  StartService({"--metrics-listen", "127.0.0.1:" + std::to_string(mport)}, {"--batch-wait-us", "2000"});
+  StartService({"--http-listen", "127.0.0.1:" + std::to_string(mport)}, {"--batch-wait-us", "2000"});
   // Concurrent requests: both workers see multi-sequence batches.
   const int nreq = 8;
-  std::vector<absl::StatusOr<client::GenerateSummary>> res(nreq, absl::UnknownError("not run"));
+  std::vector<absl::StatusOr<api::Summary>> res(nreq, absl::UnknownError("not run"));
   std::vector<std::thread> ts;
   const char* prompts[] = {"Hello world", "The quick brown fox", "Once upon a time", "import numpy as np"};
   for (int i = 0; i < nreq; ++i) {
     ts.emplace_back([&, i] {
-      client::GenerateParams p;
+      api::Request p;
       p.prompt = prompts[i % 4];
       p.max_tokens = 100;
       p.ignore_eos = true;
       if (i % 2) p.k = 4;
-      p.timeout = std::chrono::seconds(120);
+      p.deadline = api::After(std::chrono::seconds(120));
       res[static_cast<size_t>(i)] = c().Generate(p);
     });
   }

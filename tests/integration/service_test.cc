@@ -65,21 +65,21 @@ TEST_F(ServiceTest, StreamsGreedyOutputEqualToTargetOnly) {
     const std::vector<int32_t> prompt = Tokens(text);
     const std::vector<int32_t> ref = ReferenceGreedy(g_models->target, prompt, n);
     for (std::optional<int> k : {std::optional<int>(), std::optional<int>(1), std::optional<int>(8)}) {
-      client::GenerateParams p;
+      api::Request p;
       p.prompt = text;
       p.max_tokens = n;
       p.ignore_eos = true;
       p.k = k;
       int chunks = 0;
       std::string streamed;
-      auto s = c().Generate(p, [&](const client::StreamChunk& ch) {
+      auto s = c().Generate(p, [&](const api::Event& ch) {
         ++chunks;
         streamed += ch.text;
         return true;
       });
       ASSERT_TRUE(s.ok()) << s.status();
       EXPECT_EQ(s->tokens, ref) << "prompt '" << text << "' k=" << (k ? *k : 4);
-      EXPECT_EQ(s->finish_reason, "length");
+      EXPECT_EQ(s->finish_reason, FinishReason::kLength);
       EXPECT_EQ(s->completion_tokens, n);
       EXPECT_EQ(s->prompt_tokens, static_cast<int>(prompt.size()));
       EXPECT_GT(chunks, 1) << "streamed in steps";
@@ -94,7 +94,7 @@ TEST_F(ServiceTest, StreamsGreedyOutputEqualToTargetOnly) {
       EXPECT_EQ(steps, s->steps);
       EXPECT_EQ(s->draft_failures, 0);
     }
-    client::GenerateParams off;
+    api::Request off;
     off.prompt = text;
     off.max_tokens = n;
     off.ignore_eos = true;
@@ -140,7 +140,7 @@ TEST_F(ServiceTest, SampledOutputEqualsTheInProcessLoop) {
     req.k = 3;
     const SpecResult local = RunSpeculative(req, (*te)->tokenizer(), target, draft->get(), {});
     ASSERT_TRUE(local.status.ok());
-    client::GenerateParams p;
+    api::Request p;
     p.prompt = "Once upon a time";
     p.sampling = sp;
     p.max_tokens = 40;
@@ -155,14 +155,14 @@ TEST_F(ServiceTest, SampledOutputEqualsTheInProcessLoop) {
 
 TEST_F(ServiceTest, AcceptanceFiguresAddUp) {
   const client::Stats before = g_service->Stats();
-  client::GenerateParams p;
+  api::Request p;
   p.prompt = "The quick brown fox";
   p.max_tokens = 64;
   p.ignore_eos = true;
   p.k = 4;
   int64_t proposed = 0, accepted = 0, appended = 0, emitted = 0, spec_steps = 0, steps = 0;
   std::vector<int32_t> ids;
-  auto s = c().Generate(p, [&](const client::StreamChunk& ch) {
+  auto s = c().Generate(p, [&](const api::Event& ch) {
     ++steps;
     proposed += ch.proposed;
     accepted += ch.accepted;
@@ -194,7 +194,7 @@ TEST_F(ServiceTest, AcceptanceFiguresAddUp) {
 }
 
 TEST_F(ServiceTest, StopStringsEndTheStreamBeforeTheStop) {
-  client::GenerateParams p;
+  api::Request p;
   p.prompt = "Hello world";
   p.max_tokens = 40;
   p.ignore_eos = true;
@@ -205,21 +205,21 @@ TEST_F(ServiceTest, StopStringsEndTheStreamBeforeTheStop) {
   p.stop = {stop};
   auto s = c().Generate(p);
   ASSERT_TRUE(s.ok()) << s.status();
-  EXPECT_EQ(s->finish_reason, "stop");
+  EXPECT_EQ(s->finish_reason, FinishReason::kStop);
   EXPECT_EQ(s->stop, stop);
   EXPECT_EQ(s->text, full->text.substr(0, full->text.find(stop)));
 }
 
 TEST_F(ServiceTest, BadRequestsAreInvalidArgument) {
-  auto expect_invalid = [&](client::GenerateParams p, const char* what) {
+  auto expect_invalid = [&](api::Request p, const char* what) {
     auto s = c().Generate(p);
     EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument) << what << ": " << s.status();
     EXPECT_FALSE(s.status().message().empty()) << what;
   };
-  client::GenerateParams ok;
+  api::Request ok;
   ok.prompt = "Hello";
   ok.max_tokens = 4;
-  client::GenerateParams p = ok;
+  api::Request p = ok;
   p.prompt = "";
   expect_invalid(p, "empty prompt");
   p = ok;
@@ -256,33 +256,33 @@ TEST_F(ServiceTest, BadRequestsAreInvalidArgument) {
 }
 
 TEST_F(ServiceTest, CancellationFreesKvInBothWorkers) {
-  client::GenerateParams p;
+  api::Request p;
   p.prompt = "Once upon a time";
   p.max_tokens = 900;
   p.ignore_eos = true;
   int chunks = 0;
-  auto s = c().Generate(p, [&](const client::StreamChunk&) { return ++chunks < 3; });
+  auto s = c().Generate(p, [&](const api::Event&) { return ++chunks < 3; });
   EXPECT_EQ(s.status().code(), absl::StatusCode::kCancelled) << s.status();
   EXPECT_TRUE(g_service->WaitNoSequences()) << "sequences still held after a cancel";
 }
 
 TEST_F(ServiceTest, DeadlineEndsTheRequestAndFreesKv) {
-  client::GenerateParams p;
+  api::Request p;
   p.prompt = "Once upon a time";
   p.max_tokens = 900;  // the context allows it; 1 ms does not
   p.ignore_eos = true;
-  p.timeout = std::chrono::milliseconds(1);
+  p.deadline = api::After(std::chrono::milliseconds(1));
   auto s = c().Generate(p);
   if (s.ok()) {
-    EXPECT_EQ(s->finish_reason, "deadline");
+    EXPECT_EQ(s->finish_reason, FinishReason::kDeadline);
   } else {
     EXPECT_EQ(s.status().code(), absl::StatusCode::kDeadlineExceeded) << s.status();
   }
-  p.timeout = std::chrono::milliseconds(300);
+  p.deadline = api::After(std::chrono::milliseconds(300));
   p.max_tokens = 8000;
   auto t = c().Generate(p);
-  EXPECT_TRUE((t.ok() && t->finish_reason == "deadline") || t.status().code() == absl::StatusCode::kDeadlineExceeded)
-      << (t.ok() ? t->finish_reason : t.status().ToString());
+  EXPECT_TRUE((t.ok() && t->finish_reason == FinishReason::kDeadline) || t.status().code() == absl::StatusCode::kDeadlineExceeded)
+      << (t.ok() ? FinishReasonName(t->finish_reason) : t.status().ToString());
   EXPECT_TRUE(g_service->WaitNoSequences());
 }
 
@@ -298,7 +298,7 @@ TEST_F(ServiceTest, ConcurrentRequestsAreBatchedAndStayLossless) {
   std::vector<std::thread> threads;
   for (size_t i = 0; i < nreq; ++i) {
     threads.emplace_back([&, i] {
-      client::GenerateParams p;
+      api::Request p;
       p.prompt = kPrompts[i % np];
       p.max_tokens = n;
       p.ignore_eos = true;
@@ -324,7 +324,7 @@ TEST_F(ServiceTest, ConcurrentRequestsAreBatchedAndStayLossless) {
 }
 
 TEST_F(ServiceTest, ChatUsesTheChatTemplate) {
-  client::GenerateParams p;
+  api::Request p;
   p.messages = {{"system", "You are terse."}, {"user", "Say hi"}};
   p.max_tokens = 16;
   auto s = c().Generate(p);
@@ -337,7 +337,7 @@ TEST_F(ServiceTest, SetSpeculationTurnsTheDraftOffAndOn) {
   auto off = c().SetSpeculation(std::nullopt, false);
   ASSERT_TRUE(off.ok());
   EXPECT_FALSE(off->second);
-  client::GenerateParams p;
+  api::Request p;
   p.prompt = "Hello world";
   p.max_tokens = 20;
   p.ignore_eos = true;
@@ -348,7 +348,7 @@ TEST_F(ServiceTest, SetSpeculationTurnsTheDraftOffAndOn) {
   ASSERT_TRUE(on.ok());
   EXPECT_EQ(on->first, 2);
   int max_proposed = 0;
-  s = c().Generate(p, [&](const client::StreamChunk& ch) {
+  s = c().Generate(p, [&](const api::Event& ch) {
     max_proposed = std::max(max_proposed, ch.proposed);
     return true;
   });
@@ -365,7 +365,7 @@ TEST_F(ServiceTest, SetSpeculationTurnsTheDraftOffAndOn) {
   ASSERT_TRUE(h.ok());
   EXPECT_TRUE(h->adaptive);
   EXPECT_EQ(h->draft_max, 6);
-  s = c().Generate(p, [&](const client::StreamChunk& ch) {
+  s = c().Generate(p, [&](const api::Event& ch) {
     EXPECT_LE(ch.k, 6);
     return true;
   });

@@ -247,7 +247,7 @@ TEST(Tune, QuickWritesConfigsTheServicesAccept) {
   ASSERT_TRUE(cl.ok());
   const absl::Status serving = (*cl)->WaitServing(std::chrono::seconds(60), true);
   ASSERT_TRUE(serving.ok()) << serving << "\n" << target.LogTail() << draft.LogTail() << coordinator.LogTail();
-  client::GenerateParams p;
+  api::Request p;
   p.prompt = "once upon a time";
   p.max_tokens = 8;
   auto g = (*cl)->Generate(p);

@@ -14,6 +14,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 #include "tests/support/test_util.h"
 
 namespace specd {
@@ -746,84 +747,53 @@ TEST(GgufBadFile, NullBufferAndGarbage) {
 // ---------------------------------------------------------------------------
 // Cross-check with gguf-py
 
-std::string JsonStr(const std::string& s) {
-  std::string o = "\"";
-  for (unsigned char ch : s) {
-    if (ch == '"' || ch == '\\') {
-      o += '\\';
-      o += static_cast<char>(ch);
-    } else if (ch < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", ch);
-      o += buf;
-    } else {
-      o += static_cast<char>(ch);
-    }
-  }
-  return o + "\"";
-}
-
-std::string JsonNum(double d) {
-  char buf[40];
-  std::snprintf(buf, sizeof buf, "%.17g", d);
-  return buf;
-}
-
 // Our reader's view in the schema of tests/python/gguf_roundtrip.py.
 std::string DumpJson(const GgufFile& f) {
-  std::ostringstream o;
-  o << "{\"version\": " << f.version() << ", \"alignment\": " << f.alignment()
-    << ", \"data_offset\": " << f.data_offset() << ", \"metadata\": [";
-  bool first = true;
+  using nlohmann::ordered_json;
+  ordered_json meta = ordered_json::array();
   for (const auto& [key, v] : f.metadata()) {
-    o << (first ? "" : ", ") << "{\"key\": " << JsonStr(key) << ", \"type\": \"" << GgufValueTypeName(v.type) << "\"";
-    first = false;
-    auto scalar = [&](size_t i, GgufValueType t) -> std::string {
+    ordered_json m = {{"key", key}, {"type", GgufValueTypeName(v.type)}};
+    auto scalar = [&](size_t i, GgufValueType t) -> ordered_json {
       switch (t) {
-        case GgufValueType::STRING: return JsonStr(v.arr_str[i]);
-        case GgufValueType::BOOL: return v.arr_bool[i] ? "true" : "false";
+        case GgufValueType::STRING: return v.arr_str[i];
+        case GgufValueType::BOOL: return static_cast<bool>(v.arr_bool[i]);
         case GgufValueType::FLOAT32:
-        case GgufValueType::FLOAT64: return JsonNum(v.arr_float[i]);
+        case GgufValueType::FLOAT64: return v.arr_float[i];
         case GgufValueType::UINT8:
         case GgufValueType::UINT16:
         case GgufValueType::UINT32:
-        case GgufValueType::UINT64: return std::to_string(v.arr_uint[i]);
-        default: return std::to_string(v.arr_int[i]);
+        case GgufValueType::UINT64: return v.arr_uint[i];
+        default: return v.arr_int[i];
       }
     };
     if (v.type == GgufValueType::ARRAY) {
-      o << ", \"elem_type\": \"" << GgufValueTypeName(v.elem_type) << "\"";
+      m["elem_type"] = GgufValueTypeName(v.elem_type);
       if (v.elem_type == GgufValueType::ARRAY) {
-        o << ", \"count\": " << v.ArraySize() << "}";
-        continue;
+        m["count"] = v.ArraySize();
+      } else {
+        ordered_json values = ordered_json::array();
+        for (size_t i = 0; i < v.ArraySize(); ++i) values.push_back(scalar(i, v.elem_type));
+        m["value"] = values;
       }
-      o << ", \"value\": [";
-      for (size_t i = 0; i < v.ArraySize(); ++i) o << (i ? ", " : "") << scalar(i, v.elem_type);
-      o << "]}";
-      continue;
+    } else {
+      std::visit([&](const auto& x) { m["value"] = x; }, v.scalar);
     }
-    o << ", \"value\": ";
-    if (const auto* u = std::get_if<uint64_t>(&v.scalar)) o << *u;
-    if (const auto* i = std::get_if<int64_t>(&v.scalar)) o << *i;
-    if (const auto* d = std::get_if<double>(&v.scalar)) o << JsonNum(*d);
-    if (const auto* b = std::get_if<bool>(&v.scalar)) o << (*b ? "true" : "false");
-    if (const auto* s = std::get_if<std::string>(&v.scalar)) o << JsonStr(*s);
-    o << "}";
+    meta.push_back(m);
   }
-  o << "], \"tensors\": [";
-  first = true;
+  ordered_json tensors = ordered_json::array();
+  static const char* kHex = "0123456789abcdef";
   for (const auto& t : f.tensors()) {
-    o << (first ? "" : ", ") << "{\"name\": " << JsonStr(t.name) << ", \"type\": \"" << TypeName(t.type)
-      << "\", \"ne\": [";
-    first = false;
-    for (size_t i = 0; i < t.ne.size(); ++i) o << (i ? ", " : "") << t.ne[i];
-    o << "], \"offset\": " << t.offset << ", \"nbytes\": " << t.nbytes << ", \"data\": \"";
-    static const char* kHex = "0123456789abcdef";
-    for (uint64_t i = 0; i < t.nbytes; ++i) o << kHex[t.data[i] >> 4] << kHex[t.data[i] & 15];
-    o << "\"}";
+    std::string data;
+    for (uint64_t i = 0; i < t.nbytes; ++i) {
+      data += kHex[t.data[i] >> 4];
+      data += kHex[t.data[i] & 15];
+    }
+    tensors.push_back({{"name", t.name}, {"type", TypeName(t.type)}, {"ne", t.ne}, {"offset", t.offset},
+                       {"nbytes", t.nbytes}, {"data", data}});
   }
-  o << "]}";
-  return o.str();
+  const ordered_json j = {{"version", f.version()}, {"alignment", f.alignment()}, {"data_offset", f.data_offset()},
+                          {"metadata", meta}, {"tensors", tensors}};
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 std::string Script() { return testing::SourcePath("tests/python/gguf_roundtrip.py"); }

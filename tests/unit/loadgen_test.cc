@@ -88,10 +88,6 @@ TEST(Loadgen, SpecMix) {
   EXPECT_TRUE(s.spec_mix.empty());
 }
 
-TEST(Loadgen, JsonEscape) {
-  EXPECT_EQ(JsonEscape("a\"b\\c\nd\x01"), "a\\\"b\\\\c\\nd\\u0001");
-}
-
 TEST(Loadgen, BadSpecsAreErrorsNotCrashes) {
   LoadSpec ok;
   ok.coordinator = "127.0.0.1:1";

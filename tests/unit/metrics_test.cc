@@ -1,9 +1,9 @@
 // Metrics primitives, the Prometheus text rendering, and the HTTP endpoint
 // (real GETs on loopback, bounded by socket timeouts).
 
+#include <cmath>
 #include <thread>
 
-#include "common/metrics/http_server.h"
 #include "common/metrics/metrics.h"
 #include "gtest/gtest.h"
 #include "tests/support/test_util.h"
@@ -110,63 +110,6 @@ TEST(Metrics, BadNamesAreKeptButNotExported) {
   EXPECT_EQ(FormatValue(-3), "-3");
   EXPECT_EQ(FormatValue(NAN), "NaN");
   EXPECT_EQ(FormatValue(-INFINITY), "-Inf");
-}
-
-// ---------------------------------------------------------------- HTTP
-
-using specd::testing::LoopbackExchange;
-
-TEST(MetricsHttp, ServesGetMetricsOnLoopback) {
-  Registry r;
-  Counter* c = r.AddCounter("specd_test_total", "A test counter.");
-  c->Inc(41);
-  auto s = HttpServer::Start("127.0.0.1:0", [&] { return r.Render(); });
-  ASSERT_TRUE(s.ok()) << s.status();
-  const int port = (*s)->port();
-  ASSERT_GT(port, 0);
-  c->Inc();
-  const std::string resp = LoopbackExchange(port, "GET /metrics HTTP/1.1\r\nHost: localhost\r\nAccept: */*\r\n\r\n");
-  ASSERT_EQ(resp.rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << resp;
-  EXPECT_NE(resp.find("Content-Type: text/plain; version=0.0.4"), std::string::npos) << resp;
-  const std::string body = resp.substr(resp.find("\r\n\r\n") + 4);
-  EXPECT_EQ(body, r.Render());
-  EXPECT_NE(body.find("specd_test_total 42\n"), std::string::npos);
-  EXPECT_NE(resp.find("Content-Length: " + std::to_string(body.size()) + "\r\n"), std::string::npos);
-
-  EXPECT_EQ(LoopbackExchange(port, "GET /other HTTP/1.1\r\n\r\n").rfind("HTTP/1.1 404", 0), 0u);
-  EXPECT_EQ(LoopbackExchange(port, "POST /metrics HTTP/1.1\r\nContent-Length: 0\r\n\r\n").rfind("HTTP/1.1 405", 0), 0u);
-  EXPECT_EQ(LoopbackExchange(port, "garbage\r\n\r\n").rfind("HTTP/1.1 400", 0), 0u);
-  const std::string head = LoopbackExchange(port, "HEAD /metrics?x=1 HTTP/1.0\r\n\r\n");
-  EXPECT_EQ(head.rfind("HTTP/1.1 200", 0), 0u);
-  EXPECT_EQ(head.substr(head.find("\r\n\r\n") + 4), "");
-  EXPECT_EQ(LoopbackExchange(port, std::string(9000, 'a')).rfind("HTTP/1.1 431", 0), 0u);
-  // A client that connects and says nothing is dropped after the I/O timeout;
-  // the next scrape is still served.
-  const auto t0 = std::chrono::steady_clock::now();
-  std::thread idle([&] { LoopbackExchange(port, ""); });
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  EXPECT_EQ(LoopbackExchange(port, "GET /metrics HTTP/1.1\r\n\r\n").rfind("HTTP/1.1 200", 0), 0u);
-  idle.join();
-  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
-  EXPECT_GE((*s)->requests(), 6);
-  s->reset();  // stops promptly
-}
-
-TEST(MetricsHttp, AddressesAndBindErrors) {
-  std::string host;
-  int port = 0;
-  ASSERT_TRUE(ParseHostPort("9810", &host, &port).ok());
-  EXPECT_EQ(host, "127.0.0.1");
-  EXPECT_EQ(port, 9810);
-  ASSERT_TRUE(ParseHostPort("[::1]:80", &host, &port).ok());
-  EXPECT_EQ(host, "::1");
-  EXPECT_FALSE(ParseHostPort("host:99999", &host, &port).ok());
-  EXPECT_FALSE(ParseHostPort("[::1]80", &host, &port).ok());
-  EXPECT_FALSE(ParseHostPort(":80", &host, &port).ok());
-  auto a = HttpServer::Start("127.0.0.1:0", [] { return std::string(); });
-  ASSERT_TRUE(a.ok());
-  auto b = HttpServer::Start("127.0.0.1:" + std::to_string((*a)->port()), [] { return std::string(); });
-  EXPECT_EQ(b.status().code(), absl::StatusCode::kUnavailable) << b.status();
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "gtest/gtest.h"
+#include "proto/rpc/server.h"
 #include "tests/support/test_util.h"
 
 namespace specd {
@@ -15,7 +16,11 @@ namespace {
 
 class SdNotifyTest : public ::testing::Test {
  protected:
-  void TearDown() override { unsetenv("NOTIFY_SOCKET"); }
+  void TearDown() override {
+    unsetenv("NOTIFY_SOCKET");
+    unsetenv("WATCHDOG_USEC");
+    unsetenv("WATCHDOG_PID");
+  }
 };
 
 TEST_F(SdNotifyTest, WithoutTheVariableNothingIsSent) {
@@ -53,6 +58,21 @@ TEST_F(SdNotifyTest, BadOrMissingSocketsAreErrors) {
   st = SdNotify("READY=1");
   EXPECT_EQ(st.code(), absl::StatusCode::kUnavailable) << st;
   EXPECT_NE(st.ToString().find(gone), std::string::npos) << st;
+}
+
+// systemd's watchdog settings: ping every half of WATCHDOG_USEC, only when
+// WATCHDOG_PID (if set) is this process.
+TEST_F(SdNotifyTest, WatchdogIntervalFollowsTheEnvironment) {
+  EXPECT_EQ(rpc::WatchdogInterval().count(), 0);
+  setenv("WATCHDOG_USEC", "400000", 1);
+  EXPECT_EQ(rpc::WatchdogInterval().count(), 200000);
+  setenv("WATCHDOG_PID", std::to_string(getpid()).c_str(), 1);
+  EXPECT_EQ(rpc::WatchdogInterval().count(), 200000);
+  setenv("WATCHDOG_PID", std::to_string(getpid() + 1).c_str(), 1);
+  EXPECT_EQ(rpc::WatchdogInterval().count(), 0);
+  unsetenv("WATCHDOG_PID");
+  setenv("WATCHDOG_USEC", "nonsense", 1);
+  EXPECT_EQ(rpc::WatchdogInterval().count(), 0);
 }
 
 }  // namespace

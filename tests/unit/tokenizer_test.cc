@@ -21,7 +21,8 @@
 #include "common/tokenizer/tokenizer.h"
 #include "common/tokenizer/unicode.h"
 #include "common/tokenizer/vocab_builder.h"
-#include "common/util/sha256.h"
+#include "common/util/digest.h"
+#include "nlohmann/json.hpp"
 #include "tests/support/test_util.h"
 
 namespace specd {
@@ -822,22 +823,6 @@ TEST(StreamDecoder, ByteLevelTokensSplitCharacters) {
 
 // ---------------------------------------------------------------- chat templates
 
-std::string JsonStr(std::string_view s) {
-  std::string out = "\"";
-  for (unsigned char c : s) {
-    if (c == '"' || c == '\\') {
-      out.push_back('\\');
-      out.push_back(static_cast<char>(c));
-    } else if (c < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof(buf), "\\u%04x", c);
-      out += buf;
-    } else {
-      out.push_back(static_cast<char>(c));
-    }
-  }
-  return out + "\"";
-}
 
 absl::StatusOr<MemTok> WithTemplate(const std::string& tmpl) {
   auto v = BuildByteLevelBpeVocab(300);
@@ -936,20 +921,17 @@ TEST(ChatTemplate, MatchesJinja) {
     cases.push_back({t, sys_conv, true});
     cases.push_back({t, {{"user", "日本語 🙂"}}, true});
   }
-  std::string json = "[";
-  for (size_t i = 0; i < cases.size(); ++i) {
-    json += i ? "," : "";
-    json += "{\"template\": " + JsonStr(cases[i].tok->chat_template()) + ", \"bos_token\": \"<|begin_of_text|>\", " +
-            "\"add_generation_prompt\": " + (cases[i].gen ? "true" : "false") + ", \"messages\": [";
-    for (size_t k = 0; k < cases[i].msgs.size(); ++k) {
-      json += (k ? "," : "") + std::string("{\"role\": ") + JsonStr(cases[i].msgs[k].role) +
-              ", \"content\": " + JsonStr(cases[i].msgs[k].content) + "}";
-    }
-    json += "]}";
+  nlohmann::json json = nlohmann::json::array();
+  for (const Case& c : cases) {
+    nlohmann::json msgs = nlohmann::json::array();
+    for (const ChatMessage& m : c.msgs) msgs.push_back({{"role", m.role}, {"content", m.content}});
+    json.push_back({{"template", c.tok->chat_template()},
+                    {"bos_token", "<|begin_of_text|>"},
+                    {"add_generation_prompt", c.gen},
+                    {"messages", msgs}});
   }
-  json += "]";
   TempDir dir;
-  WriteFile(dir.File("chat.json"), json);
+  WriteFile(dir.File("chat.json"), json.dump());
   ASSERT_EQ(RunRef("chat " + dir.File("chat.json") + " " + dir.File("chat.txt")), "");
   const auto lines = ReadLines(dir.File("chat.txt"));
   ASSERT_EQ(lines.size(), cases.size());

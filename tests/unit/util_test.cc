@@ -1,11 +1,16 @@
-// Config (flags + files), thread pool, fp16 conversion, KV block manager.
+// Config (flags + files, lists, --help=json), addresses, child processes,
+// thread pool, fp16 conversion, KV block manager.
 #include <atomic>
 #include <cmath>
 #include <fstream>
+#include <thread>
 
 #include "common/kv/block_manager.h"
 #include "common/util/config.h"
 #include "common/util/fp16.h"
+#include "common/util/net.h"
+#include "common/util/subprocess.h"
+#include "nlohmann/json.hpp"
 #include "common/util/thread_pool.h"
 #include "gtest/gtest.h"
 #include "tests/support/test_util.h"
@@ -66,6 +71,69 @@ TEST(ConfigTest, ConfigFileRoundTrip) {
   ASSERT_TRUE(d.ParseArgs({"--config", dir.File("out.conf")}).ok());
   EXPECT_EQ(d.GetString("model"), "/x y.gguf");
   EXPECT_EQ(d.GetInt("threads"), 2);
+}
+
+TEST(ConfigTest, ListsAndStructuredHelp) {
+  EXPECT_EQ(SplitList(" a, b,,c ,"), (std::vector<std::string>{"a", "b", "c"}));
+  EXPECT_TRUE(SplitList("").empty());
+  auto ints = ParseList<int>("1, 2,8", "batch", 1, 8);
+  ASSERT_TRUE(ints.ok());
+  EXPECT_EQ(*ints, (std::vector<int>{1, 2, 8}));
+  EXPECT_NE(ParseList<int>("1,9", "batch", 1, 8).status().message().find("bad batch '9'"), std::string::npos);
+  EXPECT_FALSE(ParseList<int>("x", "k", 0, 8).ok());
+  auto d = ParseList<double>("0.5,1", "t", 0.0, 1.0);
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(*d, (std::vector<double>{0.5, 1.0}));
+  Config c = MakeConfig();
+  ASSERT_TRUE(c.ParseArgs({"--help=json"}).ok());
+  ASSERT_TRUE(c.help_requested());
+  const nlohmann::json j = nlohmann::json::parse(c.Usage());
+  EXPECT_EQ(j["program"], "prog");
+  ASSERT_EQ(j["options"].size(), 5u);
+  EXPECT_EQ(j["options"][0]["name"], "budget");
+  EXPECT_EQ(j["options"][3]["name"], "threads");
+  EXPECT_EQ(j["options"][3]["default"], "4");
+}
+
+TEST(NetTest, HostPort) {
+  auto a = ParseHostPort("127.0.0.1:7810");
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->host, "127.0.0.1");
+  EXPECT_EQ(a->port, 7810);
+  auto b = ParseHostPort("[::1]:0");
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(b->host, "::1");
+  EXPECT_EQ(b->port, 0);
+  for (const char* bad : {"7810", ":80", "host:99999", "host:-1", "[::1]80", "::1:80", "[]:80", "host:"})
+    EXPECT_FALSE(ParseHostPort(bad).ok()) << bad;
+  EXPECT_TRUE(IsLoopbackHost("127.0.0.1"));
+  EXPECT_TRUE(IsLoopbackHost("127.1.2.3"));
+  EXPECT_TRUE(IsLoopbackHost("::1"));
+  EXPECT_TRUE(IsLoopbackHost("localhost"));
+  EXPECT_FALSE(IsLoopbackHost("0.0.0.0"));
+  EXPECT_FALSE(IsLoopbackHost("10.1.2.3"));
+}
+
+TEST(SubprocessTest, RunsLogsStopsAndCaptures) {
+  testing::TempDir dir;
+  Subprocess p;
+  ASSERT_TRUE(p.Start({"/bin/sh", "-c", "echo started; exec sleep 30"}, dir.File("log")).ok());
+  EXPECT_TRUE(p.Alive());
+  for (int i = 0; i < 200 && p.LogTail().empty(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(p.LogTail(), "started\n");
+  p.Stop();
+  EXPECT_FALSE(p.Alive());
+  ASSERT_TRUE(p.Start({"/bin/sh", "-c", "exit 3"}, dir.File("log2")).ok());
+  for (int i = 0; i < 500 && p.Alive(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(p.exit_code(), 3);
+  auto out = RunCapture({"/bin/sh", "-c", "echo out; echo err >&2"}, std::chrono::seconds(10));
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(*out, "out\n");
+  EXPECT_EQ(RunCapture({"/bin/sh", "-c", "exit 1"}, std::chrono::seconds(10)).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(RunCapture({"/bin/sleep", "10"}, std::chrono::milliseconds(200)).status().code(),
+            absl::StatusCode::kDeadlineExceeded);
+  EXPECT_FALSE(RunCapture({"/no/such/binary"}, std::chrono::seconds(10)).ok());
 }
 
 TEST(ThreadPoolTest, CoversRangeExactlyOnceWithAlignedChunks) {

@@ -1,9 +1,10 @@
-// SHA-256 (FIPS 180-4), small and dependency-free: vocabulary digests and
-// other content fingerprints.
+// SHA-256 through OpenSSL (EVP): vocabulary digests, content fingerprints,
+// and the constant-time comparison of secrets.
 #pragma once
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 
@@ -12,6 +13,9 @@ namespace specd {
 class Sha256 {
  public:
   Sha256();
+  ~Sha256();
+  Sha256(const Sha256&) = delete;
+  Sha256& operator=(const Sha256&) = delete;
   void Update(const void* data, size_t n);
   void Update(std::string_view s) { Update(s.data(), s.size()); }
   // Finishes the hash; the object must not be updated afterwards.
@@ -19,13 +23,11 @@ class Sha256 {
   std::string FinalHex();
 
  private:
-  void Block(const uint8_t* p);
-  uint32_t h_[8];
-  uint8_t buf_[64];
-  size_t buf_len_ = 0;
-  uint64_t total_ = 0;
+  struct Ctx;
+  std::unique_ptr<Ctx> ctx_;
 };
 
+std::array<uint8_t, 32> Sha256Digest(std::string_view data);
 std::string Sha256Hex(std::string_view data);
 
 }  // namespace specd

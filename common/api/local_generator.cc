@@ -1,0 +1,60 @@
+#include "common/api/local_generator.h"
+
+#include <algorithm>
+
+namespace specd::api {
+
+absl::StatusOr<std::unique_ptr<LocalGenerator>> LocalGenerator::Create(const EngineOptions& opts,
+                                                                       const std::string& draft_path,
+                                                                       const SpecDefaults& spec, const Limits& limits) {
+  std::unique_ptr<LocalGenerator> g(new LocalGenerator());
+  g->spec_ = spec;
+  g->limits_ = limits;
+  SPECD_ASSIGN_OR_RETURN(g->target_engine_, Engine::Create(opts));
+  g->target_ = std::make_unique<LocalTarget>(g->target_engine_.get());
+  if (!draft_path.empty()) {
+    EngineOptions d = opts;
+    d.model_path = draft_path;
+    SPECD_ASSIGN_OR_RETURN(g->draft_engine_, Engine::Create(d));
+    SPECD_ASSIGN_OR_RETURN(g->draft_, LocalDraft::Create(g->draft_engine_.get(), std::max(spec.k, spec.draft_max)));
+    SPECD_RETURN_IF_ERROR(g->target_->Attach(g->draft_->exchange().kind(), g->draft_->exchange().name()));
+  } else {
+    g->spec_.enabled = false;
+  }
+  return g;
+}
+
+absl::StatusOr<std::vector<int32_t>> LocalGenerator::Tokenize(const std::string& text, bool add_special,
+                                                              bool parse_special) {
+  return tokenizer().Encode(text, add_special, parse_special);
+}
+
+absl::StatusOr<Summary> LocalGenerator::Generate(const Request& req, const EventFn& on_event) {
+  const auto arrival = std::chrono::steady_clock::now();
+  SPECD_ASSIGN_OR_RETURN(const int max_tokens, Check(req, limits_));
+  const int context = target_engine_->options().max_seq_len;
+  SPECD_ASSIGN_OR_RETURN(std::vector<int32_t> prompt, EncodePrompt(req, tokenizer(), context));
+  if (req.k && draft_ && *req.k > draft_->k_max())
+    return absl::InvalidArgumentError(absl::StrCat("speculation k ", *req.k, " exceeds the draft's ", draft_->k_max()));
+  std::lock_guard<std::mutex> l(mu_);
+  const SpecChoice choice = ChooseSpeculation(req, spec_);
+  const int run_tokens = std::min<int>(max_tokens, context - static_cast<int>(prompt.size()));
+  const int prompt_tokens = static_cast<int>(prompt.size());
+  SpecRequest sr = ToSpecRequest(req, std::move(prompt), run_tokens, choice, context);
+  if (!draft_) sr.k = 0;
+  sr.costs = &costs_;
+  sr.prior = &prior_;
+  double ttft = 0;
+  const SpecResult r = RunSpeculative(sr, tokenizer(), *target_, draft_.get(), [&](const StepEvent& ev) {
+    if (!ev.tokens.empty() && ttft == 0)
+      ttft = std::chrono::duration<double>(std::chrono::steady_clock::now() - arrival).count();
+    return on_event ? on_event(ToEvent(ev)) : true;
+  });
+  if (r.reason == FinishReason::kCancelled) return absl::CancelledError("cancelled by the caller");
+  if (r.reason == FinishReason::kError) return r.status;
+  Summary s = ToSummary(r, prompt_tokens, choice.adaptive && sr.k > 0);
+  s.time_to_first_token_seconds = ttft;
+  return s;
+}
+
+}  // namespace specd::api

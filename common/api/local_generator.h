@@ -1,0 +1,43 @@
+// The request API in process: a target engine and an optional draft engine
+// in this process, the same speculative loop the coordinator runs
+// (common/engine/spec_loop.h) on LocalTarget / LocalDraft. `specd generate`
+// without --coordinator uses it. One request at a time (the engines are not
+// thread-safe); measured step costs and acceptance carry over between
+// requests, as in the coordinator.
+#pragma once
+#include <memory>
+#include <mutex>
+
+#include "common/api/request.h"
+#include "common/engine/engine.h"
+#include "common/engine/spec_local.h"
+
+namespace specd::api {
+
+class LocalGenerator : public Generator {
+ public:
+  // Loads the target (and the draft, when `draft_path` is not empty) with
+  // `opts`; `spec` gives the speculation settings of requests that do not
+  // set their own.
+  static absl::StatusOr<std::unique_ptr<LocalGenerator>> Create(const EngineOptions& opts,
+                                                                const std::string& draft_path,
+                                                                const SpecDefaults& spec, const Limits& limits = {});
+
+  absl::StatusOr<Summary> Generate(const Request& req, const EventFn& on_event = {}) override;
+  absl::StatusOr<std::vector<int32_t>> Tokenize(const std::string& text, bool add_special = true,
+                                                bool parse_special = false) override;
+  const Tokenizer& tokenizer() const { return target_engine_->tokenizer(); }
+
+ private:
+  LocalGenerator() = default;
+  std::mutex mu_;
+  SpecDefaults spec_;
+  Limits limits_;
+  std::unique_ptr<Engine> target_engine_, draft_engine_;
+  std::unique_ptr<LocalTarget> target_;
+  std::unique_ptr<LocalDraft> draft_;
+  SpecCosts costs_;
+  AcceptancePrior prior_;
+};
+
+}  // namespace specd::api
