@@ -6,6 +6,7 @@
 #include <memory>
 #include <sstream>
 
+#include "common/gguf/file_type.h"
 #include "common/gguf/gguf.h"
 #include "common/quant/quant.h"
 #include "common/sampler/rng.h"
@@ -177,10 +178,14 @@ int LayerOf(const std::string& name) {
   return std::atoi(name.c_str() + 4);
 }
 
-absl::Status AddMatrix(GgufWriter& w, const GenOptions& o, const std::string& name, int64_t ne0, int64_t ne1,
-                       float stddev) {
+bool IsQuantized(GgmlType t) { return TypeTraits(t).block_size > 1; }
+
+// Adds a matrix of the mix's type; sets *quantized when that is a block format.
+absl::Status AddMatrix(GgufWriter& w, const GenOptions& o, bool* quantized, const std::string& name, int64_t ne0,
+                       int64_t ne1, float stddev) {
   SPECD_ASSIGN_OR_RETURN(GgmlType t, MixTypeFor(o.weight_type, name, LayerOf(name), o.shape.n_layers));
   if (ne0 % TypeTraits(t).block_size != 0) t = GgmlType::F16;  // rows too short for the block format
+  *quantized |= IsQuantized(t);
   const uint64_t key = TensorKey(o.seed, name);
   const size_t rb = RowBytes(t, ne0);
   std::vector<uint8_t> bytes(rb * static_cast<size_t>(ne1));
@@ -204,16 +209,26 @@ absl::Status AddVector(GgufWriter& w, const GenOptions& o, const std::string& na
   return w.AddTensorF32(name, {n}, v.data());
 }
 
+// general.file_type (llama.cpp's u32 llama_ftype) for a weight type or mix.
+absl::Status SetFileType(GgufWriter& w, const std::string& weight_type) {
+  const auto ft = FileTypeForWeights(weight_type);
+  if (!ft) return absl::InvalidArgumentError(absl::StrCat("no llama.cpp file type for '", weight_type, "'"));
+  w.Set(kFileTypeKey, GgufValue::U32(*ft));
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status GenerateModel(const GenOptions& o, const std::string& path) {
   const ModelShape& s = o.shape;
   SPECD_RETURN_IF_ERROR(s.Validate());
+  // An unknown type or mix is refused before anything is written.
+  SPECD_RETURN_IF_ERROR(MixTypeFor(o.weight_type, "output.weight", -1, s.n_layers).status());
   GgufWriter w;
   const std::string a = s.arch + ".";
   w.Set("general.architecture", GgufValue::Str(s.arch));
   w.Set("general.name", GgufValue::Str(o.name.empty() ? "specd-generated-" + s.arch : o.name));
-  w.Set("general.file_type", GgufValue::Str(o.weight_type));
+  SPECD_RETURN_IF_ERROR(SetFileType(w, o.weight_type));
   w.Set("specd.generator.seed", GgufValue::U64(o.seed));
   w.Set(a + "block_count", GgufValue::U32(s.n_layers));
   w.Set(a + "context_length", GgufValue::U32(s.ctx));
@@ -244,14 +259,18 @@ absl::Status GenerateModel(const GenOptions& o, const std::string& path) {
   // about 0.5/sqrt(2L) per element, so the layers together move the hidden
   // state noticeably but do not drown the token's own embedding.
   const float upd = o.residual_gain * 0.5f / std::sqrt(2.0f * s.n_layers);
-  SPECD_RETURN_IF_ERROR(AddMatrix(w, o, "token_embd.weight", d, V, 1.0f));
+  bool quantized = false;
+  auto mat = [&](const std::string& name, int64_t ne0, int64_t ne1, float stddev) {
+    return AddMatrix(w, o, &quantized, name, ne0, ne1, stddev);
+  };
+  SPECD_RETURN_IF_ERROR(mat("token_embd.weight", d, V, 1.0f));
   for (int l = 0; l < s.n_layers; ++l) {
     const std::string b = "blk." + std::to_string(l) + ".";
     SPECD_RETURN_IF_ERROR(AddVector(w, o, b + "attn_norm.weight", d, 1.0f, 0.1f));
-    SPECD_RETURN_IF_ERROR(AddMatrix(w, o, b + "attn_q.weight", d, q, 2.0f / std::sqrt(static_cast<float>(d))));
-    SPECD_RETURN_IF_ERROR(AddMatrix(w, o, b + "attn_k.weight", d, kv, 2.0f / std::sqrt(static_cast<float>(d))));
-    SPECD_RETURN_IF_ERROR(AddMatrix(w, o, b + "attn_v.weight", d, kv, 1.0f / std::sqrt(static_cast<float>(d))));
-    SPECD_RETURN_IF_ERROR(AddMatrix(w, o, b + "attn_output.weight", q, d, upd / std::sqrt(static_cast<float>(q))));
+    SPECD_RETURN_IF_ERROR(mat(b + "attn_q.weight", d, q, 2.0f / std::sqrt(static_cast<float>(d))));
+    SPECD_RETURN_IF_ERROR(mat(b + "attn_k.weight", d, kv, 2.0f / std::sqrt(static_cast<float>(d))));
+    SPECD_RETURN_IF_ERROR(mat(b + "attn_v.weight", d, kv, 1.0f / std::sqrt(static_cast<float>(d))));
+    SPECD_RETURN_IF_ERROR(mat(b + "attn_output.weight", q, d, upd / std::sqrt(static_cast<float>(q))));
     if (s.arch == "qwen2") {
       SPECD_RETURN_IF_ERROR(AddVector(w, o, b + "attn_q.bias", q, 0.0f, 0.1f));
       SPECD_RETURN_IF_ERROR(AddVector(w, o, b + "attn_k.bias", kv, 0.0f, 0.1f));
@@ -262,16 +281,17 @@ absl::Status GenerateModel(const GenOptions& o, const std::string& path) {
       SPECD_RETURN_IF_ERROR(AddVector(w, o, b + "attn_k_norm.weight", hd, 1.0f, 0.1f));
     }
     SPECD_RETURN_IF_ERROR(AddVector(w, o, b + "ffn_norm.weight", d, 1.0f, 0.1f));
-    SPECD_RETURN_IF_ERROR(AddMatrix(w, o, b + "ffn_gate.weight", d, ff, 1.0f / std::sqrt(static_cast<float>(d))));
-    SPECD_RETURN_IF_ERROR(AddMatrix(w, o, b + "ffn_up.weight", d, ff, 1.0f / std::sqrt(static_cast<float>(d))));
-    SPECD_RETURN_IF_ERROR(AddMatrix(w, o, b + "ffn_down.weight", ff, d, 1.6f * upd / std::sqrt(static_cast<float>(ff))));
+    SPECD_RETURN_IF_ERROR(mat(b + "ffn_gate.weight", d, ff, 1.0f / std::sqrt(static_cast<float>(d))));
+    SPECD_RETURN_IF_ERROR(mat(b + "ffn_up.weight", d, ff, 1.0f / std::sqrt(static_cast<float>(d))));
+    SPECD_RETURN_IF_ERROR(mat(b + "ffn_down.weight", ff, d, 1.6f * upd / std::sqrt(static_cast<float>(ff))));
   }
   SPECD_RETURN_IF_ERROR(AddVector(w, o, "output_norm.weight", d, 1.0f, 0.1f));
   if (!s.tied_output) {
     // Logit spread of a few units: distributions peaked enough to be
     // predictable, flat enough that sampling matters.
-    SPECD_RETURN_IF_ERROR(AddMatrix(w, o, "output.weight", d, V, 3.0f / std::sqrt(static_cast<float>(d))));
+    SPECD_RETURN_IF_ERROR(mat("output.weight", d, V, 3.0f / std::sqrt(static_cast<float>(d))));
   }
+  if (quantized) w.Set(kQuantVersionKey, GgufValue::U32(kGgmlQuantVersion));
   return w.WriteFile(path);
 }
 
@@ -284,22 +304,31 @@ absl::Status DeriveDraft(const std::string& target_path, const DeriveOptions& o,
   const int keep = o.layers == 0 ? static_cast<int>(n_layers) : o.layers;
   GgufWriter w;
   for (const auto& [key, val] : f->metadata()) {
-    if (key == "general.alignment") continue;
+    if (key == "general.alignment" || key == kQuantVersionKey) continue;  // set below, from what is written
     w.Set(key, val);
   }
   w.Set(arch + ".block_count", GgufValue::U32(keep));
   w.Set("general.name", GgufValue::Str(o.name.empty() ? "specd-derived-draft" : o.name));
-  if (!o.weight_type.empty()) w.Set("general.file_type", GgufValue::Str(o.weight_type));
+  if (!o.weight_type.empty()) {
+    SPECD_RETURN_IF_ERROR(SetFileType(w, o.weight_type));
+  } else if (f->Has(kFileTypeKey)) {
+    // Kept, as llama.cpp's u32 even when an older specd wrote the target.
+    SPECD_ASSIGN_OR_RETURN(const FileTypeInfo ft, FileTypeOf(*f));
+    w.Set(kFileTypeKey, GgufValue::U32(ft.ftype));
+  }
+  bool quantized = false;
   std::vector<float> row;
   for (const auto& t : f->tensors()) {
     const int layer = LayerOf(t.name);
     if (layer >= keep) continue;
     if (o.weight_type.empty() || t.ne.size() < 2) {
+      quantized |= IsQuantized(t.type);
       SPECD_RETURN_IF_ERROR(w.AddTensor(t.name, t.type, t.ne, t.data, t.nbytes));
       continue;
     }
     SPECD_ASSIGN_OR_RETURN(GgmlType nt, MixTypeFor(o.weight_type, t.name, layer, keep));
     if (t.ne[0] % TypeTraits(nt).block_size != 0) nt = t.type;
+    quantized |= IsQuantized(nt);
     const int64_t ne0 = t.ne[0], rows = t.rows();
     const size_t src_rb = RowBytes(t.type, ne0), dst_rb = RowBytes(nt, ne0);
     std::vector<uint8_t> out(dst_rb * rows);
@@ -310,6 +339,7 @@ absl::Status DeriveDraft(const std::string& target_path, const DeriveOptions& o,
     }
     SPECD_RETURN_IF_ERROR(w.AddTensor(t.name, nt, t.ne, out.data(), out.size()));
   }
+  if (quantized) w.Set(kQuantVersionKey, GgufValue::U32(kGgmlQuantVersion));
   return w.WriteFile(out_path);
 }
 
