@@ -180,6 +180,35 @@ int LayerOf(const std::string& name) {
 
 bool IsQuantized(GgmlType t) { return TypeTraits(t).block_size > 1; }
 
+// A matrix of Gaussian rows of deviation `stddev`, quantized row by row.
+absl::Status FillGaussian(GgmlType t, uint64_t key, int64_t ne0, int64_t ne1, float stddev, uint8_t* dst) {
+  const size_t rb = RowBytes(t, ne0);
+  std::atomic<bool> failed{false};
+  Pool().ParallelFor(ne1, [&](int64_t r0, int64_t r1) {
+    std::vector<float> row(static_cast<size_t>(ne0));
+    for (int64_t r = r0; r < r1; ++r) {
+      for (int64_t i = 0; i < ne0; ++i) row[i] = GaussAt(key, static_cast<uint64_t>(r * ne0 + i)) * stddev;
+      if (!QuantizeRow(t, row.data(), dst + r * rb, ne0).ok()) failed = true;
+    }
+  });
+  if (failed) return absl::InternalError(absl::StrCat("cannot quantize to ", TypeTraits(t).name));
+  return absl::OkStatus();
+}
+
+absl::Status FillBlocks(GgmlType t, uint64_t key, int64_t ne0, int64_t ne1, float stddev, uint8_t* dst) {
+  const int64_t nblocks = ne0 / TypeTraits(t).block_size * ne1;
+  const size_t bb = TypeTraits(t).type_size;
+  std::atomic<bool> failed{false};
+  Pool().ParallelFor(
+      nblocks,
+      [&](int64_t b0, int64_t b1) {
+        if (!RandomBlocks(t, dst + b0 * bb, b0, b1 - b0, key, stddev).ok()) failed = true;
+      },
+      /*grain=*/256);
+  if (failed) return absl::InternalError(absl::StrCat("no random blocks for ", TypeTraits(t).name));
+  return absl::OkStatus();
+}
+
 // Adds a matrix of the mix's type; sets *quantized when that is a block format.
 absl::Status AddMatrix(GgufWriter& w, const GenOptions& o, bool* quantized, const std::string& name, int64_t ne0,
                        int64_t ne1, float stddev) {
@@ -187,18 +216,9 @@ absl::Status AddMatrix(GgufWriter& w, const GenOptions& o, bool* quantized, cons
   if (ne0 % TypeTraits(t).block_size != 0) t = GgmlType::F16;  // rows too short for the block format
   *quantized |= IsQuantized(t);
   const uint64_t key = TensorKey(o.seed, name);
-  const size_t rb = RowBytes(t, ne0);
-  std::vector<uint8_t> bytes(rb * static_cast<size_t>(ne1));
-  std::atomic<bool> failed{false};
-  Pool().ParallelFor(ne1, [&](int64_t r0, int64_t r1) {
-    std::vector<float> row(static_cast<size_t>(ne0));
-    for (int64_t r = r0; r < r1; ++r) {
-      for (int64_t i = 0; i < ne0; ++i) row[i] = GaussAt(key, static_cast<uint64_t>(r * ne0 + i)) * stddev;
-      if (!QuantizeRow(t, row.data(), bytes.data() + r * rb, ne0).ok()) failed = true;
-    }
-  });
-  if (failed) return absl::InternalError(absl::StrCat("cannot quantize ", name, " to ", TypeTraits(t).name));
-  return w.AddTensor(name, t, {ne0, ne1}, bytes.data(), bytes.size());
+  const auto fill = o.fill == WeightFill::kBlocks ? FillBlocks : FillGaussian;
+  return w.AddTensorLazy(name, t, {ne0, ne1},
+                         [=](uint8_t* dst) { return fill(t, key, ne0, ne1, stddev, dst); });
 }
 
 absl::Status AddVector(GgufWriter& w, const GenOptions& o, const std::string& name, int64_t n, float mean,
@@ -230,6 +250,7 @@ absl::Status GenerateModel(const GenOptions& o, const std::string& path) {
   w.Set("general.name", GgufValue::Str(o.name.empty() ? "specd-generated-" + s.arch : o.name));
   SPECD_RETURN_IF_ERROR(SetFileType(w, o.weight_type));
   w.Set("specd.generator.seed", GgufValue::U64(o.seed));
+  w.Set("specd.generator.fill", GgufValue::Str(WeightFillName(o.fill)));
   w.Set(a + "block_count", GgufValue::U32(s.n_layers));
   w.Set(a + "context_length", GgufValue::U32(s.ctx));
   w.Set(a + "embedding_length", GgufValue::U32(s.d_model));
@@ -292,7 +313,7 @@ absl::Status GenerateModel(const GenOptions& o, const std::string& path) {
     SPECD_RETURN_IF_ERROR(mat("output.weight", d, V, 3.0f / std::sqrt(static_cast<float>(d))));
   }
   if (quantized) w.Set(kQuantVersionKey, GgufValue::U32(kGgmlQuantVersion));
-  return w.WriteFile(path);
+  return w.WriteFile(path, o.sync);
 }
 
 absl::Status DeriveDraft(const std::string& target_path, const DeriveOptions& o, const std::string& out_path) {
@@ -317,30 +338,52 @@ absl::Status DeriveDraft(const std::string& target_path, const DeriveOptions& o,
     w.Set(kFileTypeKey, GgufValue::U32(ft.ftype));
   }
   bool quantized = false;
-  std::vector<float> row;
   for (const auto& t : f->tensors()) {
     const int layer = LayerOf(t.name);
     if (layer >= keep) continue;
-    if (o.weight_type.empty() || t.ne.size() < 2) {
-      quantized |= IsQuantized(t.type);
-      SPECD_RETURN_IF_ERROR(w.AddTensor(t.name, t.type, t.ne, t.data, t.nbytes));
+    GgmlType nt = t.type;
+    if (!o.weight_type.empty() && t.ne.size() >= 2) {
+      SPECD_ASSIGN_OR_RETURN(nt, MixTypeFor(o.weight_type, t.name, layer, keep));
+      if (t.ne[0] % TypeTraits(nt).block_size != 0) nt = t.type;
+    }
+    quantized |= IsQuantized(nt);
+    const uint8_t* src = t.data;
+    const GgmlType st = t.type;
+    const int64_t ne0 = t.ne[0], rows = t.rows();
+    if (nt == st) {  // a copy: the same weights, not a re-rounding of them
+      const size_t n = t.nbytes;
+      SPECD_RETURN_IF_ERROR(w.AddTensorLazy(t.name, nt, t.ne, [src, n](uint8_t* dst) {
+        Pool().ParallelFor(
+            static_cast<int64_t>(n), [&](int64_t a, int64_t b) { std::memcpy(dst + a, src + a, b - a); },
+            /*grain=*/int64_t{1} << 20);
+        return absl::OkStatus();
+      }));
       continue;
     }
-    SPECD_ASSIGN_OR_RETURN(GgmlType nt, MixTypeFor(o.weight_type, t.name, layer, keep));
-    if (t.ne[0] % TypeTraits(nt).block_size != 0) nt = t.type;
-    quantized |= IsQuantized(nt);
-    const int64_t ne0 = t.ne[0], rows = t.rows();
-    const size_t src_rb = RowBytes(t.type, ne0), dst_rb = RowBytes(nt, ne0);
-    std::vector<uint8_t> out(dst_rb * rows);
-    row.resize(ne0);
-    for (int64_t r = 0; r < rows; ++r) {
-      DequantizeRow(t.type, t.data + r * src_rb, row.data(), ne0);
-      SPECD_RETURN_IF_ERROR(QuantizeRow(nt, row.data(), out.data() + r * dst_rb, ne0));
-    }
-    SPECD_RETURN_IF_ERROR(w.AddTensor(t.name, nt, t.ne, out.data(), out.size()));
+    SPECD_RETURN_IF_ERROR(w.AddTensorLazy(t.name, nt, t.ne, [=](uint8_t* dst) {
+      const size_t src_rb = RowBytes(st, ne0), dst_rb = RowBytes(nt, ne0);
+      std::atomic<bool> failed{false};
+      Pool().ParallelFor(rows, [&](int64_t r0, int64_t r1) {
+        std::vector<float> row(static_cast<size_t>(ne0));
+        for (int64_t r = r0; r < r1; ++r) {
+          DequantizeRow(st, src + r * src_rb, row.data(), ne0);
+          if (!QuantizeRow(nt, row.data(), dst + r * dst_rb, ne0).ok()) failed = true;
+        }
+      });
+      if (failed) return absl::InternalError(absl::StrCat("cannot requantize to ", TypeTraits(nt).name));
+      return absl::OkStatus();
+    }));
   }
   if (quantized) w.Set(kQuantVersionKey, GgufValue::U32(kGgmlQuantVersion));
-  return w.WriteFile(out_path);
+  return w.WriteFile(out_path, o.sync);
 }
+
+absl::StatusOr<WeightFill> ParseWeightFill(const std::string& name) {
+  if (name == "gaussian") return WeightFill::kGaussian;
+  if (name == "blocks") return WeightFill::kBlocks;
+  return absl::InvalidArgumentError(absl::StrCat("unknown weight fill '", name, "' (gaussian, blocks)"));
+}
+
+const char* WeightFillName(WeightFill f) { return f == WeightFill::kBlocks ? "blocks" : "gaussian"; }
 
 }  // namespace specd

@@ -63,7 +63,7 @@ std::vector<KeyCase> KeyCases() {
        wide("llama", "MOSTLY_Q4_K_M",
             R"(, "tensor_types": {"output.weight": "Q6_K", "blk.0.attn_q.weight": "Q4_K"})"),
        R"({"arch": "llama", "file_type": "MOSTLY_Q4_K_M", "block_count": 1})"},
-      {std::string("--preset tiny-qwen3 --type Q4_K_S --pair --draft-layers 1 --draft-type Q4_K_M") +
+      {std::string("--preset tiny-qwen3 --type Q4_K_S --fill blocks --pair --draft-layers 1 --draft-type Q4_K_M") +
            kWide,
        "ps",
        wide("qwen3", "MOSTLY_Q4_K_S",
