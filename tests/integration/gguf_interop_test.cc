@@ -3,11 +3,21 @@
 // tests/python/gguf_keys.py with the PyPI `gguf` package, a table of expected
 // types and values independent of specd's code), the tensors are the
 // architecture's, and older specd files (general.file_type as a string) still
-// read, with a clear account of what they are.
+// read, with a clear account of what they are. llama.cpp itself loads them
+// unpatched and computes what specd computes: through the llama_cpp binding of
+// the test venv (llama.cpp 0.3.36, CPU), and, when SPECD_LLAMA_CPP_BIN names a
+// llama.cpp build's bin directory, through its programs (greedy text).
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <vector>
 
+#include "common/engine/engine.h"
 #include "common/gguf/file_type.h"
 #include "common/gguf/gguf.h"
 #include "common/modelgen/modelgen.h"
@@ -202,6 +212,166 @@ TEST(GgufInterop, LegacyStringFileTypeStillReads) {
   ASSERT_NE(v, nullptr);
   EXPECT_EQ(v->type, GgufValueType::UINT32);
   EXPECT_EQ(*(*derived)->GetUInt("general.file_type"), 15u);
+}
+
+// ---------------------------------------------------------------------------
+// llama.cpp on our files.
+
+struct PeerCase {
+  std::string name;
+  GenOptions gen;
+  int derive_layers = 0;  // > 0: the file is a draft derived from gen's model
+  std::string derive_type;
+};
+
+GenOptions Gen(const std::string& preset, const std::string& type, bool wide, WeightFill fill = WeightFill::kGaussian) {
+  GenOptions g;
+  g.shape = *PresetShape(preset);
+  if (wide) {  // rows of 256: every block format applies
+    g.shape.d_model = 256;
+    g.shape.ffn_dim = 512;
+  }
+  g.weight_type = type;
+  g.fill = fill;
+  g.seed = 11;
+  return g;
+}
+
+std::vector<PeerCase> PeerCases() {
+  return {
+      {"llama-F32", Gen("tiny", "F32", false)},
+      {"qwen2-Q8_0", Gen("tiny-qwen2", "Q8_0", false)},
+      {"qwen3-F16", Gen("tiny-qwen3", "F16", false)},
+      {"llama-Q4_K_M", Gen("tiny", "Q4_K_M", true)},
+      {"qwen2-Q6_K", Gen("tiny-qwen2", "Q6_K", true)},
+      {"llama-Q5_1", Gen("tiny", "Q5_1", true)},
+      {"qwen3-Q4_K_S-blocks", Gen("tiny-qwen3", "Q4_K_S", true, WeightFill::kBlocks)},
+      {"qwen3-Q4_K_S-blocks-draft-Q4_K_M", Gen("tiny-qwen3", "Q4_K_S", true, WeightFill::kBlocks), 1, "Q4_K_M"},
+  };
+}
+
+absl::StatusOr<std::string> MakePeerFile(const PeerCase& c, const testing::TempDir& dir) {
+  const std::string base = dir.File(c.name + (c.derive_layers ? "-target" : "") + ".gguf");
+  SPECD_RETURN_IF_ERROR(GenerateModel(c.gen, base));
+  if (!c.derive_layers) return base;
+  DeriveOptions d;
+  d.layers = c.derive_layers;
+  d.weight_type = c.derive_type;
+  const std::string path = dir.File(c.name + ".gguf");
+  SPECD_RETURN_IF_ERROR(DeriveDraft(base, d, path));
+  return path;
+}
+
+std::vector<float> SpecdLogits(const std::string& path, const std::vector<int32_t>& toks) {
+  EngineOptions o;
+  o.model_path = path;
+  o.backend.threads = 2;
+  o.max_seqs = 1;
+  o.max_seq_len = 256;
+  o.max_out_rows = static_cast<int>(toks.size());
+  auto e = Engine::Create(o);
+  EXPECT_TRUE(e.ok()) << e.status();
+  if (!e.ok()) return {};
+  EXPECT_TRUE((*e)->NewSequence(0).ok());
+  std::vector<float> out;
+  const auto st = (*e)->Run({{0, toks, static_cast<int>(toks.size())}}, &out);
+  EXPECT_TRUE(st.ok()) << st;
+  return out;
+}
+
+// llama.cpp (the llama_cpp binding of the test venv, CPU, unpatched) loads
+// every kind of file make-model writes and its logits agree with specd's at
+// every position. Both quantize activations to 8 bits for quantized weights
+// (llama.cpp: q8_0/q8_1/q8_K; specd: its own int8 rows), and both keep the KV
+// cache in f16, so they differ by a few 1e-3 relative: measured max row error
+// 5e-5 (F32), 2.5e-4 (F16), 4.7e-3..7.9e-3 (Q8_0, Q5_1, Q4_K_M, Q6_K, blocks),
+// top-1 agreement 23-24 of 24. Bounds: 0.03 and 22 of 24. A misread
+// hyperparameter, tensor or tokenizer gives errors of order 1. The same file
+// with the old string file_type is refused (what this interop fixed).
+TEST(GgufInterop, LlamaCppLoadsOurFilesAndAgrees) {
+  SPECD_REQUIRE_PYREF("gguf, numpy, llama_cpp");
+  testing::TempDir dir;
+  std::vector<int32_t> toks;
+  for (int i = 0; i < 24; ++i) toks.push_back((i * 37 + 11) % 512);
+  for (const auto& c : PeerCases()) {
+    auto path = MakePeerFile(c, dir);
+    ASSERT_TRUE(path.ok()) << c.name << ": " << path.status();
+    const auto ref = testing::RunPythonReference("tests/python/llamacpp_ref.py", *path, toks, dir);
+    const auto got = SpecdLogits(*path, toks);
+    const int V = 512;
+    ASSERT_EQ(ref.size(), toks.size() * V) << c.name << ": llama.cpp did not load or run the file";
+    ASSERT_EQ(got.size(), ref.size()) << c.name;
+    const auto err = testing::RowRelErrors(got, ref, V);
+    int agree = 0;
+    for (size_t r = 0; r < toks.size(); ++r) {
+      const auto row = [&](auto& v) { return std::max_element(v.begin() + r * V, v.begin() + (r + 1) * V) - v.begin(); };
+      agree += row(got) == row(ref);
+    }
+    const double worst = *std::max_element(err.begin(), err.end());
+    std::printf("%-34s vs llama.cpp: max row relative error %.3g, top-1 agreement %d/%zu\n", c.name.c_str(), worst,
+                agree, toks.size());
+    EXPECT_LT(worst, 0.03) << c.name;
+    EXPECT_GE(agree, static_cast<int>(toks.size()) - 2) << c.name;
+  }
+  // The control: general.file_type as a string, as specd wrote it before.
+  auto good = GgufFile::Open(dir.File("llama-F32.gguf"));
+  ASSERT_TRUE(good.ok());
+  GgufWriter w;
+  for (const auto& [k, v] : (*good)->metadata()) w.Set(k, v);
+  w.Set("general.file_type", GgufValue::Str("F32"));
+  for (const auto& t : (*good)->tensors()) ASSERT_TRUE(w.AddTensor(t.name, t.type, t.ne, t.data, t.nbytes).ok());
+  ASSERT_TRUE(w.WriteFile(dir.File("legacy.gguf")).ok());
+  std::string out;
+  EXPECT_NE(testing::RunCommand(ShellQuote(testing::PythonPath()) + " " +
+                                    ShellQuote(testing::SourcePath("tests/python/llamacpp_ref.py")) + " " +
+                                    ShellQuote(dir.File("legacy.gguf")) + " 1,2,3 " + ShellQuote(dir.File("x.bin")) +
+                                    " 2>&1",
+                                &out),
+            0)
+      << "llama.cpp loaded a file with a string general.file_type";
+  // (llama.cpp's log, with verbose=True: "key general.file_type has wrong type str but expected type u32")
+  EXPECT_NE(out.find("Failed to load model"), std::string::npos) << out;
+}
+
+// With SPECD_LLAMA_CPP_BIN: llama.cpp's own programs (llama-completion)
+// load the files and their greedy text is specd generate's.
+TEST(GgufInterop, LlamaCppProgramsGenerateWhatSpecdGenerates) {
+  const char* bin = std::getenv("SPECD_LLAMA_CPP_BIN");
+  if (!bin || !*bin) {
+    GTEST_SKIP() << "set SPECD_LLAMA_CPP_BIN to a llama.cpp build's bin directory (with llama-completion) to "
+                    "run llama.cpp's programs on make-model output";
+  }
+  const std::string completion = std::string(bin) + "/llama-completion";
+  ASSERT_EQ(access(completion.c_str(), X_OK), 0) << completion << " is not an executable";
+  testing::TempDir dir;
+  const std::string prompt = "The history of the city begins with a small harbour";
+  for (const auto& c : PeerCases()) {
+    auto path = MakePeerFile(c, dir);
+    ASSERT_TRUE(path.ok()) << c.name << ": " << path.status();
+    std::string ours, theirs;
+    ASSERT_EQ(RunSpecd("generate --model " + ShellQuote(*path) + " --prompt " + ShellQuote(prompt) +
+                           " --max-tokens 16 --ignore-eos --threads 2 2>/dev/null",
+                       &ours),
+              0)
+        << ours;
+    const std::string cmd = "LD_LIBRARY_PATH=" + ShellQuote(std::string(bin)) + ":${LD_LIBRARY_PATH:-} " +
+                            ShellQuote(completion) + " -m " + ShellQuote(*path) + " -p " + ShellQuote(prompt) +
+                            " -n 16 --temp 0 --ignore-eos -no-cnv --no-display-prompt --no-warmup -t 2 -ngl 0 " +
+                            "-c 256 2>" + ShellQuote(dir.File("llama.err"));
+    const int rc = testing::RunCommand(cmd, &theirs);
+    std::string err;
+    testing::RunCommand("tail -n 20 " + ShellQuote(dir.File("llama.err")), &err);
+    ASSERT_EQ(rc, 0) << c.name << ": llama-completion failed:\n" << err;
+    // specd prints the text and a newline; llama-completion the text (and
+    // perhaps trailing newlines).
+    auto trim = [](std::string s) {
+      while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+      return s;
+    };
+    std::printf("%-34s specd: %s\n%-34s llama.cpp: %s\n", c.name.c_str(), trim(ours).c_str(), "",
+                trim(theirs).c_str());
+    EXPECT_EQ(trim(ours), trim(theirs)) << c.name;
+  }
 }
 
 }  // namespace
