@@ -8,6 +8,7 @@
 
 #include "common/gguf/file_type.h"
 #include "common/gguf/gguf.h"
+#include "common/quant/block_random.h"
 #include "common/quant/quant.h"
 #include "common/sampler/rng.h"
 #include "common/tokenizer/vocab_builder.h"
@@ -149,12 +150,6 @@ absl::StatusOr<GgmlType> MixTypeFor(const std::string& mix, const std::string& n
 
 namespace {
 
-uint64_t HashName(const std::string& s) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
-  return h;
-}
-
 // Element i of a tensor's deterministic Gaussian sequence: Box-Muller pairs
 // (cos for even i, sin for odd) from counter-based uniforms, so any element
 // can be computed independently and tensors are generated in parallel.
@@ -166,7 +161,7 @@ float GaussAt(uint64_t key, uint64_t i) {
   return static_cast<float>(r * (i % 2 ? std::sin(2 * M_PI * u2) : std::cos(2 * M_PI * u2)));
 }
 
-uint64_t TensorKey(uint64_t seed, const std::string& name) { return Mix64(seed ^ HashName(name)); }
+uint64_t TensorKey(uint64_t seed, const std::string& name) { return Mix64(seed ^ WeightNameHash(name)); }
 
 ThreadPool& Pool() {
   static ThreadPool pool(0);

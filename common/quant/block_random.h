@@ -10,9 +10,11 @@
 // uniform values of that deviation. The CPU and CUDA paths produce the same
 // bytes (the jitter's product is kept out of an FMA).
 //
-// Plain code, no std:: calls: this header is compiled by nvcc as well.
+// The block code is plain (no std:: calls): nvcc compiles it for the device too.
 #pragma once
+#include <cmath>
 #include <cstdint>
+#include <string_view>
 
 #include "common/gguf/ggml_types.h"
 #include "common/quant/block_dequant.h"
@@ -118,6 +120,36 @@ SPECD_HD void RandomBlock(uint8_t* dst, uint64_t seed, int64_t b, float sigma) {
       put_half(108, sigma / (2.3f * 10.0f) * jitter);
     }
   }
+}
+
+// ---- Synthesized weights (benchmarks of named shapes, no file) ----
+// Both backends make weight `name` from the same seed and scale, so a shape
+// synthesized on the CPU and on the GPU has the same bytes.
+
+// FNV-1a of a tensor name: the per-tensor seed.
+inline uint64_t WeightNameHash(std::string_view name) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : name) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+struct SyntheticWeight {
+  uint64_t seed;
+  float sigma;  // deviation of RandomBlock values
+  float mean;   // added to F32 vectors (norm weights: 1)
+};
+// Matrices: 1/sqrt(ne0) (unit-scale activations stay unit-scale), the token
+// embedding 1; vectors (ne1 == 1): norm weights 1 +- 0.1, others (biases) 0.05.
+inline SyntheticWeight SyntheticWeightFor(std::string_view name, int64_t ne0, int64_t ne1) {
+  SyntheticWeight w{WeightNameHash(name), 1.0f / std::sqrt(static_cast<float>(ne0 > 0 ? ne0 : 1)), 0.0f};
+  if (ne1 == 1) {
+    const bool norm = name.find("norm") != std::string_view::npos;
+    w.sigma = norm ? 0.1f : 0.05f;
+    w.mean = norm ? 1.0f : 0.0f;
+  } else if (name.find("token_embd") != std::string_view::npos) {
+    w.sigma = 1.0f;
+  }
+  return w;
 }
 
 }  // namespace specd

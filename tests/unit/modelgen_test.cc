@@ -13,6 +13,7 @@
 #include "common/engine/engine.h"
 #include "common/gguf/gguf.h"
 #include "common/modelgen/modelgen.h"
+#include "common/quant/block_random.h"
 #include "common/quant/quant.h"
 #include "common/tokenizer/tokenizer.h"
 #include "gtest/gtest.h"
@@ -170,6 +171,41 @@ TEST(ModelGen, DerivedDraftCopiesWhatItDoesNotRequantize) {
   }
   EXPECT_GT(copied, 5);
   EXPECT_GT(requantized, 0);
+}
+
+// Benchmarks of named shapes synthesize weights in the backend with the same
+// algorithm (block_random.h): on the CPU they run with finite, non-collapsed
+// logits, and the scale rule is the documented one.
+TEST(ModelGen, CpuSynthesizedWeightsRun) {
+  const SyntheticWeight m = SyntheticWeightFor("blk.0.ffn_up.weight", 256, 512);
+  EXPECT_FLOAT_EQ(m.sigma, 1.0f / 16);
+  EXPECT_EQ(m.mean, 0.0f);
+  EXPECT_EQ(SyntheticWeightFor("token_embd.weight", 256, 512).sigma, 1.0f);
+  EXPECT_EQ(SyntheticWeightFor("blk.0.attn_norm.weight", 256, 1).mean, 1.0f);
+  EXPECT_EQ(SyntheticWeightFor("blk.0.attn_q.bias", 256, 1).mean, 0.0f);
+  EXPECT_NE(m.seed, SyntheticWeightFor("blk.1.ffn_up.weight", 256, 512).seed);
+  const GenOptions g = Wide("Q4_K_M", WeightFill::kBlocks);
+  EngineOptions o;
+  o.backend.threads = 2;
+  o.max_seqs = 1;
+  o.max_seq_len = 64;
+  o.max_batch_tokens = 16;
+  o.max_out_rows = 16;
+  auto e = Engine::CreateSynthetic(
+      ToModelConfig(g.shape),
+      [&](const std::string& name, int layer) { return *MixTypeFor("Q4_K_M", name, layer, g.shape.n_layers); }, o);
+  ASSERT_TRUE(e.ok()) << e.status();
+  ASSERT_TRUE((*e)->NewSequence(0).ok());
+  std::vector<float> out;
+  ASSERT_TRUE((*e)->Run({{0, {1, 2, 3, 4, 5, 6, 7, 8}, 8}}, &out).ok());
+  double sq = 0;
+  for (float x : out) {
+    ASSERT_TRUE(std::isfinite(x));
+    sq += double{x} * x;
+  }
+  const double rms = std::sqrt(sq / static_cast<double>(out.size()));
+  EXPECT_GT(rms, 0.1);
+  EXPECT_LT(rms, 1000.0);
 }
 
 }  // namespace
