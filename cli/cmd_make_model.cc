@@ -27,9 +27,9 @@ int MakeModel(const std::vector<std::string>& args) {
   c.AddInt("seed", 1, "weights seed");
   c.AddString("fill", "gaussian",
               "how weight matrices are made: 'gaussian' (a Gaussian sample quantized by ggml's reference "
-              "quantizers; the values tests compare against; ~100 ns/weight) or 'blocks' (random valid quantized "
-              "blocks written directly, the same deviations; ~1 ns/weight: for multi-GB speed-run models, "
-              "e.g. a 27B pair in well under 2 minutes on 16 cores)");
+              "quantizers: the values the accuracy tests compare against; ~100 ns/weight) or 'blocks' (random "
+              "valid quantized blocks written directly, same types and deviations; ~2 ns/weight: for multi-GB "
+              "speed-run models, whose values do not matter)");
   c.AddBool("sync", true,
             "fsync each file before renaming it into place; false leaves writing back to the kernel (a crash "
             "may then leave a partial file under the final name: for scratch models, where the disk would "

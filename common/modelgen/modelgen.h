@@ -52,7 +52,7 @@ enum class WeightFill {
   kGaussian,
   // Random valid quantized blocks written directly (common/quant/
   // block_random.h, as the benchmarks synthesize weights on the device):
-  // uniform codes with finite scales set for the same deviation, ~1 ns per
+  // uniform codes with finite scales set for the same deviation, ~2 ns per
   // weight. For models whose values do not matter (speed runs).
   kBlocks,
 };
