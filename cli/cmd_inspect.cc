@@ -5,6 +5,7 @@
 #include "cli/cli_util.h"
 #include "cli/commands.h"
 #include "common/engine/engine.h"
+#include "common/gguf/file_type.h"
 #include "common/gguf/gguf.h"
 #include "common/model/model.h"
 #include "common/tokenizer/tokenizer.h"
@@ -31,6 +32,14 @@ int Inspect(const std::vector<std::string>& args) {
   for (const auto& [k, v] : g.metadata()) {
     std::printf("  %-44s %-8s %s\n", k.c_str(), std::string(GgufValueTypeName(v.type)).c_str(),
                 v.ToString(static_cast<size_t>(c.GetInt("max-array"))).c_str());
+  }
+  if (auto ft = FileTypeOf(g); ft.ok()) {
+    std::printf("\nfile type: %s (llama_ftype %u)%s\n", ft->name.c_str(), ft->ftype,
+                ft->legacy ? "; stored as a string by an older specd, which llama.cpp refuses: "
+                             "`specd make-model --derive-from FILE --out NEW` rewrites it"
+                           : "");
+  } else if (!absl::IsNotFound(ft.status())) {
+    std::printf("\nfile type: %s\n", std::string(ft.status().message()).c_str());
   }
   if (c.GetBool("tensors")) {
     std::printf("\ntensors:\n  %-36s %-6s %-22s %12s %14s\n", "name", "type", "shape", "elements", "bytes");

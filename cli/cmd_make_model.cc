@@ -25,6 +25,15 @@ int MakeModel(const std::vector<std::string>& args) {
   c.AddString("type", "F32", "weight type or mix (F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q4_K Q5_K Q6_K Q4_K_M Q4_K_S Q5_K_M)");
   c.AddString("vocab", "gpt2", "vocabulary kind: gpt2 (byte-level BPE) or llama (SentencePiece BPE)");
   c.AddInt("seed", 1, "weights seed");
+  c.AddString("fill", "gaussian",
+              "how weight matrices are made: 'gaussian' (a Gaussian sample quantized by ggml's reference "
+              "quantizers: the values the accuracy tests compare against; ~100 ns/weight) or 'blocks' (random "
+              "valid quantized blocks written directly, same types and deviations; ~2 ns/weight: for multi-GB "
+              "speed-run models, whose values do not matter)");
+  c.AddBool("sync", true,
+            "fsync each file before renaming it into place; false leaves writing back to the kernel (a crash "
+            "may then leave a partial file under the final name: for scratch models, where the disk would "
+            "otherwise set the pace)");
   c.AddDouble("residual-gain", GenOptions{}.residual_gain, "scale of each layer's residual update (lower: drafts agree more)", 0.0, 100.0);
   c.AddString("out", "", "output file, or output directory with --pair");
   c.AddBool("pair", false, "write DIR/target.gguf and a derived DIR/draft.gguf");
@@ -43,6 +52,7 @@ int MakeModel(const std::vector<std::string>& args) {
     DeriveOptions d;
     d.layers = static_cast<int>(c.GetInt("draft-layers"));
     d.weight_type = c.GetString("draft-type");
+    d.sync = c.GetBool("sync");
     if (auto st = DeriveDraft(c.GetString("derive-from"), d, out); !st.ok()) return Fail(st);
     std::printf("wrote %s (draft derived from %s)\n", out.c_str(), c.GetString("derive-from").c_str());
     return 0;
@@ -69,6 +79,10 @@ int MakeModel(const std::vector<std::string>& args) {
   g.vocab = c.GetString("vocab");
   g.seed = static_cast<uint64_t>(c.GetInt("seed"));
   g.residual_gain = static_cast<float>(c.GetDouble("residual-gain"));
+  auto fill = ParseWeightFill(c.GetString("fill"));
+  if (!fill.ok()) return Fail(fill.status());
+  g.fill = *fill;
+  g.sync = c.GetBool("sync");
   std::string target = out;
   if (c.GetBool("pair")) {
     std::error_code ec;
@@ -76,13 +90,17 @@ int MakeModel(const std::vector<std::string>& args) {
     target = out + "/target.gguf";
   }
   g.name = "specd-" + c.GetString("preset") + "-" + g.weight_type;
-  std::printf("generating %s (%s, %s)\n", target.c_str(), s.Describe().c_str(), g.weight_type.c_str());
+  std::printf("generating %s (%s, %s, fill %s)\n", target.c_str(), s.Describe().c_str(), g.weight_type.c_str(),
+              WeightFillName(g.fill));
+  if (g.fill == WeightFill::kGaussian && s.ParamCount() > int64_t{2000000000})
+    std::printf("note: --fill blocks makes a model this size ~50x faster when the weights' values do not matter\n");
   if (auto st = GenerateModel(g, target); !st.ok()) return Fail(st);
   if (c.GetBool("pair")) {
     DeriveOptions d;
     d.layers = c.GetInt("draft-layers") > 0 ? static_cast<int>(c.GetInt("draft-layers")) : std::max(1, s.n_layers / 2);
     d.weight_type = c.GetString("draft-type");
     d.name = g.name + "-draft";
+    d.sync = g.sync;
     const std::string draft = out + "/draft.gguf";
     if (auto st = DeriveDraft(target, d, draft); !st.ok()) return Fail(st);
     std::printf("wrote %s and %s (draft: %d of %d layers%s%s)\n", target.c_str(), draft.c_str(), d.layers, s.n_layers,

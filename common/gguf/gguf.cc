@@ -11,6 +11,7 @@
 #include <cinttypes>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <numeric>
 
 #include "absl/strings/escaping.h"
@@ -938,18 +939,25 @@ void GgufWriter::Set(const std::string& key, GgufValue v) {
   kv_.emplace_back(key, std::move(v));
 }
 
-absl::Status GgufWriter::AddTensor(const std::string& name, GgmlType type, std::vector<int64_t> ne, const void* data,
-                                   size_t nbytes) {
+absl::Status GgufWriter::CheckNewTensor(const std::string& name, GgmlType type, const std::vector<int64_t>& ne,
+                                        uint64_t* nbytes) const {
   for (const auto& t : tensors_) {
     if (t.name == name) return absl::AlreadyExistsError(absl::StrCat("duplicate tensor name '", name, "'"));
   }
-  SPECD_ASSIGN_OR_RETURN(const uint64_t want, TensorBytes(name, static_cast<uint32_t>(type), ne));
+  SPECD_ASSIGN_OR_RETURN(*nbytes, TensorBytes(name, static_cast<uint32_t>(type), ne));
+  return absl::OkStatus();
+}
+
+absl::Status GgufWriter::AddTensor(const std::string& name, GgmlType type, std::vector<int64_t> ne, const void* data,
+                                   size_t nbytes) {
+  uint64_t want = 0;
+  SPECD_RETURN_IF_ERROR(CheckNewTensor(name, type, ne, &want));
   if (nbytes != want) {
     return absl::InvalidArgumentError(absl::StrCat("tensor '", name, "': ", nbytes, " bytes given, but ",
                                                    Sv(TypeName(type)), " [", absl::StrJoin(ne, ", "), "] needs ", want));
   }
   if (data == nullptr) return absl::InvalidArgumentError(absl::StrCat("tensor '", name, "': null data"));
-  T t{name, type, std::move(ne), {}};
+  T t{name, type, std::move(ne), want, {}, nullptr};
   const auto* p = static_cast<const uint8_t*>(data);
   t.data.assign(p, p + nbytes);
   tensors_.push_back(std::move(t));
@@ -961,7 +969,16 @@ absl::Status GgufWriter::AddTensorF32(const std::string& name, std::vector<int64
   return AddTensor(name, GgmlType::F32, std::move(ne), data, nbytes);
 }
 
-absl::StatusOr<std::vector<uint8_t>> GgufWriter::Serialize() const {
+absl::Status GgufWriter::AddTensorLazy(const std::string& name, GgmlType type, std::vector<int64_t> ne,
+                                       TensorFill fill) {
+  uint64_t nbytes = 0;
+  SPECD_RETURN_IF_ERROR(CheckNewTensor(name, type, ne, &nbytes));
+  if (!fill) return absl::InvalidArgumentError(absl::StrCat("tensor '", name, "': no fill function"));
+  tensors_.push_back(T{name, type, std::move(ne), nbytes, {}, std::move(fill)});
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<uint8_t>> GgufWriter::Header() const {
   if (!IsPow2(alignment_)) {
     return absl::InvalidArgumentError(absl::StrCat("alignment ", alignment_, " is not a nonzero power of two"));
   }
@@ -987,39 +1004,88 @@ absl::StatusOr<std::vector<uint8_t>> GgufWriter::Serialize() const {
     for (int64_t d : t.ne) o.Put<uint64_t>(static_cast<uint64_t>(d));
     o.Put<uint32_t>(static_cast<uint32_t>(t.type));
     o.Put<uint64_t>(offset);
-    offset = AlignUp(offset + t.data.size(), alignment_);
+    offset = AlignUp(offset + t.nbytes, alignment_);
   }
-  // Every tensor, the last one included, is padded (as gguf-py and ggml do).
   o.PadTo(alignment_);
-  for (const auto& t : tensors_) {
-    o.Bytes(t.data.data(), t.data.size());
-    o.PadTo(alignment_);
+  return buf;
+}
+
+size_t GgufWriter::ChunkSize(size_t i) const {
+  // Every tensor, the last one included, is padded (as gguf-py and ggml do).
+  return AlignUp(tensors_[i].nbytes, alignment_);
+}
+
+absl::Status GgufWriter::FillChunk(size_t i, uint8_t* dst) const {
+  const T& t = tensors_[i];
+  if (t.fill) {
+    SPECD_RETURN_IF_ERROR(Prefixed(t.fill(dst), absl::StrCat("tensor '", t.name, "': ")));
+  } else {
+    std::memcpy(dst, t.data.data(), t.nbytes);
+  }
+  std::memset(dst + t.nbytes, 0, ChunkSize(i) - t.nbytes);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<uint8_t>> GgufWriter::Serialize() const {
+  SPECD_ASSIGN_OR_RETURN(std::vector<uint8_t> buf, Header());
+  for (size_t i = 0; i < tensors_.size(); ++i) {
+    const size_t at = buf.size();
+    buf.resize(at + ChunkSize(i));
+    SPECD_RETURN_IF_ERROR(FillChunk(i, buf.data() + at));
   }
   return buf;
 }
 
-absl::Status GgufWriter::WriteFile(const std::string& path) const {
-  SPECD_ASSIGN_OR_RETURN(const std::vector<uint8_t> buf, Serialize());
+absl::Status GgufWriter::WriteFile(const std::string& path, bool sync) const {
+  // Everything that can be checked before the first byte is.
+  SPECD_ASSIGN_OR_RETURN(std::vector<uint8_t> header, Header());
   const std::string tmp = path + ".tmp";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  const int fd = ::open(tmp.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return absl::UnavailableError(absl::StrCat(tmp, ": cannot create: ", std::strerror(errno)));
-  const auto fail = [&](absl::string_view what) {
-    const int err = errno;
+  const auto discard = [&](absl::Status st) {
     ::close(fd);
     ::unlink(tmp.c_str());
-    return absl::UnavailableError(absl::StrCat(tmp, ": ", what, ": ", std::strerror(err)));
+    return st;
   };
-  size_t done = 0;
-  while (done < buf.size()) {
-    const ssize_t n = ::write(fd, buf.data() + done, buf.size() - done);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return fail("write failed");
-    }
-    done += static_cast<size_t>(n);
+  const auto io_error = [&](absl::string_view what, int err) {
+    return discard(absl::UnavailableError(absl::StrCat(tmp, ": ", what, ": ", std::strerror(err))));
+  };
+  // The file is mapped and each tensor produced in place: no buffer and no
+  // copy, and the page faults (the kernel zeroes each new page) are taken by
+  // the threads that fill the tensor, not by one writer thread.
+  uint64_t total = header.size();
+  for (size_t i = 0; i < tensors_.size(); ++i) total += ChunkSize(i);
+  // Reserved up front: a full disk is an error here, never a SIGBUS later.
+  if (const int err = ::posix_fallocate(fd, 0, static_cast<off_t>(total)); err != 0) {
+    return io_error(absl::StrCat("cannot reserve ", total, " bytes"), err);
   }
+  void* map = ::mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (map == MAP_FAILED) return io_error("mmap failed", errno);
+  auto* base = static_cast<uint8_t*>(map);
+  std::memcpy(base, header.data(), header.size());
+  const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  uint64_t off = header.size(), done = 0;  // [0, done): pages already let go
+  for (size_t i = 0; i < tensors_.size(); ++i) {
+    if (absl::Status st = FillChunk(i, base + off); !st.ok()) {
+      ::munmap(map, total);
+      return discard(st);
+    }
+    off += ChunkSize(i);
+    // Let go of the finished pages, so the process holds about one tensor:
+    // the data stays in the page cache (dirty, written back by the kernel;
+    // with `sync`, starting now rather than at the fsync).
+    const uint64_t upto = off / page * page;
+    if (upto > done) {
+      if (sync) {
+        ::sync_file_range(fd, static_cast<off_t>(done), static_cast<off_t>(upto - done), SYNC_FILE_RANGE_WRITE);
+      }
+      ::madvise(base + done, upto - done, MADV_DONTNEED);
+      done = upto;
+    }
+  }
+  ::munmap(map, total);
   // fsync before rename so a crash cannot leave a complete name on partial data.
-  if (::fsync(fd) != 0) return fail("fsync failed");
+  if (sync && ::fsync(fd) != 0) return io_error("fsync failed", errno);
   if (::close(fd) != 0) {
     const int err = errno;
     ::unlink(tmp.c_str());

@@ -24,6 +24,7 @@
 // `arr_nested_count`; the writer refuses to write them.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -162,9 +163,17 @@ class GgufFile {
 };
 
 // Builds a GGUF v3 file: metadata in insertion order, tensors laid out in
-// insertion order at the configured alignment. Data is copied in.
+// insertion order at the configured alignment. AddTensor copies data in;
+// AddTensorLazy takes a function that produces the bytes when the file is
+// written, straight into the file's mapping, so a model of any size is
+// written holding about one tensor at a time and no copy of it.
 class GgufWriter {
  public:
+  // Fills exactly the tensor's byte count at `dst` (which may be a file
+  // mapping: write every byte once, read none); called once, from the thread
+  // that calls WriteFile/Serialize.
+  using TensorFill = std::function<absl::Status(uint8_t* dst)>;
+
   // Also written as general.alignment (u32) when != 32; Serialize fails unless
   // it is a nonzero power of two. Set("general.alignment", U32(a)) is the same.
   void SetAlignment(uint32_t a);
@@ -173,18 +182,35 @@ class GgufWriter {
   absl::Status AddTensor(const std::string& name, GgmlType type, std::vector<int64_t> ne,
                          const void* data, size_t nbytes);
   absl::Status AddTensorF32(const std::string& name, std::vector<int64_t> ne, const float* data);
+  absl::Status AddTensorLazy(const std::string& name, GgmlType type, std::vector<int64_t> ne, TensorFill fill);
   absl::StatusOr<std::vector<uint8_t>> Serialize() const;
-  absl::Status WriteFile(const std::string& path) const;  // atomic: temp file + rename
+  // Atomic: written to PATH.tmp (space reserved first, so a full disk is an
+  // error, not a crash), then renamed. `sync` fsyncs before the rename,
+  // so a crash cannot leave a complete name on partial data; without it the
+  // kernel writes the file back when it likes (scratch models: a 15 GB file
+  // is then written at memory speed instead of the disk's).
+  absl::Status WriteFile(const std::string& path, bool sync = true) const;
 
  private:
-  uint32_t alignment_ = kGgufDefaultAlignment;
-  std::vector<std::pair<std::string, GgufValue>> kv_;
   struct T {
     std::string name;
     GgmlType type;
     std::vector<int64_t> ne;
-    std::vector<uint8_t> data;
+    uint64_t nbytes = 0;
+    std::vector<uint8_t> data;  // AddTensor
+    TensorFill fill;            // AddTensorLazy
   };
+  absl::Status CheckNewTensor(const std::string& name, GgmlType type, const std::vector<int64_t>& ne,
+                              uint64_t* nbytes) const;
+  // Everything before the first tensor's data (header, metadata, tensor
+  // infos, padding).
+  absl::StatusOr<std::vector<uint8_t>> Header() const;
+  // Tensor i's bytes followed by its padding: ChunkSize(i) bytes at dst.
+  size_t ChunkSize(size_t i) const;
+  absl::Status FillChunk(size_t i, uint8_t* dst) const;
+
+  uint32_t alignment_ = kGgufDefaultAlignment;
+  std::vector<std::pair<std::string, GgufValue>> kv_;
   std::vector<T> tensors_;
 };
 

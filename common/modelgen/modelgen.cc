@@ -6,7 +6,9 @@
 #include <memory>
 #include <sstream>
 
+#include "common/gguf/file_type.h"
 #include "common/gguf/gguf.h"
+#include "common/quant/block_random.h"
 #include "common/quant/quant.h"
 #include "common/sampler/rng.h"
 #include "common/tokenizer/vocab_builder.h"
@@ -148,12 +150,6 @@ absl::StatusOr<GgmlType> MixTypeFor(const std::string& mix, const std::string& n
 
 namespace {
 
-uint64_t HashName(const std::string& s) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
-  return h;
-}
-
 // Element i of a tensor's deterministic Gaussian sequence: Box-Muller pairs
 // (cos for even i, sin for odd) from counter-based uniforms, so any element
 // can be computed independently and tensors are generated in parallel.
@@ -165,7 +161,7 @@ float GaussAt(uint64_t key, uint64_t i) {
   return static_cast<float>(r * (i % 2 ? std::sin(2 * M_PI * u2) : std::cos(2 * M_PI * u2)));
 }
 
-uint64_t TensorKey(uint64_t seed, const std::string& name) { return Mix64(seed ^ HashName(name)); }
+uint64_t TensorKey(uint64_t seed, const std::string& name) { return Mix64(seed ^ WeightNameHash(name)); }
 
 ThreadPool& Pool() {
   static ThreadPool pool(0);
@@ -177,23 +173,47 @@ int LayerOf(const std::string& name) {
   return std::atoi(name.c_str() + 4);
 }
 
-absl::Status AddMatrix(GgufWriter& w, const GenOptions& o, const std::string& name, int64_t ne0, int64_t ne1,
-                       float stddev) {
-  SPECD_ASSIGN_OR_RETURN(GgmlType t, MixTypeFor(o.weight_type, name, LayerOf(name), o.shape.n_layers));
-  if (ne0 % TypeTraits(t).block_size != 0) t = GgmlType::F16;  // rows too short for the block format
-  const uint64_t key = TensorKey(o.seed, name);
+bool IsQuantized(GgmlType t) { return TypeTraits(t).block_size > 1; }
+
+// A matrix of Gaussian rows of deviation `stddev`, quantized row by row.
+absl::Status FillGaussian(GgmlType t, uint64_t key, int64_t ne0, int64_t ne1, float stddev, uint8_t* dst) {
   const size_t rb = RowBytes(t, ne0);
-  std::vector<uint8_t> bytes(rb * static_cast<size_t>(ne1));
   std::atomic<bool> failed{false};
   Pool().ParallelFor(ne1, [&](int64_t r0, int64_t r1) {
     std::vector<float> row(static_cast<size_t>(ne0));
     for (int64_t r = r0; r < r1; ++r) {
       for (int64_t i = 0; i < ne0; ++i) row[i] = GaussAt(key, static_cast<uint64_t>(r * ne0 + i)) * stddev;
-      if (!QuantizeRow(t, row.data(), bytes.data() + r * rb, ne0).ok()) failed = true;
+      if (!QuantizeRow(t, row.data(), dst + r * rb, ne0).ok()) failed = true;
     }
   });
-  if (failed) return absl::InternalError(absl::StrCat("cannot quantize ", name, " to ", TypeTraits(t).name));
-  return w.AddTensor(name, t, {ne0, ne1}, bytes.data(), bytes.size());
+  if (failed) return absl::InternalError(absl::StrCat("cannot quantize to ", TypeTraits(t).name));
+  return absl::OkStatus();
+}
+
+absl::Status FillBlocks(GgmlType t, uint64_t key, int64_t ne0, int64_t ne1, float stddev, uint8_t* dst) {
+  const int64_t nblocks = ne0 / TypeTraits(t).block_size * ne1;
+  const size_t bb = TypeTraits(t).type_size;
+  std::atomic<bool> failed{false};
+  Pool().ParallelFor(
+      nblocks,
+      [&](int64_t b0, int64_t b1) {
+        if (!RandomBlocks(t, dst + b0 * bb, b0, b1 - b0, key, stddev).ok()) failed = true;
+      },
+      /*grain=*/256);
+  if (failed) return absl::InternalError(absl::StrCat("no random blocks for ", TypeTraits(t).name));
+  return absl::OkStatus();
+}
+
+// Adds a matrix of the mix's type; sets *quantized when that is a block format.
+absl::Status AddMatrix(GgufWriter& w, const GenOptions& o, bool* quantized, const std::string& name, int64_t ne0,
+                       int64_t ne1, float stddev) {
+  SPECD_ASSIGN_OR_RETURN(GgmlType t, MixTypeFor(o.weight_type, name, LayerOf(name), o.shape.n_layers));
+  if (ne0 % TypeTraits(t).block_size != 0) t = GgmlType::F16;  // rows too short for the block format
+  *quantized |= IsQuantized(t);
+  const uint64_t key = TensorKey(o.seed, name);
+  const auto fill = o.fill == WeightFill::kBlocks ? FillBlocks : FillGaussian;
+  return w.AddTensorLazy(name, t, {ne0, ne1},
+                         [=](uint8_t* dst) { return fill(t, key, ne0, ne1, stddev, dst); });
 }
 
 absl::Status AddVector(GgufWriter& w, const GenOptions& o, const std::string& name, int64_t n, float mean,
@@ -204,17 +224,28 @@ absl::Status AddVector(GgufWriter& w, const GenOptions& o, const std::string& na
   return w.AddTensorF32(name, {n}, v.data());
 }
 
+// general.file_type (llama.cpp's u32 llama_ftype) for a weight type or mix.
+absl::Status SetFileType(GgufWriter& w, const std::string& weight_type) {
+  const auto ft = FileTypeForWeights(weight_type);
+  if (!ft) return absl::InvalidArgumentError(absl::StrCat("no llama.cpp file type for '", weight_type, "'"));
+  w.Set(kFileTypeKey, GgufValue::U32(*ft));
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status GenerateModel(const GenOptions& o, const std::string& path) {
   const ModelShape& s = o.shape;
   SPECD_RETURN_IF_ERROR(s.Validate());
+  // An unknown type or mix is refused before anything is written.
+  SPECD_RETURN_IF_ERROR(MixTypeFor(o.weight_type, "output.weight", -1, s.n_layers).status());
   GgufWriter w;
   const std::string a = s.arch + ".";
   w.Set("general.architecture", GgufValue::Str(s.arch));
   w.Set("general.name", GgufValue::Str(o.name.empty() ? "specd-generated-" + s.arch : o.name));
-  w.Set("general.file_type", GgufValue::Str(o.weight_type));
+  SPECD_RETURN_IF_ERROR(SetFileType(w, o.weight_type));
   w.Set("specd.generator.seed", GgufValue::U64(o.seed));
+  w.Set("specd.generator.fill", GgufValue::Str(WeightFillName(o.fill)));
   w.Set(a + "block_count", GgufValue::U32(s.n_layers));
   w.Set(a + "context_length", GgufValue::U32(s.ctx));
   w.Set(a + "embedding_length", GgufValue::U32(s.d_model));
@@ -244,14 +275,18 @@ absl::Status GenerateModel(const GenOptions& o, const std::string& path) {
   // about 0.5/sqrt(2L) per element, so the layers together move the hidden
   // state noticeably but do not drown the token's own embedding.
   const float upd = o.residual_gain * 0.5f / std::sqrt(2.0f * s.n_layers);
-  SPECD_RETURN_IF_ERROR(AddMatrix(w, o, "token_embd.weight", d, V, 1.0f));
+  bool quantized = false;
+  auto mat = [&](const std::string& name, int64_t ne0, int64_t ne1, float stddev) {
+    return AddMatrix(w, o, &quantized, name, ne0, ne1, stddev);
+  };
+  SPECD_RETURN_IF_ERROR(mat("token_embd.weight", d, V, 1.0f));
   for (int l = 0; l < s.n_layers; ++l) {
     const std::string b = "blk." + std::to_string(l) + ".";
     SPECD_RETURN_IF_ERROR(AddVector(w, o, b + "attn_norm.weight", d, 1.0f, 0.1f));
-    SPECD_RETURN_IF_ERROR(AddMatrix(w, o, b + "attn_q.weight", d, q, 2.0f / std::sqrt(static_cast<float>(d))));
-    SPECD_RETURN_IF_ERROR(AddMatrix(w, o, b + "attn_k.weight", d, kv, 2.0f / std::sqrt(static_cast<float>(d))));
-    SPECD_RETURN_IF_ERROR(AddMatrix(w, o, b + "attn_v.weight", d, kv, 1.0f / std::sqrt(static_cast<float>(d))));
-    SPECD_RETURN_IF_ERROR(AddMatrix(w, o, b + "attn_output.weight", q, d, upd / std::sqrt(static_cast<float>(q))));
+    SPECD_RETURN_IF_ERROR(mat(b + "attn_q.weight", d, q, 2.0f / std::sqrt(static_cast<float>(d))));
+    SPECD_RETURN_IF_ERROR(mat(b + "attn_k.weight", d, kv, 2.0f / std::sqrt(static_cast<float>(d))));
+    SPECD_RETURN_IF_ERROR(mat(b + "attn_v.weight", d, kv, 1.0f / std::sqrt(static_cast<float>(d))));
+    SPECD_RETURN_IF_ERROR(mat(b + "attn_output.weight", q, d, upd / std::sqrt(static_cast<float>(q))));
     if (s.arch == "qwen2") {
       SPECD_RETURN_IF_ERROR(AddVector(w, o, b + "attn_q.bias", q, 0.0f, 0.1f));
       SPECD_RETURN_IF_ERROR(AddVector(w, o, b + "attn_k.bias", kv, 0.0f, 0.1f));
@@ -262,17 +297,18 @@ absl::Status GenerateModel(const GenOptions& o, const std::string& path) {
       SPECD_RETURN_IF_ERROR(AddVector(w, o, b + "attn_k_norm.weight", hd, 1.0f, 0.1f));
     }
     SPECD_RETURN_IF_ERROR(AddVector(w, o, b + "ffn_norm.weight", d, 1.0f, 0.1f));
-    SPECD_RETURN_IF_ERROR(AddMatrix(w, o, b + "ffn_gate.weight", d, ff, 1.0f / std::sqrt(static_cast<float>(d))));
-    SPECD_RETURN_IF_ERROR(AddMatrix(w, o, b + "ffn_up.weight", d, ff, 1.0f / std::sqrt(static_cast<float>(d))));
-    SPECD_RETURN_IF_ERROR(AddMatrix(w, o, b + "ffn_down.weight", ff, d, 1.6f * upd / std::sqrt(static_cast<float>(ff))));
+    SPECD_RETURN_IF_ERROR(mat(b + "ffn_gate.weight", d, ff, 1.0f / std::sqrt(static_cast<float>(d))));
+    SPECD_RETURN_IF_ERROR(mat(b + "ffn_up.weight", d, ff, 1.0f / std::sqrt(static_cast<float>(d))));
+    SPECD_RETURN_IF_ERROR(mat(b + "ffn_down.weight", ff, d, 1.6f * upd / std::sqrt(static_cast<float>(ff))));
   }
   SPECD_RETURN_IF_ERROR(AddVector(w, o, "output_norm.weight", d, 1.0f, 0.1f));
   if (!s.tied_output) {
     // Logit spread of a few units: distributions peaked enough to be
     // predictable, flat enough that sampling matters.
-    SPECD_RETURN_IF_ERROR(AddMatrix(w, o, "output.weight", d, V, 3.0f / std::sqrt(static_cast<float>(d))));
+    SPECD_RETURN_IF_ERROR(mat("output.weight", d, V, 3.0f / std::sqrt(static_cast<float>(d))));
   }
-  return w.WriteFile(path);
+  if (quantized) w.Set(kQuantVersionKey, GgufValue::U32(kGgmlQuantVersion));
+  return w.WriteFile(path, o.sync);
 }
 
 absl::Status DeriveDraft(const std::string& target_path, const DeriveOptions& o, const std::string& out_path) {
@@ -284,33 +320,65 @@ absl::Status DeriveDraft(const std::string& target_path, const DeriveOptions& o,
   const int keep = o.layers == 0 ? static_cast<int>(n_layers) : o.layers;
   GgufWriter w;
   for (const auto& [key, val] : f->metadata()) {
-    if (key == "general.alignment") continue;
+    if (key == "general.alignment" || key == kQuantVersionKey) continue;  // set below, from what is written
     w.Set(key, val);
   }
   w.Set(arch + ".block_count", GgufValue::U32(keep));
   w.Set("general.name", GgufValue::Str(o.name.empty() ? "specd-derived-draft" : o.name));
-  if (!o.weight_type.empty()) w.Set("general.file_type", GgufValue::Str(o.weight_type));
-  std::vector<float> row;
+  if (!o.weight_type.empty()) {
+    SPECD_RETURN_IF_ERROR(SetFileType(w, o.weight_type));
+  } else if (f->Has(kFileTypeKey)) {
+    // Kept, as llama.cpp's u32 even when an older specd wrote the target.
+    SPECD_ASSIGN_OR_RETURN(const FileTypeInfo ft, FileTypeOf(*f));
+    w.Set(kFileTypeKey, GgufValue::U32(ft.ftype));
+  }
+  bool quantized = false;
   for (const auto& t : f->tensors()) {
     const int layer = LayerOf(t.name);
     if (layer >= keep) continue;
-    if (o.weight_type.empty() || t.ne.size() < 2) {
-      SPECD_RETURN_IF_ERROR(w.AddTensor(t.name, t.type, t.ne, t.data, t.nbytes));
+    GgmlType nt = t.type;
+    if (!o.weight_type.empty() && t.ne.size() >= 2) {
+      SPECD_ASSIGN_OR_RETURN(nt, MixTypeFor(o.weight_type, t.name, layer, keep));
+      if (t.ne[0] % TypeTraits(nt).block_size != 0) nt = t.type;
+    }
+    quantized |= IsQuantized(nt);
+    const uint8_t* src = t.data;
+    const GgmlType st = t.type;
+    const int64_t ne0 = t.ne[0], rows = t.rows();
+    if (nt == st) {  // a copy: the same weights, not a re-rounding of them
+      const size_t n = t.nbytes;
+      SPECD_RETURN_IF_ERROR(w.AddTensorLazy(t.name, nt, t.ne, [src, n](uint8_t* dst) {
+        Pool().ParallelFor(
+            static_cast<int64_t>(n), [&](int64_t a, int64_t b) { std::memcpy(dst + a, src + a, b - a); },
+            /*grain=*/int64_t{1} << 20);
+        return absl::OkStatus();
+      }));
       continue;
     }
-    SPECD_ASSIGN_OR_RETURN(GgmlType nt, MixTypeFor(o.weight_type, t.name, layer, keep));
-    if (t.ne[0] % TypeTraits(nt).block_size != 0) nt = t.type;
-    const int64_t ne0 = t.ne[0], rows = t.rows();
-    const size_t src_rb = RowBytes(t.type, ne0), dst_rb = RowBytes(nt, ne0);
-    std::vector<uint8_t> out(dst_rb * rows);
-    row.resize(ne0);
-    for (int64_t r = 0; r < rows; ++r) {
-      DequantizeRow(t.type, t.data + r * src_rb, row.data(), ne0);
-      SPECD_RETURN_IF_ERROR(QuantizeRow(nt, row.data(), out.data() + r * dst_rb, ne0));
-    }
-    SPECD_RETURN_IF_ERROR(w.AddTensor(t.name, nt, t.ne, out.data(), out.size()));
+    SPECD_RETURN_IF_ERROR(w.AddTensorLazy(t.name, nt, t.ne, [=](uint8_t* dst) {
+      const size_t src_rb = RowBytes(st, ne0), dst_rb = RowBytes(nt, ne0);
+      std::atomic<bool> failed{false};
+      Pool().ParallelFor(rows, [&](int64_t r0, int64_t r1) {
+        std::vector<float> row(static_cast<size_t>(ne0));
+        for (int64_t r = r0; r < r1; ++r) {
+          DequantizeRow(st, src + r * src_rb, row.data(), ne0);
+          if (!QuantizeRow(nt, row.data(), dst + r * dst_rb, ne0).ok()) failed = true;
+        }
+      });
+      if (failed) return absl::InternalError(absl::StrCat("cannot requantize to ", TypeTraits(nt).name));
+      return absl::OkStatus();
+    }));
   }
-  return w.WriteFile(out_path);
+  if (quantized) w.Set(kQuantVersionKey, GgufValue::U32(kGgmlQuantVersion));
+  return w.WriteFile(out_path, o.sync);
 }
+
+absl::StatusOr<WeightFill> ParseWeightFill(const std::string& name) {
+  if (name == "gaussian") return WeightFill::kGaussian;
+  if (name == "blocks") return WeightFill::kBlocks;
+  return absl::InvalidArgumentError(absl::StrCat("unknown weight fill '", name, "' (gaussian, blocks)"));
+}
+
+const char* WeightFillName(WeightFill f) { return f == WeightFill::kBlocks ? "blocks" : "gaussian"; }
 
 }  // namespace specd

@@ -44,6 +44,21 @@ ModelConfig ToModelConfig(const ModelShape& s);
 absl::StatusOr<ModelShape> PresetShape(const std::string& name);
 std::vector<std::string> PresetNames();
 
+// How GenerateModel makes weight matrices.
+enum class WeightFill {
+  // Gaussian floats (a counter-based sample, any element computable on its
+  // own) quantized by ggml's reference quantizers: tests compare dequantized
+  // values against the sample. Costs ~100 ns per weight.
+  kGaussian,
+  // Random valid quantized blocks written directly (common/quant/
+  // block_random.h, as the benchmarks synthesize weights on the device):
+  // uniform codes with finite scales set for the same deviation, ~2 ns per
+  // weight. For models whose values do not matter (speed runs).
+  kBlocks,
+};
+absl::StatusOr<WeightFill> ParseWeightFill(const std::string& name);  // "gaussian" | "blocks"
+const char* WeightFillName(WeightFill f);
+
 struct GenOptions {
   ModelShape shape;
   // A single type (F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q4_K Q5_K Q6_K) or a
@@ -55,19 +70,24 @@ struct GenOptions {
   // Scales every layer's contribution to the residual: 0.35 gives a half-depth
   // derived draft about 70% greedy agreement with its target.
   float residual_gain = 0.35f;
+  WeightFill fill = WeightFill::kGaussian;
+  bool sync = true;  // fsync before the rename (GgufWriter::WriteFile)
 };
 
-// Writes a model to `path` (atomically).
+// Writes a model to `path` (atomically), one tensor at a time, each produced
+// in parallel straight into the file (GgufWriter::AddTensorLazy).
 absl::Status GenerateModel(const GenOptions& opts, const std::string& path);
 
 // A draft derived from a target file: keeps `layers` of its layers (0: all;
 // the first layers are kept, the rest dropped) and/or requantizes matrices to
-// `weight_type` (empty: keep). The vocabulary is the target's, so the pair is
-// compatible by construction.
+// `weight_type` (empty: keep). Tensors whose type does not change are copied
+// byte for byte. The vocabulary is the target's, so the pair is compatible by
+// construction.
 struct DeriveOptions {
   int layers = 0;
   std::string weight_type;
   std::string name;
+  bool sync = true;
 };
 absl::Status DeriveDraft(const std::string& target_path, const DeriveOptions& opts, const std::string& out_path);
 

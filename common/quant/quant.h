@@ -22,6 +22,12 @@ void DequantizeRow(GgmlType type, const void* src, float* dst, int64_t n);
 absl::Status QuantizeRow(GgmlType type, const float* src, void* dst, int64_t n);
 bool CanQuantize(GgmlType type);
 
+// Random valid blocks (block_random.h: values of mean ~0 and deviation ~sigma)
+// for blocks [first, first + n) of a tensor of `type`, written at `dst`
+// (which holds block `first`). A block of F32/F16/BF16 is one element. Every
+// type CanQuantize accepts; an error for the others.
+absl::Status RandomBlocks(GgmlType type, void* dst, int64_t first, int64_t n, uint64_t seed, float sigma);
+
 // dot(row of `type` with n elements, x[0..n)) in float. Accumulation order
 // depends only on n and the data, never on threading or batch size, so a
 // batched matmul and a single matvec give bit-identical results per row.

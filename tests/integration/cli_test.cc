@@ -10,13 +10,8 @@
 namespace specd {
 namespace {
 
+using testing::RunSpecd;
 using testing::ShellQuote;
-
-std::string Specd() { return testing::BinaryPath("cli/specd"); }
-
-int RunSpecd(const std::string& args, std::string* out) {
-  return testing::RunCommand(ShellQuote(Specd()) + " " + args + " 2>&1", out);
-}
 
 TEST(CliTest, InspectReadsEveryFileMakeModelWrites) {
   testing::TempDir dir;

@@ -82,6 +82,10 @@ std::string BinaryPath(const std::string& rel) {
   return std::string(env && *env ? env : SPECD_BINARY_DIR) + "/" + rel;
 }
 
+int RunSpecd(const std::string& args, std::string* out) {
+  return RunCommand(ShellQuote(BinaryPath("cli/specd")) + " " + args + " 2>&1", out);
+}
+
 std::string SharedModelsDir() {
   const char* env = std::getenv("SPECD_SHARED_MODELS");
   std::string dir = env && *env ? env : SourcePath("../shared/models");

@@ -29,6 +29,9 @@ std::string PythonPath();
 std::string PythonMissing(const std::string& modules);
 // Runs a command, returns its exit status and captures stdout (stderr is passed through).
 int RunCommand(const std::string& cmd, std::string* out);
+// Runs the built `specd` CLI with `args` (shell words, already quoted);
+// stdout and stderr both go to `out`.
+int RunSpecd(const std::string& args, std::string* out);
 // Path of a file in the source tree.
 std::string SourcePath(const std::string& rel);
 // Path of a file in the build tree.

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <limits>
 #include <sstream>
 
@@ -318,6 +319,52 @@ TEST(GgufRoundTrip, WriteFileAndOpen) {
 
   // A failed write leaves neither the target nor the temp file.
   EXPECT_FALSE(w.WriteFile(dir.File("no/such/dir.gguf")).ok());
+}
+
+// Lazy tensors (bytes produced while the file is written, one tensor in
+// memory at a time) give the same file as copied-in ones, in memory and on
+// disk; a fill that fails leaves no file behind.
+TEST(GgufRoundTrip, LazyTensorsWriteTheSameBytes) {
+  testing::TempDir dir;
+  GgufWriter eager = SmallWriter();
+  GgufWriter lazy;
+  const std::vector<uint8_t> want = Serialize(eager);
+  auto parsed = Parse(want);
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  for (const auto& [k, v] : (*parsed)->metadata()) lazy.Set(k, v);
+  const std::vector<float> f(8, 1.5f);
+  ASSERT_TRUE(lazy.AddTensorLazy("w0", GgmlType::F32, {4, 2}, [&](uint8_t* dst) {
+    std::memcpy(dst, f.data(), 32);
+    return absl::OkStatus();
+  }).ok());
+  const auto q = Bytes(34, 1);
+  ASSERT_TRUE(lazy.AddTensor("q0", GgmlType::Q8_0, {32}, q.data(), q.size()).ok());  // mixed with a copied one
+  const auto last = Bytes(32, 9);
+  ASSERT_TRUE(lazy.AddTensorLazy("w1", GgmlType::F32, {8}, [&](uint8_t* dst) {
+    std::memcpy(dst, last.data(), last.size());
+    return absl::OkStatus();
+  }).ok());
+  EXPECT_EQ(Serialize(lazy), want);
+  ASSERT_TRUE(lazy.WriteFile(dir.File("lazy.gguf")).ok());
+  std::ifstream in(dir.File("lazy.gguf"), std::ios::binary);
+  const std::vector<uint8_t> disk((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(disk, want);
+
+  EXPECT_THAT(std::string(lazy.AddTensorLazy("w0", GgmlType::F32, {4}, [](uint8_t*) { return absl::OkStatus(); })
+                              .message()),
+              HasSubstr("duplicate tensor name 'w0'"));
+  EXPECT_THAT(std::string(lazy.AddTensorLazy("nofill", GgmlType::F32, {4}, nullptr).message()),
+              HasSubstr("no fill function"));
+  ASSERT_TRUE(lazy.AddTensorLazy("bad", GgmlType::F32, {4}, [](uint8_t*) {
+    return absl::InternalError("generator broke");
+  }).ok());
+  const std::string path = dir.File("bad.gguf");
+  const absl::Status st = lazy.WriteFile(path);
+  EXPECT_EQ(st.code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(std::string(st.message()), HasSubstr("tensor 'bad': generator broke"));
+  EXPECT_NE(access(path.c_str(), F_OK), 0) << "a failed write must leave no file";
+  EXPECT_NE(access((path + ".tmp").c_str(), F_OK), 0) << "temp file left behind";
+  EXPECT_FALSE(lazy.Serialize().ok());
 }
 
 TEST(GgufRoundTrip, NoTensorsAndTrailingBytes) {

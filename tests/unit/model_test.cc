@@ -61,6 +61,7 @@ struct RefCase {
   std::string arch;
   std::string type;
   double bound;  // max per-row relative L2 error of the logits
+  WeightFill fill = WeightFill::kGaussian;
 };
 
 // Shape whose rows are multiples of 256, so every block format applies.
@@ -104,6 +105,7 @@ TEST_P(ModelRefTest, LogitsMatchFloat64Reference) {
   g.shape = RefShape(c.arch);
   g.weight_type = c.type;
   g.seed = 7;
+  g.fill = c.fill;
   const std::string path = dir.File("m.gguf");
   ASSERT_TRUE(GenerateModel(g, path).ok());
   auto e = MakeEngine(path);
@@ -113,7 +115,8 @@ TEST_P(ModelRefTest, LogitsMatchFloat64Reference) {
   const auto ref = ReferenceLogits(path, toks, dir);
   ASSERT_EQ(ref.size(), got.size());
   const double err = MaxRowRelErr(got, ref, g.shape.vocab_size);
-  std::printf("%s %s: max row relative error vs float64 reference %.3g\n", c.arch.c_str(), c.type.c_str(), err);
+  std::printf("%s %s %s: max row relative error vs float64 reference %.3g\n", c.arch.c_str(), c.type.c_str(),
+              WeightFillName(c.fill), err);
   EXPECT_LT(err, c.bound) << c.arch << " " << c.type;
   EXPECT_TRUE(std::isfinite(err));
 }
@@ -127,8 +130,16 @@ INSTANTIATE_TEST_SUITE_P(
                       RefCase{"qwen2", "Q5_0", kInt8Bound}, RefCase{"qwen2", "Q5_1", kInt8Bound},
                       RefCase{"qwen3", "Q4_K", kInt8Bound}, RefCase{"llama", "Q5_K", kInt8Bound},
                       RefCase{"qwen2", "Q6_K", kInt8Bound}, RefCase{"llama", "Q4_K_M", kInt8Bound},
-                      RefCase{"llama", "Q2_K", kInt8Bound}, RefCase{"qwen2", "Q3_K", kInt8Bound}),
-    [](const auto& info) { return info.param.arch + "_" + info.param.type; });
+                      RefCase{"llama", "Q2_K", kInt8Bound}, RefCase{"qwen2", "Q3_K", kInt8Bound},
+                      // Random valid blocks (make-model --fill blocks) run as any other weights.
+                      RefCase{"qwen3", "Q4_K_S", kInt8Bound, WeightFill::kBlocks},
+                      RefCase{"llama", "Q4_K_M", kInt8Bound, WeightFill::kBlocks},
+                      RefCase{"qwen2", "Q8_0", kInt8Bound, WeightFill::kBlocks},
+                      RefCase{"llama", "F16", kFloatBound, WeightFill::kBlocks}),
+    [](const auto& info) {
+      return info.param.arch + "_" + info.param.type +
+             (info.param.fill == WeightFill::kBlocks ? "_blocks" : "");
+    });
 
 // KV cache element types: f16 and q8_0 caches cost accuracy; bounds measured
 // on this model with margin.

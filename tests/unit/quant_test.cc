@@ -1065,5 +1065,78 @@ TEST(Int8Dot, ExtremeValuesAreExact) {
   }
 }
 
+// ---------------------------------------------------------------------------
+// Random valid blocks (block_random.h; make-model --fill blocks, the benchmarks'
+// synthetic weights): every scale finite and inside the range the generator
+// promises, values of the requested deviation and mean ~0, deterministic by
+// (seed, block index) whatever the chunking.
+
+// The block's header scales (d, and dmin where the format has one).
+std::vector<float> BlockScales(GgmlType t, const uint8_t* b) {
+  auto h = [&](int off) { return HalfToFloat(static_cast<uint16_t>(b[off] | (b[off + 1] << 8))); };
+  switch (t) {
+    case GgmlType::Q4_0: case GgmlType::Q5_0: case GgmlType::Q8_0: return {h(0)};
+    case GgmlType::Q4_1: case GgmlType::Q5_1: return {h(0), h(2)};
+    case GgmlType::Q4_K: case GgmlType::Q5_K: return {h(0), h(2)};
+    case GgmlType::Q6_K: return {h(208)};
+    case GgmlType::Q2_K: return {h(80), h(82)};
+    case GgmlType::Q3_K: return {h(108)};
+    default: return {};
+  }
+}
+
+TEST(RandomBlocks, ValidScalesDeviationAndDeterminism) {
+  const float sigma = 0.05f;
+  for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0,
+                     GgmlType::Q5_1, GgmlType::Q8_0, GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K,
+                     GgmlType::Q6_K}) {
+    const auto& tr = TypeTraits(t);
+    const int64_t nblocks = 4096 / tr.block_size * 16, n = nblocks * tr.block_size;
+    std::vector<uint8_t> a(nblocks * tr.type_size), b(a.size());
+    ASSERT_TRUE(RandomBlocks(t, a.data(), 0, nblocks, 42, sigma).ok()) << tr.name;
+    // Chunked (as ParallelFor splits it): the same bytes.
+    const int64_t cut = nblocks / 3;
+    ASSERT_TRUE(RandomBlocks(t, b.data(), 0, cut, 42, sigma).ok());
+    ASSERT_TRUE(RandomBlocks(t, b.data() + cut * tr.type_size, cut, nblocks - cut, 42, sigma).ok());
+    EXPECT_EQ(a, b) << tr.name;
+    ASSERT_TRUE(RandomBlocks(t, b.data(), 0, nblocks, 43, sigma).ok());
+    EXPECT_NE(a, b) << tr.name << ": the seed must matter";
+    for (int64_t k = 0; k < nblocks && tr.block_size > 1; ++k) {
+      const uint8_t* blk = a.data() + k * tr.type_size;
+      for (float s : BlockScales(t, blk)) {
+        ASSERT_TRUE(std::isfinite(s) && s != 0.0f) << tr.name << " block " << k << " scale " << s;
+      }
+      if (t == GgmlType::Q4_K || t == GgmlType::Q5_K) {
+        for (int j = 0; j < 8; ++j) {
+          uint8_t sc, m;
+          GetScaleMinK4(j, blk + 4, &sc, &m);
+          ASSERT_TRUE(sc >= 32 && sc <= 47 && m >= 16 && m <= 31) << tr.name << " block " << k << " sub " << j;
+        }
+      }
+      if (t == GgmlType::Q6_K) {
+        for (int j = 0; j < 16; ++j) {
+          const auto sc = static_cast<int8_t>(blk[192 + j]);
+          ASSERT_TRUE(sc >= 24 && sc <= 39) << "Q6_K block " << k;
+        }
+      }
+      if (t == GgmlType::Q2_K) {
+        for (int j = 0; j < 16; ++j) ASSERT_TRUE((blk[j] & 15) >= 8 && (blk[j] >> 4) == 8) << "Q2_K block " << k;
+      }
+    }
+    const auto v = Dequant(t, a.data(), n);
+    double sum = 0, sq = 0;
+    for (float x : v) {
+      ASSERT_TRUE(std::isfinite(x)) << tr.name;
+      sum += x;
+      sq += double{x} * x;
+    }
+    const double mean = sum / n, sd = std::sqrt(sq / n - mean * mean);
+    EXPECT_NEAR(sd, sigma, 0.15 * sigma) << tr.name;
+    EXPECT_LT(std::fabs(mean), 0.25 * sigma) << tr.name;
+  }
+  std::vector<uint8_t> x(64);
+  EXPECT_EQ(RandomBlocks(GgmlType::IQ2_XS, x.data(), 0, 1, 1, 1.0f).code(), absl::StatusCode::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace specd

@@ -7,6 +7,7 @@
 #include "common/backend/cpu/cpu_backend.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -17,8 +18,8 @@
 #endif
 #include <string>
 
+#include "common/quant/block_random.h"
 #include "common/quant/quant.h"
-#include "common/sampler/rng.h"
 #include "common/util/fp16.h"
 
 namespace specd {
@@ -149,28 +150,23 @@ size_t CpuBackend::AvailableMemory() const {
 
 absl::StatusOr<Weight> CpuBackend::LoadWeight(const WeightSource& src) {
   if (src.host_data == nullptr) {
-    // Synthesize: Gaussian rows of scale 1/sqrt(ne0) (norms: 1), quantized.
+    // Synthesize random valid blocks, as the CUDA backend does (block_random.h).
     std::unique_ptr<uint8_t[]> buf(new (std::nothrow) uint8_t[src.nbytes]);
     if (!buf) return absl::ResourceExhaustedError(absl::StrCat("cannot allocate ", src.nbytes, " bytes for ", src.name));
-    uint64_t key = 1469598103934665603ull;
-    for (unsigned char ch : src.name) key = (key ^ ch) * 1099511628211ull;
-    const size_t rb = RowBytes(src.type, src.ne0);
-    const float scale = 1.0f / std::sqrt(static_cast<float>(src.ne0));
-    pool_.ParallelFor(src.ne1, [&](int64_t r0, int64_t r1) {
-      std::vector<float> row(src.ne0);
-      for (int64_t r = r0; r < r1; ++r) {
-        for (int64_t i = 0; i < src.ne0; ++i) {
-          if (src.ne1 == 1) {
-            row[i] = 1.0f;  // norm weights
-            continue;
-          }
-          const uint64_t ctr = 2 * static_cast<uint64_t>(r * src.ne0 + i);
-          const double u1 = std::max(Uniform01(key, 7, ctr), 1e-300), u2 = Uniform01(key, 7, ctr + 1);
-          row[i] = scale * static_cast<float>(std::sqrt(-2.0 * std::log(u1)) * std::cos(2 * M_PI * u2));
-        }
-        (void)QuantizeRow(src.type, row.data(), buf.get() + r * rb, src.ne0);
-      }
-    });
+    const SyntheticWeight sw = SyntheticWeightFor(src.name, src.ne0, src.ne1);
+    const auto& tr = TypeTraits(src.type);
+    std::atomic<bool> failed{false};
+    pool_.ParallelFor(
+        src.ne0 / tr.block_size * src.ne1,
+        [&](int64_t b0, int64_t b1) {
+          if (!RandomBlocks(src.type, buf.get() + b0 * tr.type_size, b0, b1 - b0, sw.seed, sw.sigma).ok()) failed = true;
+        },
+        /*grain=*/256);
+    if (failed) return absl::InvalidArgumentError(absl::StrCat(src.name, ": cannot synthesize ", tr.name, " weights"));
+    if (sw.mean != 0.0f && src.type == GgmlType::F32) {
+      auto* f = reinterpret_cast<float*>(buf.get());
+      for (int64_t i = 0; i < src.ne0 * src.ne1; ++i) f[i] += sw.mean;
+    }
     WeightSource s2 = src;
     s2.host_data = buf.get();
     synthetic_.push_back(std::move(buf));
