@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "common/backend/cuda/kernels.h"
+#include "common/quant/block_random.h"
 #include "common/quant/mmv_tiles.h"
 #include "common/util/log.h"
 
@@ -43,11 +44,6 @@ std::string CudaErr(cudaError_t e) { return absl::StrCat(cudaGetErrorName(e), " 
     if (e_ != cudaSuccess) return absl::InternalError(absl::StrCat("CUDA error in ", what, ": ", CudaErr(e_))); \
   } while (0)
 
-uint64_t HashName(const std::string& s) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
-  return h;
-}
 
 // ---- weight arena on CUDA virtual memory: committed = used rounded up to one page ----
 class VmmArena {
@@ -499,16 +495,15 @@ absl::StatusOr<Weight> CudaBackend::LoadWeight(const WeightSource& src) {
     weight_allocs_.push_back(dst);
   }
   // Random weights are generated on the device (benchmarks build large models
-  // without files).
-  int kind = 0;
-  if (src.ne1 == 1) kind = src.name.find("norm") != std::string::npos ? 2 : 3;
-  else if (src.name.find("token_embd") != std::string::npos) kind = 1;
+  // without files), the same bytes the CPU backend makes.
+  const SyntheticWeight sw = SyntheticWeightFor(src.name, src.ne0, src.ne1);
   if (!packed) {
     if (src.host_data) {
       SPECD_CUDA_RETURN(cudaMemcpy(dst, src.host_data, nbytes, cudaMemcpyHostToDevice), "uploading a weight");
     } else {
-      SPECD_CUDA_RETURN(cuda::LaunchRandomFill(src.type, dst, src.ne0, 0, src.ne1, kind, HashName(src.name), stream_),
-                        "generating a random weight");
+      SPECD_CUDA_RETURN(
+          cuda::LaunchRandomFill(src.type, dst, src.ne0, 0, src.ne1, sw.seed, sw.sigma, sw.mean, stream_),
+          "generating a random weight");
     }
   } else {
     // GGUF rows go through a staging buffer, whole tiles at a time.
@@ -524,8 +519,9 @@ absl::StatusOr<Weight> CudaBackend::LoadWeight(const WeightSource& src) {
                                           nr * row_bytes, cudaMemcpyHostToDevice, stream_),
                           "uploading a weight");
       } else {
-        SPECD_CUDA_RETURN(cuda::LaunchRandomFill(src.type, stage_, src.ne0, r0, nr, kind, HashName(src.name), stream_),
-                          "generating a random weight");
+        SPECD_CUDA_RETURN(
+            cuda::LaunchRandomFill(src.type, stage_, src.ne0, r0, nr, sw.seed, sw.sigma, sw.mean, stream_),
+            "generating a random weight");
       }
       SPECD_CUDA_RETURN(cuda::LaunchPack(src.type, stage_, row_bytes, src.ne1, src.ne0, t0, nt, dst, stream_),
                         "packing a weight");

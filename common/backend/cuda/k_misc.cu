@@ -10,6 +10,7 @@
 
 #include "common/backend/cuda/k_common.cuh"
 #include "common/quant/block_dequant.h"
+#include "common/quant/block_random.h"
 
 namespace specd::cuda {
 namespace {
@@ -268,88 +269,7 @@ __global__ void ToHalfKernel(const float* x, int64_t n, __half* out) {
     out[i] = __float2half_rn(fminf(fmaxf(x[i], -65504.0f), 65504.0f));
 }
 
-// ---- random weights ----
-__device__ __forceinline__ uint64_t Mix(uint64_t z) {
-  z += 0x9e3779b97f4a7c15ull;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-// Uniform in [-1, 1).
-__device__ __forceinline__ float Unif(uint64_t h) {
-  return static_cast<float>(static_cast<int32_t>(h >> 32)) * (1.0f / 2147483648.0f);
-}
-
-// Random valid block `b` of `type`; sigma: the target standard deviation.
-template <GgmlType T>
-__device__ void RandomBlock(uint8_t* dst, uint64_t seed, int64_t b, float sigma) {
-  uint64_t h = Mix(seed ^ Mix(static_cast<uint64_t>(b)));
-  auto next = [&]() {
-    h = Mix(h);
-    return h;
-  };
-  if constexpr (T == GgmlType::F32 || T == GgmlType::F16 || T == GgmlType::BF16) {
-    // Uniform with the requested deviation (sqrt(3) * sigma bounds).
-    const float v = Unif(next()) * sigma * 1.7320508f;
-    if constexpr (T == GgmlType::F32) *reinterpret_cast<float*>(dst) = v;
-    else if constexpr (T == GgmlType::F16) *reinterpret_cast<uint16_t*>(dst) = FloatToHalf(v);
-    else *reinterpret_cast<uint16_t*>(dst) = FloatToBf16(v);
-  } else {
-    // Random quant bytes everywhere, then sane scales on top.
-    for (int i = 0; i < Geo<T>::kBytes; i += 8) {
-      const uint64_t r = next();
-      for (int j = 0; j < 8 && i + j < Geo<T>::kBytes; ++j) dst[i + j] = static_cast<uint8_t>(r >> (8 * j));
-    }
-    auto put_half = [&](int off, float v) {
-      const uint16_t u = FloatToHalf(v);
-      dst[off] = static_cast<uint8_t>(u & 0xff);
-      dst[off + 1] = static_cast<uint8_t>(u >> 8);
-    };
-    const float jitter = 1.0f + 0.25f * Unif(next());
-    if constexpr (T == GgmlType::Q8_0) {
-      put_half(0, sigma / 73.0f * jitter);  // uniform int8: std 73.6
-    } else if constexpr (T == GgmlType::Q4_0 || T == GgmlType::Q5_0) {
-      put_half(0, sigma / (T == GgmlType::Q4_0 ? 4.6f : 9.2f) * jitter);
-    } else if constexpr (T == GgmlType::Q4_1 || T == GgmlType::Q5_1) {
-      const float q = T == GgmlType::Q4_1 ? 4.6f : 9.2f, mid = T == GgmlType::Q4_1 ? 7.5f : 15.5f;
-      const float d = sigma / q * jitter;
-      put_half(0, d);
-      put_half(2, -d * mid);
-    } else if constexpr (T == GgmlType::Q4_K || T == GgmlType::Q5_K) {
-      // scales in [32, 47], mins 16..31 (6-bit fields), centred around zero.
-      auto* bk = reinterpret_cast<uint8_t*>(dst);
-      for (int j = 0; j < 12; ++j) bk[4 + j] = 0;
-      for (int j = 0; j < 8; ++j) {
-        const uint32_t r = static_cast<uint32_t>(next());
-        const uint8_t sc = 32 + (r & 15), m = 16 + ((r >> 4) & 15);
-        if (j < 4) {
-          bk[4 + j] = static_cast<uint8_t>(sc & 63);
-          bk[4 + j + 4] = static_cast<uint8_t>(m & 63);
-        } else {
-          bk[4 + j + 4] = static_cast<uint8_t>((sc & 0xF) | ((m & 0xF) << 4));
-          bk[4 + j - 4] |= static_cast<uint8_t>((sc >> 4) << 6);
-          bk[4 + j] |= static_cast<uint8_t>((m >> 4) << 6);
-        }
-      }
-      const float q = T == GgmlType::Q4_K ? 4.6f : 9.2f, mid = T == GgmlType::Q4_K ? 7.5f : 15.5f;
-      const float d = sigma / (q * 40.0f) * jitter;
-      put_half(0, d);
-      put_half(2, d * mid * 40.0f / 24.0f);
-    } else if constexpr (T == GgmlType::Q6_K) {
-      auto* sc = reinterpret_cast<int8_t*>(dst + 192);
-      for (int j = 0; j < 16; ++j) sc[j] = static_cast<int8_t>(24 + (next() & 15));
-      put_half(208, sigma / (18.5f * 31.5f) * jitter);
-    } else if constexpr (T == GgmlType::Q2_K) {
-      for (int j = 0; j < 16; ++j) dst[j] = static_cast<uint8_t>(8 + (next() & 7)) | (8 << 4);
-      put_half(80, sigma / (1.1f * 11.5f) * jitter);
-      put_half(82, sigma / (1.1f * 11.5f) * jitter * 1.5f * 11.5f / 8.0f);
-    } else if constexpr (T == GgmlType::Q3_K) {
-      for (int j = 0; j < 12; ++j) dst[96 + j] = static_cast<uint8_t>(0xAA);  // scales around 32 +- small
-      put_half(108, sigma / (2.3f * 10.0f) * jitter);
-    }
-  }
-}
-
+// ---- random weights (block_random.h: the same bytes as the CPU backend's) ----
 template <GgmlType T>
 __global__ void RandomFillKernel(uint8_t* dst, int64_t block0, int64_t nblocks, uint64_t seed, float sigma,
                                  float mean) {
@@ -456,15 +376,8 @@ cudaError_t LaunchToHalf(const float* x, int64_t count, void* dst, cudaStream_t 
   return LaunchResult();
 }
 
-cudaError_t LaunchRandomFill(GgmlType type, void* dst, int64_t ne0, int64_t row0, int64_t ne1, int kind,
-                             uint64_t seed, cudaStream_t s) {
-  float sigma = 1.0f / sqrtf(static_cast<float>(ne0 > 0 ? ne0 : 1)), mean = 0.0f;
-  if (kind == 1) sigma = 1.0f;
-  if (kind == 2) {
-    sigma = 0.1f;
-    mean = 1.0f;
-  }
-  if (kind == 3) sigma = 0.05f;
+cudaError_t LaunchRandomFill(GgmlType type, void* dst, int64_t ne0, int64_t row0, int64_t ne1, uint64_t seed,
+                             float sigma, float mean, cudaStream_t s) {
   const bool ok = Dispatch(type, [&]<GgmlType T>() {
     const int64_t per_row = ne0 / Geo<T>::kQk;
     RandomFillKernel<T><<<GridFor(per_row * ne1, 128), 128, 0, s>>>(static_cast<uint8_t*>(dst), row0 * per_row,

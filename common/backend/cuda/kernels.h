@@ -142,12 +142,11 @@ size_t AttnPartialFloats(int n_tok, int n_heads, int head_dim, int max_splits);
 
 // ---- random weights ----
 // Fills rows [row0, row0 + ne1) of a GGUF matrix of `type` (ne0 per row) at
-// dst with valid random blocks (finite, moderate values), deterministic from
-// `seed` and the rows (a matrix filled in pieces equals one filled at once).
-// kind: 0 matrix (std ~ 1/sqrt(ne0)), 1 embedding (std ~ 1), 2 norm (around
-// 1), 3 bias (small).
-cudaError_t LaunchRandomFill(GgmlType type, void* dst, int64_t ne0, int64_t row0, int64_t ne1, int kind,
-                             uint64_t seed, cudaStream_t s);
+// dst with block_random.h's valid random blocks (seed, sigma: SyntheticWeightFor;
+// mean added to F32 values), the bytes the CPU backend makes for the same
+// weight; a matrix filled in pieces equals one filled at once.
+cudaError_t LaunchRandomFill(GgmlType type, void* dst, int64_t ne0, int64_t row0, int64_t ne1, uint64_t seed,
+                             float sigma, float mean, cudaStream_t s);
 
 // Raises the dynamic shared-memory limits of the kernels that need more than
 // 48 KB; called once at backend creation (never during graph capture).
