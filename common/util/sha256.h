@@ -1,5 +1,6 @@
-// SHA-256 (FIPS 180-4), small and dependency-free: vocabulary digests and
-// other content fingerprints.
+// SHA-256 (FIPS 180-4) through OpenSSL's EVP interface (SHA-NI / AVX2 code
+// paths where the CPU has them): vocabulary digests and the content digests
+// of weight tensors (gigabytes at a target's start, common/memory).
 #pragma once
 #include <array>
 #include <cstddef>
@@ -12,6 +13,9 @@ namespace specd {
 class Sha256 {
  public:
   Sha256();
+  ~Sha256();
+  Sha256(const Sha256&) = delete;
+  Sha256& operator=(const Sha256&) = delete;
   void Update(const void* data, size_t n);
   void Update(std::string_view s) { Update(s.data(), s.size()); }
   // Finishes the hash; the object must not be updated afterwards.
@@ -19,13 +23,11 @@ class Sha256 {
   std::string FinalHex();
 
  private:
-  void Block(const uint8_t* p);
-  uint32_t h_[8];
-  uint8_t buf_[64];
-  size_t buf_len_ = 0;
-  uint64_t total_ = 0;
+  void* ctx_;  // EVP_MD_CTX
 };
 
 std::string Sha256Hex(std::string_view data);
+// The digest of n bytes at `data`, as 64 lowercase hex digits.
+std::string Sha256Hex(const void* data, size_t n);
 
 }  // namespace specd
