@@ -97,7 +97,9 @@ std::string MemoryLedger::ToString() const {
   };
   os << "memory ledger (" << device << "):\n";
   row("weights", fmt(weights));
-  if (shared > 0) row("shared weights", fmt(shared), absl::StrCat("mapped from pid ", shared_from, ", held there"));
+  if (shared > 0)
+    row("shared weights", fmt(shared),
+        absl::StrCat("mapped from ", shared_from ? absl::StrCat("pid ", shared_from) : "the target", ", held there"));
   row("kv pool", fmt(kv_pool));
   row("activations", fmt(activations));
   row("exchange", fmt(exchange));
@@ -105,7 +107,7 @@ std::string MemoryLedger::ToString() const {
   if (unplanned > 0) row("beyond plan", fmt(unplanned), "the driver's figure for this process exceeds the plan");
   row("total", fmt(total()));
   if (!others_detail.empty() || others > 0) {
-    row("other engines", fmt(others), "on this device, device registry");
+    row("other engines", fmt(others), "on this device");
     for (const std::string& d : others_detail) os << "    " << d << "\n";
   }
   std::string verdict = fits() ? "fits" : "DOES NOT FIT";
@@ -186,9 +188,6 @@ absl::Status CheckLimits(const EngineOptions& o) {
   return absl::OkStatus();
 }
 
-const char kPageCacheShares[] =
-    "cpu backend: the weights stay in the file mapping, which the page cache already shares between processes";
-
 // The registry --device-registry names (null: this engine plans alone).
 absl::StatusOr<std::unique_ptr<DeviceRegistry>> OpenRegistry(const EngineOptions& o, const Backend& b) {
   std::string root = o.device_registry;
@@ -202,11 +201,6 @@ absl::StatusOr<std::unique_ptr<DeviceRegistry>> OpenRegistry(const EngineOptions
     return absl::Status(r.status().code(), absl::StrCat("device registry: ", r.status().message(),
                                                         " (--device-registry off: plan this process alone)"));
   return r;
-}
-
-// Why an engine without a registry cannot find weights to map.
-std::string NoRegistryWhy(const Backend& b) {
-  return b.Name() == "cpu" ? kPageCacheShares : "--device-registry off: no other process's weights can be found";
 }
 }  // namespace
 
@@ -292,8 +286,10 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& o) {
   SharedWeights shared;
   if (o.share_weights == Share::kImport) {
     std::string why;
-    if (!e->registry_) {
-      why = NoRegistryWhy(*be);
+    if (absl::Status st = WeightSharingSupport(*be); !st.ok()) {
+      why = std::string(st.message());
+    } else if (!e->registry_) {
+      why = "--device-registry off: no other process's weights can be found";
     } else {
       SPECD_ASSIGN_OR_RETURN(auto live, e->registry_->List());
       shared = FindSharedWeights(live, *e->file_, *be, o.backend.device, o.digest_threads, &why);
@@ -314,7 +310,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& o) {
   if (o.share_weights == Share::kExport) {
     size_t region = 0;
     for (const auto& t : e->file_->tensors()) region += be->WeightFootprint(t.nbytes);
-    auto x = PrepareWeightExport(be, o.backend.device, region);
+    auto x = PrepareWeightExport(be, o.backend.device, region, *e->file_);
     if (x.ok()) e->exporter_ = *std::move(x);
     else {
       SPECD_LOG(INFO) << "weight sharing: not exporting" << Kv("why", x.status().message());

@@ -1,8 +1,14 @@
 #include "common/engine/weight_sharing.h"
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
 #include <atomic>
 #include <map>
 #include <mutex>
@@ -10,6 +16,7 @@
 
 #include "absl/strings/str_join.h"
 #include "common/util/config.h"
+#include "common/util/log.h"
 
 #if defined(SPECD_HAVE_CUDA)
 #include "common/backend/cuda/cuda_ipc.h"
@@ -18,7 +25,19 @@
 namespace specd {
 namespace {
 
-std::atomic<bool> g_in_place{false};
+std::atomic<bool> g_file_sharing{false};
+
+bool FileSharing() {
+  static const bool env = [] {
+    const char* v = std::getenv("SPECD_TEST_WEIGHT_SHARING");
+    const bool on = v && std::string(v) == "file";
+    if (on)
+      SPECD_LOG(WARN) << "TEST MODE: the cpu backend shares weights through file mappings "
+                         "(SPECD_TEST_WEIGHT_SHARING=file)";
+    return on;
+  }();
+  return env || g_file_sharing;
+}
 
 // Each weight of `model` with a record, at its offset in [base, base + bytes).
 absl::StatusOr<WeightExport> DescribeIn(const Model& model, const std::vector<TensorRecord>& records,
@@ -44,28 +63,50 @@ absl::StatusOr<WeightExport> DescribeIn(const Model& model, const std::vector<Te
   return x;
 }
 
-// Tests: the weights where a cpu backend left them (in the file mapping).
-class InPlaceExporter final : public WeightExporter {
+// Tests: the weights where the cpu backend left them, in the file mapping;
+// the importer maps the same file (kind "file", handle: its path).
+class FileExporter final : public WeightExporter {
  public:
-  explicit InPlaceExporter(std::string layout) : layout_(std::move(layout)) {}
+  FileExporter(const GgufFile& file, std::string layout) : file_(file), layout_(std::move(layout)) {}
   absl::StatusOr<WeightExport> Describe(const Model& model, const std::vector<TensorRecord>& records) const override {
-    const uint8_t* lo = nullptr;
-    const uint8_t* hi = nullptr;
-    model.ForEachWeight([&](const Weight& w) {
-      const auto* p = static_cast<const uint8_t*>(w.data);
-      if (!lo || p < lo) lo = p;
-      if (!hi || p + w.nbytes > hi) hi = p + w.nbytes;
-    });
-    if (!lo) return absl::FailedPreconditionError("no weights to export");
+    if (file_.tensors().empty()) return absl::FailedPreconditionError("no weights to export");
+    const GgufTensorInfo& t = file_.tensors().front();
     WeightExport x;
-    x.kind = "in-process";
+    x.kind = "file";
     x.layout = layout_;
-    return DescribeIn(model, records, lo, static_cast<uint64_t>(hi - lo), std::move(x));
+    x.handle = file_.path();
+    return DescribeIn(model, records, t.data - file_.data_offset() - t.offset, file_.file_size(), std::move(x));
   }
 
  private:
+  const GgufFile& file_;
   std::string layout_;
 };
+
+class FileImport final : public WeightImport {
+ public:
+  FileImport(void* map, size_t bytes, std::string path) : map_(map), bytes_(bytes), path_(std::move(path)) {}
+  ~FileImport() override { munmap(map_, bytes_); }
+  const uint8_t* base() const override { return static_cast<const uint8_t*>(map_); }
+  std::string Describe() const override { return "file mapping of " + path_ + " (test mode)"; }
+
+ private:
+  void* map_;
+  size_t bytes_;
+  std::string path_;
+};
+
+absl::StatusOr<std::shared_ptr<WeightImport>> OpenFileImport(const WeightExport& exp) {
+  const int fd = open(exp.handle.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return absl::NotFoundError(absl::StrCat("cannot open ", exp.handle, ": ", std::strerror(errno)));
+  struct stat st {};
+  const bool same_size = fstat(fd, &st) == 0 && static_cast<uint64_t>(st.st_size) == exp.bytes;
+  void* map = same_size ? mmap(nullptr, exp.bytes, PROT_READ, MAP_SHARED, fd, 0) : MAP_FAILED;
+  close(fd);
+  if (!same_size) return absl::FailedPreconditionError(exp.handle + " changed since it was exported");
+  if (map == MAP_FAILED) return absl::InternalError(absl::StrCat("mmap ", exp.handle, ": ", std::strerror(errno)));
+  return std::shared_ptr<WeightImport>(new FileImport(map, exp.bytes, exp.handle));
+}
 
 // The exporter's own process: its addresses, no mapping.
 class SameProcessImport final : public WeightImport {
@@ -126,14 +167,26 @@ std::map<std::string, std::weak_ptr<WeightImport>> g_imports;
 
 }  // namespace
 
-void SetInPlaceWeightExportForTesting(bool on) { g_in_place = on; }
+void SetFileWeightSharingForTesting(bool on) { g_file_sharing = on; }
 
-absl::StatusOr<std::unique_ptr<WeightExporter>> PrepareWeightExport(Backend* backend, int device, size_t bytes) {
-  if (backend->Name() != "cuda") {
-    if (g_in_place) return std::unique_ptr<WeightExporter>(new InPlaceExporter(backend->WeightLayout()));
-    return absl::UnimplementedError(absl::StrCat(
-        backend->Name(), " backend: the weights stay in the file mapping, which the page cache already shares"));
+absl::Status WeightSharingSupport(const Backend& backend) {
+  if (backend.Name() != "cuda") {
+    if (FileSharing()) return absl::OkStatus();
+    return absl::UnimplementedError(absl::StrCat(backend.Name(),
+                                                 " backend: the weights stay in the file mapping, which the page "
+                                                 "cache already shares between processes"));
   }
+#if defined(SPECD_HAVE_CUDA)
+  return absl::OkStatus();
+#else
+  return absl::UnimplementedError("this build of specd has no CUDA");
+#endif
+}
+
+absl::StatusOr<std::unique_ptr<WeightExporter>> PrepareWeightExport(Backend* backend, int device, size_t bytes,
+                                                                    const GgufFile& file) {
+  SPECD_RETURN_IF_ERROR(WeightSharingSupport(*backend));
+  if (backend->Name() != "cuda") return std::unique_ptr<WeightExporter>(new FileExporter(file, backend->WeightLayout()));
 #if defined(SPECD_HAVE_CUDA)
   SPECD_ASSIGN_OR_RETURN(cuda_ipc::ExportedBuffer buf, cuda_ipc::Create(bytes, device));
   if (absl::Status st = backend->PlaceWeightsIn(buf.ptr, bytes); !st.ok()) {
@@ -144,16 +197,17 @@ absl::StatusOr<std::unique_ptr<WeightExporter>> PrepareWeightExport(Backend* bac
 #else
   (void)device;
   (void)bytes;
-  return absl::UnimplementedError("this build of specd has no CUDA");
+  return absl::UnimplementedError("unreachable");
 #endif
 }
 
 absl::StatusOr<std::shared_ptr<WeightImport>> OpenWeightImport(const WeightExport& exp, int64_t owner_pid,
                                                                int device) {
   if (owner_pid == static_cast<int64_t>(getpid())) return std::shared_ptr<WeightImport>(new SameProcessImport(exp));
+  if (exp.kind == "file" && FileSharing()) return OpenFileImport(exp);
   if (exp.kind != "cuda-ipc")
     return absl::FailedPreconditionError(
-        absl::StrCat("pid ", owner_pid, "'s weights (kind '", exp.kind, "') can only be used in that process"));
+        absl::StrCat("pid ", owner_pid, "'s weights are of kind '", exp.kind, "', which this process cannot map"));
   const std::string key = absl::StrCat(owner_pid, "/", exp.kind, "/", exp.handle);
   std::lock_guard<std::mutex> l(g_imports_mu);
   if (auto it = g_imports.find(key); it != g_imports.end()) {

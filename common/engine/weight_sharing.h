@@ -17,7 +17,11 @@
 //
 // The CPU backend never shares (the weights stay in the file mapping, which
 // the page cache already shares between processes): both sides log that and
-// go on. This header has no CUDA in it; builds without CUDA say so.
+// go on. Tests can make it share anyway, to run the whole protocol without a
+// GPU: export kind "file", the target's GGUF file named and mapped again by
+// the importer (SetFileWeightSharingForTesting in process; the environment
+// variable SPECD_TEST_WEIGHT_SHARING=file for worker processes, logged).
+// This header has no CUDA in it; builds without CUDA say so.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -42,10 +46,15 @@ class WeightExporter {
                                                 const std::vector<TensorRecord>& records) const = 0;
 };
 
-// Makes `backend` place the weights it loads next in an exportable region of
-// `bytes` on `device`. UNIMPLEMENTED for backends that do not copy weights
-// (cpu) and builds without CUDA.
-absl::StatusOr<std::unique_ptr<WeightExporter>> PrepareWeightExport(Backend* backend, int device, size_t bytes);
+// OK when weights can be shared on `backend`: a CUDA build on the cuda
+// backend (or the tests' in-place mode); otherwise why not.
+absl::Status WeightSharingSupport(const Backend& backend);
+
+// Makes `backend` place the weights of `file` it loads next in an
+// exportable region of `bytes` on `device`. UNIMPLEMENTED where
+// WeightSharingSupport says so.
+absl::StatusOr<std::unique_ptr<WeightExporter>> PrepareWeightExport(Backend* backend, int device, size_t bytes,
+                                                                    const GgufFile& file);
 
 // An importer's mapping of another engine's export (one per export and
 // process, shared by the engines that use it: a draft swap maps it twice).
@@ -74,9 +83,7 @@ struct SharedWeights {
 SharedWeights FindSharedWeights(const std::vector<RegistryEntry>& live, const GgufFile& file, const Backend& backend,
                                 int device, int threads, std::string* why);
 
-// Tests without a GPU: while on, PrepareWeightExport on a backend that keeps
-// weights where they are (cpu) returns an exporter that describes them in
-// place (kind "in-process": mappable by this process only).
-void SetInPlaceWeightExportForTesting(bool on);
+// Tests without a GPU: while on, the cpu backend exports and imports kind "file".
+void SetFileWeightSharingForTesting(bool on);
 
 }  // namespace specd
