@@ -300,6 +300,12 @@ absl::Status DeriveDraft(const std::string& target_path, const DeriveOptions& o,
     }
     SPECD_ASSIGN_OR_RETURN(GgmlType nt, MixTypeFor(o.weight_type, t.name, layer, keep));
     if (t.ne[0] % TypeTraits(nt).block_size != 0) nt = t.type;
+    if (nt == t.type) {
+      // The type stays: keep the target's bytes (a round trip through floats
+      // need not reproduce them), so the draft can map them from its target.
+      SPECD_RETURN_IF_ERROR(w.AddTensor(t.name, t.type, t.ne, t.data, t.nbytes));
+      continue;
+    }
     const int64_t ne0 = t.ne[0], rows = t.rows();
     const size_t src_rb = RowBytes(t.type, ne0), dst_rb = RowBytes(nt, ne0);
     std::vector<uint8_t> out(dst_rb * rows);

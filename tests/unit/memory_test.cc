@@ -469,6 +469,31 @@ TEST(WeightManifest, OnlyEqualBytesAreShared) {
   EXPECT_GT(MatchTensors(**q8, x, 2).other_shape, 0);
 }
 
+TEST(WeightManifest, ARequantizedDerivedDraftStillSharesTheTensorsWhoseTypeStays) {
+  // A Q4_K_M target and a Q4_K_S draft derived from it: the embedding (Q4_K)
+  // and the output head (Q6_K) keep their type, so their bytes are the target's.
+  TempDir dir;
+  GenOptions g;
+  auto shape = PresetShape("small");
+  ASSERT_TRUE(shape.ok());
+  g.shape = *shape;
+  g.weight_type = "Q4_K_M";
+  ASSERT_TRUE(GenerateModel(g, dir.File("t.gguf")).ok());
+  DeriveOptions d;
+  d.layers = 4;  // all: the M mix gives layers 2-3 Q6_K attn_v/ffn_down, the S mix Q4_K
+  d.weight_type = "Q4_K_S";
+  ASSERT_TRUE(DeriveDraft(dir.File("t.gguf"), d, dir.File("d.gguf")).ok());
+  auto t = GgufFile::Open(dir.File("t.gguf"));
+  auto df = GgufFile::Open(dir.File("d.gguf"));
+  ASSERT_TRUE(t.ok() && df.ok());
+  const SharePlan p = MatchTensors(**df, ExportOf(**t), 2);
+  std::set<std::string> shared;
+  for (const SharePlan::Item& i : p.tensors) shared.insert(i.name);
+  EXPECT_TRUE(shared.count("token_embd.weight")) << p.Describe();
+  EXPECT_TRUE(shared.count("output.weight")) << p.Describe();
+  EXPECT_GT(p.other_shape, 0) << "some layer matrices change type: " << p.Describe();
+}
+
 // ---------------------------------------------------------------- engines that share
 
 class SharingEngines : public ::testing::Test {
