@@ -47,7 +47,9 @@ void DraftService::Unload(const ProcessId& gone) {
   thread_->Run([&] {
     if (!cur_.engine || cur_.engine->shared_from() != gone) return;  // a swap replaced that model meanwhile
     const size_t dropped = cur_.draft->core().Sequences().size();
-    cur_ = Loaded{};  // closes the mapping: the dead target's memory is released
+    cur_.draft.reset();   // the exchange buffer first: it refers to the engine
+    cur_.engine.reset();  // closes the mapping: the dead target's memory is released
+    cur_.digest.clear();
     unloaded_why_ = absl::StrCat("the draft model is unloaded: the target process (pid ", gone.pid,
                                  ") whose weights it mapped has exited; it loads again when a target is ready on "
                                  "this device");
