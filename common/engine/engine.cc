@@ -308,13 +308,18 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& o) {
   }
   SPECD_RETURN_IF_ERROR(e->Reserve(o.model_path));
   if (o.share_weights == Share::kExport) {
-    size_t region = 0;
-    for (const auto& t : e->file_->tensors()) region += be->WeightFootprint(t.nbytes);
-    auto x = PrepareWeightExport(be, o.backend.device, region, *e->file_);
-    if (x.ok()) e->exporter_ = *std::move(x);
-    else {
-      SPECD_LOG(INFO) << "weight sharing: not exporting" << Kv("why", x.status().message());
-      e->sharing_ = absl::StrCat("own copy, not exported: ", x.status().message());
+    absl::Status why = WeightSharingSupport(*be);
+    if (why.ok() && !e->registry_) why = absl::FailedPreconditionError("--device-registry off: nowhere to publish");
+    if (why.ok()) {
+      size_t region = 0;
+      for (const auto& t : e->file_->tensors()) region += be->WeightFootprint(t.nbytes);
+      auto x = PrepareWeightExport(be, o.backend.device, region, *e->file_);
+      if (x.ok()) e->exporter_ = *std::move(x);
+      else why = x.status();
+    }
+    if (!why.ok()) {
+      SPECD_LOG(INFO) << "weight sharing: not exporting" << Kv("why", why.message());
+      e->sharing_ = absl::StrCat("own copy, not exported: ", why.message());
     }
   }
   SPECD_ASSIGN_OR_RETURN(e->model_, Model::Load(*e->file_, be, e->opts_.max_batch_tokens, e->opts_.max_out_rows,

@@ -232,6 +232,9 @@ SharedWeights FindSharedWeights(const std::vector<RegistryEntry>& live, const Gg
   std::vector<std::string> seen;
   for (const RegistryEntry& e : live) {
     if (!e.exported || e.state != "ready") continue;
+    // Another process's weights only from a target worker: a tool's engines
+    // come and go (this process's own exporter is always fine).
+    if (e.proc.pid != static_cast<int64_t>(getpid()) && e.role != "target") continue;
     if (e.exported->layout != backend.WeightLayout()) {
       seen.push_back(absl::StrCat("pid ", e.proc.pid, " stores weights as ", e.exported->layout, ", this build as ",
                                   backend.WeightLayout()));

@@ -70,8 +70,8 @@ absl::StatusOr<std::shared_ptr<WeightImport>> OpenWeightImport(const WeightExpor
                                                                int device);
 
 // What an importer maps: of the live, ready exports in `live` with the
-// backend's weight layout, the one holding the most of `file`'s bytes
-// identically. Never an error: when nothing is mapped the result is empty
+// backend's weight layout (a target worker's, or one of this process), the
+// one holding the most of `file`'s bytes identically. Never an error: when nothing is mapped the result is empty
 // and `why` says why (for the log).
 struct SharedWeights {
   std::shared_ptr<WeightImport> import;
