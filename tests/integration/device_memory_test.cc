@@ -35,8 +35,30 @@ class DeviceMemoryTest : public ::testing::Test {
     o.worker_flags = {"--device-registry", dir_.File("registry")};
     o.worker_flags.insert(o.worker_flags.end(), worker_flags.begin(), worker_flags.end());
     svc_ = std::make_unique<Service>(dir_.path(), o);
-    const absl::Status st = svc_->Start();
+    if (!file_sharing) {
+      const absl::Status st = svc_->Start();
+      ASSERT_TRUE(st.ok()) << st << "\n" << svc_->Logs();
+      return;
+    }
+    // A draft maps only weights already exported: the target first (as the
+    // systemd units order them), then the draft and the coordinator.
+    ASSERT_TRUE(svc_->StartTarget());
+    ASSERT_TRUE(WaitLog("target.log", "msg=serving")) << svc_->Logs();
+    ASSERT_TRUE(svc_->StartDraft() && svc_->StartCoordinator());
+    auto c = client::Client::Connect(svc_->coordinator_address);
+    ASSERT_TRUE(c.ok()) << c.status();
+    svc_->client = std::move(*c);
+    const absl::Status st = svc_->client->WaitServing(std::chrono::seconds(60), true);
     ASSERT_TRUE(st.ok()) << st << "\n" << svc_->Logs();
+  }
+
+  bool WaitLog(const std::string& log, const std::string& what, std::chrono::seconds timeout = std::chrono::seconds(60)) {
+    const auto end = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < end) {
+      if (ReadFile(dir_.File(log)).find(what) != std::string::npos) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return false;
   }
 
   client::GenerateParams Request(int max_tokens, float temperature = 0.0f) {
@@ -137,13 +159,7 @@ TEST_F(DeviceMemoryTest, ADerivedDraftMapsItsTargetsWeightsFollowsATargetRestart
   // restarted target's weights are mapped again and speculation resumes.
   const int64_t old_pid = s.target.pid;
   svc_->target.Kill(SIGKILL);
-  ASSERT_TRUE([&] {
-    for (int i = 0; i < 300; ++i) {
-      if (ReadFile(dir_.File("draft.log")).find("draft model unloaded") != std::string::npos) return true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    return false;
-  }()) << "the draft did not unload";
+  ASSERT_TRUE(WaitLog("draft.log", "draft model unloaded")) << "the draft did not unload";
   ASSERT_TRUE(svc_->StartTarget());
   ASSERT_TRUE(WaitDraft([&](const client::WorkerStats& d) {
     return d.memory_shared_from != 0 && d.memory_shared_from != old_pid;
