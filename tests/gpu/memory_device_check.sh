@@ -30,6 +30,7 @@ set -u
 OUT=${OUT:-/tmp/memory_out}
 mkdir -p "$OUT"
 root=$(pwd)
+[ -d .devcarry ] || { [ -f .devpack/devcarry.tar.xz ] && tar -xJf .devpack/devcarry.tar.xz; }
 C=${MEM_CARRY:-$root/.devcarry}
 export LD_LIBRARY_PATH="$C/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
 S=$C/bin/specd
