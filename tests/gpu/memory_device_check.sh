@@ -166,6 +166,8 @@ if [[ " $stages " == *" seed "* ]]; then
     check "seed: the draft planned against the target's share (other engines)" grep -q "other engines" "$OUT/seed.draft.log"
     "$S" stats --coordinator $CO > "$OUT/seed_stats.txt" 2>&1
     grep -E "memory:|weights:" "$OUT/seed_stats.txt" | sed 's/^/   /'
+    # The plan against the driver's figure (the runtime line is an estimate).
+    grep -h "device memory by the driver" "$OUT/t1.target.log" "$OUT/seed.draft.log" | cut -c1-260 | sed 's/^/   /'
   else
     fail "seed: the 3B draft did not start next to the target"
   fi
