@@ -1,13 +1,17 @@
-// specd plan: the memory ledger of a target + draft deployment against a
-// budget, from files or named shapes, without a GPU (pure arithmetic); with
-// --allocate it also builds both models on the backend (synthetic weights for
-// shapes) and reports what the device really gave up.
+// specd plan: the memory ledger of a target + draft deployment against one
+// budget for the device, from files or named shapes, without a GPU (pure
+// arithmetic): what the two workers would hold together, with the tensors a
+// draft maps from its target (files only: same name, type, shape and
+// SHA-256) shown apart. With --allocate it also builds both models on the
+// backend in this process (synthetic weights for shapes; the draft maps the
+// target's shared tensors) and reports what the device really gave up.
 #include <cstdio>
 
 #include "cli/cli_util.h"
 #include "cli/commands.h"
 #include "cli/preset_engine.h"
 #include "common/engine/engine.h"
+#include "common/memory/weight_manifest.h"
 #include "common/modelgen/modelgen.h"
 #include "common/shm/exchange.h"
 
@@ -38,6 +42,18 @@ absl::StatusOr<int> VocabOf(const Side& s) {
   return shape.vocab_size;
 }
 
+// The tensors a draft file would map from its target file (the rule the
+// workers apply: common/memory/weight_manifest.h).
+absl::StatusOr<SharePlan> SharedWithTarget(const Side& target, const Side& draft) {
+  if (target.file.empty() || draft.file.empty()) return SharePlan{};  // shapes: no bytes to compare
+  SPECD_ASSIGN_OR_RETURN(auto tf, GgufFile::Open(target.file));
+  SPECD_ASSIGN_OR_RETURN(auto df, GgufFile::Open(draft.file));
+  WeightExport x;
+  x.tensors = DigestTensors(*tf, 0);
+  for (const auto& t : tf->tensors()) x.bytes += t.nbytes;  // offsets 0: only identity matters here
+  return MatchTensors(*df, x, 0);
+}
+
 absl::StatusOr<std::unique_ptr<Engine>> BuildSide(const Side& s, EngineOptions o) {
   if (!s.file.empty()) {
     o.model_path = s.file;
@@ -63,6 +79,9 @@ int Plan(const std::vector<std::string>& args) {
   c.AddInt("max-batch-tokens", 256, "tokens per forward pass", 1, 1 << 16);
   c.AddInt("k-max", 8, "longest proposal (sizes the exchange buffer)", 1, 64);
   c.AddBytes("vram-budget", "24GiB", "memory both models must fit in together");
+  c.AddString("share-weights", "auto",
+              "auto: the draft maps the tensors it holds identically to the target's (files; cuda), as the workers "
+              "do with --share-weights auto; off: an own copy");
   c.AddBool("allocate", false, "also build both models on the backend and measure the memory used");
   if (int rc = ParseOrExit(c, args); rc >= 0) return rc;
   const Side target{c.GetString("target"), c.GetString("target-preset"), c.GetString("target-type")};
@@ -78,6 +97,9 @@ int Plan(const std::vector<std::string>& args) {
   o.max_batch_tokens = static_cast<int>(c.GetInt("max-batch-tokens"));
   const int64_t budget = c.GetBytes("vram-budget");
   o.memory_budget = budget;
+  auto share = EngineOptions::ShareWeightsFromConfig(c, EngineOptions::ShareWeights::kExport);
+  if (!share.ok()) return Fail(share.status());
+  const bool sharing = *share != EngineOptions::ShareWeights::kOff && o.backend.name != "cpu";
 
   auto tl = PlanSide(target, o, budget);
   if (!tl.ok()) return Fail(tl.status());
@@ -92,6 +114,16 @@ int Plan(const std::vector<std::string>& args) {
         static_cast<int64_t>(ExchangeBuffer::BytesFor(d.max_seqs, static_cast<int>(c.GetInt("k-max")), *vocab));
     auto dl = PlanSide(draft, d, budget);
     if (!dl.ok()) return Fail(dl.status());
+    if (sharing) {
+      auto sp = SharedWithTarget(target, draft);
+      if (!sp.ok()) return Fail(sp.status());
+      if (sp->bytes > 0) {
+        dl->ShareWeights(sp->bytes, 0);
+        std::printf("\ndraft maps from the target: %s\n", sp->Describe().c_str());
+      }
+    }
+    dl->others = tl->total();  // one budget for the device: the target holds its part
+    dl->others_detail = {"the target above"};
     std::printf("\ndraft: %s\n%s", draft.What().c_str(), dl->ToString().c_str());
     total += dl->total();
   }
@@ -106,7 +138,11 @@ int Plan(const std::vector<std::string>& args) {
   const int64_t free0 = static_cast<int64_t>((*probe)->AvailableMemory());
   probe->reset();
   const int64_t free_start = free0;
+  // Both in this process, each registered on the device (roles plan:*),
+  // so the draft's check counts the target's share of the one budget.
   EngineOptions to = o;
+  to.role = "plan:target";
+  if (sharing) to.share_weights = EngineOptions::ShareWeights::kExport;
   auto te = BuildSide(target, to);
   if (!te.ok()) return Fail(te.status());
   const int64_t used_t = free_start - static_cast<int64_t>((*te)->backend()->AvailableMemory());
@@ -115,11 +151,13 @@ int Plan(const std::vector<std::string>& args) {
   int64_t used = used_t;
   if (draft.present()) {
     EngineOptions dopt = o;
-    dopt.memory_budget = budget - used_t;
+    dopt.role = "plan:draft";
+    if (sharing) dopt.share_weights = EngineOptions::ShareWeights::kImport;
     auto de = BuildSide(draft, dopt);
     if (!de.ok()) return Fail(de.status());
     used = free_start - static_cast<int64_t>((*de)->backend()->AvailableMemory());
-    std::printf("allocated draft: device memory used %s\n", Config::FormatBytes(used - used_t).c_str());
+    std::printf("allocated draft: device memory used %s (%s)\n", Config::FormatBytes(used - used_t).c_str(),
+                (*de)->weight_sharing().c_str());
   }
   const bool ok = used <= budget;
   std::printf("allocated together: %s of %s -> %s\n", Config::FormatBytes(used).c_str(),

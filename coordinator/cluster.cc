@@ -129,7 +129,14 @@ void Cluster::ProbeTarget() {
                     << Kv("model", info.model_name()) << Kv("vocab", info.vocab_size())
                     << Kv("memory", Config::FormatBytes(static_cast<int64_t>(info.ledger().total())))
                     << Kv("budget", info.ledger().budget() < 0 ? std::string("unbounded")
-                                                               : Config::FormatBytes(info.ledger().budget()));
+                                                               : Config::FormatBytes(info.ledger().budget()))
+                    << Kv("weights", info.weight_sharing());
+    // A draft mapping the previous target's weights unloads itself when that
+    // process exits and maps this one's once it is ready (its exporter watch).
+    if (draft_info_ && draft_info_->ledger().shared_from_pid() != 0 &&
+        draft_info_->ledger().shared_from_pid() != info.pid())
+      SPECD_LOG(INFO) << "the draft maps weights from an earlier target process; it re-maps them from this one"
+                      << Kv("draft_pid", draft_info_->pid()) << Kv("mapped_from", draft_info_->ledger().shared_from_pid());
   }
   target_ = std::move(view);
   target_cv_.notify_all();
@@ -164,7 +171,8 @@ void Cluster::ProbeDraft() {
     vocab_warned_ = false;
     SPECD_LOG(INFO) << "draft worker connected" << Kv("address", opts_.draft_address) << Kv("pid", info.pid())
                     << Kv("model", info.model_name()) << Kv("exchange", info.exchange().name())
-                    << Kv("memory", Config::FormatBytes(static_cast<int64_t>(info.ledger().total())));
+                    << Kv("memory", Config::FormatBytes(static_cast<int64_t>(info.ledger().total())))
+                    << Kv("weights", info.weight_sharing());
   } else if (!draft_info_) {
     SPECD_LOG(INFO) << "draft worker reachable again" << Kv("pid", info.pid());
   }

@@ -285,6 +285,9 @@ void Frontend::AddCollectors() {
       s.Add("specd_worker_memory_bytes", "", Type::kGauge, with("part", "activations"),
             static_cast<double>(m.activations()));
       s.Add("specd_worker_memory_bytes", "", Type::kGauge, with("part", "exchange"), static_cast<double>(m.exchange()));
+      s.Add("specd_worker_memory_bytes", "", Type::kGauge, with("part", "runtime"), static_cast<double>(m.runtime()));
+      // Mapped from another process: held (and counted in total) there.
+      s.Add("specd_worker_memory_bytes", "", Type::kGauge, with("part", "shared"), static_cast<double>(m.shared()));
       s.Add("specd_worker_memory_bytes", "", Type::kGauge, with("part", "total"), static_cast<double>(m.total()));
       s.Add("specd_worker_memory_budget_bytes", "Worker memory budget (-1: unbounded).", Type::kGauge, r,
             static_cast<double>(m.budget()));

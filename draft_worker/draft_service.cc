@@ -12,11 +12,61 @@ using rpc::ToVector;
 absl::StatusOr<std::unique_ptr<DraftService>> DraftService::Create(const DraftWorkerOptions& opts) {
   std::unique_ptr<DraftService> s(new DraftService(opts));
   SPECD_ASSIGN_OR_RETURN(s->cur_, s->Load(opts.engine.model_path, ""));
+  s->path_ = opts.engine.model_path;
   s->loads_ = 1;
   DraftService* self = s.get();
   s->StartThread([self](const std::vector<LocalDraft::ProposeJob>& jobs) { return self->RunBatch(jobs); },
                  [](const LocalDraft::ProposeJob& j) { return static_cast<int64_t>(j.seq); }, opts.scheduler);
+  s->FollowExporter();
   return s;
+}
+
+void DraftService::FollowExporter() {
+  const Engine& e = *cur_.engine;
+  if (!watch_ && (!e.registry() || e.shared_from().pid == 0)) return;  // nothing mapped, nothing followed yet
+  if (!watch_) {
+    auto reg = DeviceRegistry::Open(e.registry()->root(), e.registry()->device());
+    if (!reg.ok()) {
+      // Without a watch the mapping could outlive its target: do not keep it.
+      SPECD_LOG(ERROR) << "cannot watch the process whose weights the draft maps" << Kv("error", reg.status().message());
+      return;
+    }
+    watch_ = std::make_unique<ExporterWatch>(*std::move(reg),
+                                             ExporterWatch::Callbacks{[this](const ProcessId& p) { Unload(p); },
+                                                                      [this] { return Reload(); }});
+  }
+  watch_->Follow(e.shared_from());
+}
+
+absl::Status DraftService::HostReady() {
+  if (cur_.draft) return absl::OkStatus();
+  return absl::UnavailableError(unloaded_why_);
+}
+
+void DraftService::Unload(const ProcessId& gone) {
+  thread_->Run([&] {
+    if (!cur_.engine || cur_.engine->shared_from() != gone) return;  // a swap replaced that model meanwhile
+    const size_t dropped = cur_.draft->core().Sequences().size();
+    cur_.draft.reset();   // the exchange buffer first: it refers to the engine
+    cur_.engine.reset();  // closes the mapping: the dead target's memory is released
+    cur_.digest.clear();
+    unloaded_why_ = absl::StrCat("the draft model is unloaded: the target process (pid ", gone.pid,
+                                 ") whose weights it mapped has exited; it loads again when a target is ready on "
+                                 "this device");
+    SPECD_LOG(WARN) << "draft model unloaded" << Kv("path", path_) << Kv("dropped_sequences", dropped)
+                    << Kv("exporter_pid", gone.pid);
+  });
+}
+
+absl::StatusOr<ProcessId> DraftService::Reload() {
+  return thread_->Run([&]() -> absl::StatusOr<ProcessId> {
+    if (cur_.engine) return cur_.engine->shared_from();  // a swap loaded one meanwhile
+    SPECD_ASSIGN_OR_RETURN(cur_, Load(path_, ""));
+    loads_.fetch_add(1);
+    SPECD_LOG(INFO) << "draft model loaded again" << Kv("path", path_)
+                    << Kv("weights", cur_.engine->weight_sharing());
+    return cur_.engine->shared_from();
+  });
 }
 
 absl::StatusOr<DraftService::Loaded> DraftService::Load(const std::string& path, const std::string& expected) const {
@@ -30,19 +80,22 @@ absl::StatusOr<DraftService::Loaded> DraftService::Load(const std::string& path,
         " tokens) differs from the target's (digest ", expected.substr(0, 16), "...); refusing it, the current draft stays"));
   EngineOptions eo = opts_.engine;
   eo.model_path = path;
+  eo.role = "draft";
   eo.exchange_bytes = static_cast<int64_t>(ExchangeBuffer::BytesFor(eo.max_seqs, opts_.k_max, tok->vocab_size()));
   Loaded l;
   SPECD_ASSIGN_OR_RETURN(l.engine, Engine::Create(eo));
   SPECD_ASSIGN_OR_RETURN(l.draft, LocalDraft::Create(l.engine.get(), opts_.k_max, opts_.shm_kind));
   l.digest = digest;
   SPECD_LOG(INFO) << "draft model loaded" << Kv("path", path) << Kv("vocab", l.engine->vocab_size())
-                  << Kv("exchange", l.draft->exchange().name()) << Kv("exchange_bytes", l.draft->exchange().bytes());
+                  << Kv("exchange", l.draft->exchange().name()) << Kv("exchange_bytes", l.draft->exchange().bytes())
+                  << Kv("weights", l.engine->weight_sharing());
   SPECD_LOG(INFO) << l.engine->ledger().ToString();
   return l;
 }
 
 std::vector<absl::StatusOr<Proposed>> DraftService::RunBatch(
     const std::vector<LocalDraft::ProposeJob>& jobs) {
+  if (absl::Status st = HostReady(); !st.ok()) return std::vector<absl::StatusOr<Proposed>>(jobs.size(), st);
   std::vector<absl::StatusOr<DraftProposal>> res = cur_.draft->ProposeBatch(jobs);
   std::vector<absl::StatusOr<Proposed>> out;
   out.reserve(res.size());
@@ -68,15 +121,19 @@ void DraftService::FillInfo(v1::InfoResponse* out) const {
 v1::InfoResponse DraftService::CurrentInfo() {
   return thread_->Run([this] {
     v1::InfoResponse r;
-    FillInfo(&r);
+    if (cur_.draft) FillInfo(&r);
     return r;
   });
 }
 
 grpc::Status DraftService::Info(grpc::ServerContext* ctx, const v1::InfoRequest*, v1::InfoResponse* resp) {
   if (auto st = rpc::Authorize(ctx); !st.ok()) return st;
-  *resp = CurrentInfo();
-  return grpc::Status::OK;
+  // Unloaded, it says why instead: the coordinator then runs requests target-only.
+  return ToGrpc(thread_->Run([&]() -> absl::Status {
+    SPECD_RETURN_IF_ERROR(HostReady());
+    FillInfo(resp);
+    return absl::OkStatus();
+  }));
 }
 
 grpc::Status DraftService::Propose(grpc::ServerContext* ctx, const v1::ProposeRequest* req, v1::ProposeResponse* resp) {
@@ -101,13 +158,15 @@ grpc::Status DraftService::LoadModel(grpc::ServerContext* ctx, const v1::LoadMod
   // model serves until the new one is fully loaded; any failure keeps it.
   absl::Status st = thread_->Run([&]() -> absl::Status {
     SPECD_ASSIGN_OR_RETURN(Loaded next, Load(req->path(), req->expected_vocab_digest()));
-    const size_t dropped = cur_.draft->core().Sequences().size();
+    const size_t dropped = cur_.draft ? cur_.draft->core().Sequences().size() : 0;
     cur_.draft.reset();  // unlinks the old buffer (a mapping the target holds stays valid)
     cur_ = std::move(next);
+    path_ = req->path();
     loads_.fetch_add(1);
     SPECD_LOG(INFO) << "draft model swapped" << Kv("path", req->path()) << Kv("dropped_sequences", dropped)
                     << Kv("exchange", cur_.draft->exchange().name());
     FillInfo(resp->mutable_info());
+    FollowExporter();  // the new model's exporter, or none (a pending reload is cancelled)
     return absl::OkStatus();
   });
   if (!st.ok()) SPECD_LOG(WARN) << "draft model load refused" << Kv("path", req->path()) << Kv("error", st.ToString());

@@ -20,12 +20,18 @@ int Main(int argc, char** argv) {
   cfg.AddString("shm-kind", "auto",
                 "exchange buffer: auto (CUDA IPC device rows with --backend cuda, else posix), posix, or cuda");
   rpc::AddSchedulerFlags(&cfg, "sequences per batched Propose");
+  EngineOptions::AddShareWeightsFlag(
+      &cfg, "auto: map the tensors a target on the same GPU holds identically (a draft derived from it) instead of "
+            "loading a second copy, else load an own copy (logged); off: always an own copy");
   auto run = rpc::ParseServiceFlags(&cfg, argc, argv, "draft-worker");
   if (!run.ok()) return rpc::ExitWith(kProgram, run.status(), 2);
   if (!*run) return 0;
   cfg.LogEffective();
   auto eo = EngineOptions::FromConfig(cfg);
   if (!eo.ok()) return rpc::ExitWith(kProgram, eo.status(), 2);
+  auto share = EngineOptions::ShareWeightsFromConfig(cfg, EngineOptions::ShareWeights::kImport);
+  if (!share.ok()) return rpc::ExitWith(kProgram, share.status(), 2);
+  eo->share_weights = *share;
   DraftWorkerOptions o;
   o.engine = *eo;
   o.k_max = static_cast<int>(cfg.GetInt("k-max"));

@@ -19,12 +19,19 @@ int Main(int argc, char** argv) {
   cfg.AddString("exchange-path", "auto",
                 "auto: accept on the GPU through CUDA IPC when the draft exports device rows and --backend is cuda; "
                 "host: always read the draft's host rows");
+  EngineOptions::AddShareWeightsFlag(
+      &cfg, "auto: on a GPU, keep the weights in one allocation that a draft worker on the same GPU can map "
+            "(tensors it holds identically: a draft derived from this target) and publish their digests; off: do not");
   auto run = rpc::ParseServiceFlags(&cfg, argc, argv, "target-worker");
   if (!run.ok()) return rpc::ExitWith(kProgram, run.status(), 2);
   if (!*run) return 0;
   cfg.LogEffective();
   auto eo = EngineOptions::FromConfig(cfg);
   if (!eo.ok()) return rpc::ExitWith(kProgram, eo.status(), 2);
+  auto share = EngineOptions::ShareWeightsFromConfig(cfg, EngineOptions::ShareWeights::kExport);
+  if (!share.ok()) return rpc::ExitWith(kProgram, share.status(), 2);
+  eo->share_weights = *share;
+  eo->role = "target";
   TargetWorkerOptions o;
   o.engine = *eo;
   o.scheduler = rpc::SchedulerFromConfig(cfg);

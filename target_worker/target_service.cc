@@ -15,7 +15,7 @@ absl::StatusOr<std::unique_ptr<TargetService>> TargetService::Create(const Targe
   s->target_ = std::make_unique<LocalTarget>(s->engine_.get());
   s->target_->set_prefer_host(opts.prefer_host);
   SPECD_LOG(INFO) << "target model loaded" << Kv("path", opts.engine.model_path)
-                  << Kv("vocab", s->engine_->vocab_size());
+                  << Kv("vocab", s->engine_->vocab_size()) << Kv("weights", s->engine_->weight_sharing());
   SPECD_LOG(INFO) << s->engine_->ledger().ToString();
   TargetService* self = s.get();
   s->StartThread([self](const std::vector<LocalTarget::VerifyJob>& jobs) { return self->RunBatch(jobs); },

@@ -34,13 +34,18 @@ struct Weight {
 // Host-side description of a weight to load (points into the GGUF mapping).
 // host_data == nullptr asks the backend to synthesize the weight in place:
 // random but valid blocks (finite scales, unit-scale activations), used to
-// benchmark shapes without files.
+// benchmark shapes without files. `resident` names the weight already on
+// this backend's device, in its layout (WeightLayout), at that backend
+// address: mapped from another process that loaded the same bytes
+// (common/engine/weight_sharing.h). LoadWeight then only wraps it: nothing
+// is copied, allocated or counted as this backend's.
 struct WeightSource {
   std::string name;
   GgmlType type;
   int64_t ne0, ne1;
   const void* host_data;
   size_t nbytes;
+  const void* resident = nullptr;
 };
 
 // Geometry of the paged KV pool: per layer, n_blocks blocks, each holding
@@ -114,6 +119,25 @@ class Backend {
   // Makes a weight resident. The CPU backend references the GGUF mapping
   // (zero copy); the CUDA backend uploads it once.
   virtual absl::StatusOr<Weight> LoadWeight(const WeightSource& src) = 0;
+
+  // ---- weights shared with other processes (common/engine/weight_sharing.h) ----
+  // The device's identity in the device registry (common/memory/
+  // device_registry.h): "GPU-<uuid>" on CUDA, "host" for host memory.
+  virtual std::string DeviceId() const { return "host"; }
+  // How weights are stored on the device: two processes share a weight only
+  // when both say the same (a build that repacked weights would say another).
+  virtual std::string WeightLayout() const { return Name(); }
+  // LoadWeight places the following weights in [base, base + bytes): one
+  // allocation the caller exports to other processes, instead of the
+  // backend's own memory. Unimplemented where weights are not copied (cpu:
+  // they stay in the file mapping, which the page cache already shares).
+  virtual absl::Status PlaceWeightsIn(void* base, size_t bytes) {
+    return absl::UnimplementedError(Name() + " backend: weights are not copied to a device region");
+  }
+  // Bytes of such a region one tensor takes (its stored layout, padding, alignment).
+  virtual size_t WeightFootprint(GgmlType type, int64_t ne0, int64_t ne1) const {
+    return RowBytes(type, ne0) * static_cast<size_t>(ne1);
+  }
   virtual absl::Status InitKv(const KvLayout& layout) = 0;
   // Activation buffers, allocated once for the largest batch.
   virtual absl::StatusOr<float*> AllocActivations(size_t n_floats) = 0;

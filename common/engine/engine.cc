@@ -1,11 +1,14 @@
 #include "common/engine/engine.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <map>
 #include <sstream>
 
 #include "absl/strings/ascii.h"
+#include "common/memory/driver_memory.h"
 #include "common/util/log.h"
 
 namespace specd {
@@ -30,7 +33,24 @@ void EngineOptions::AddFlags(Config* c, const std::string& p) {
   c->AddInt(p + "kv-block-size", 16, "positions per KV block", 1, 1024);
   c->AddInt(p + "kv-blocks", 0, "KV pool size in blocks (0: max-seqs x max-seq-len)", 0, 1ll << 32);
   c->AddBytes(p + "vram-budget", "auto",
-              "memory for weights + KV + activations + exchange buffers (auto: the device's free memory)");
+              "the device's memory budget, shared by every specd process on the device: weights + KV + "
+              "activations + exchange buffers + runtime of this one plus what the others hold (auto: the "
+              "device's free memory)");
+  c->AddString(p + "device-registry", "auto",
+               "where the processes on a device record what they hold, so that they share one budget: auto ("
+               "GPU backends: /dev/shm/specd-registry-UID; cpu: off), off, or a directory");
+}
+
+void EngineOptions::AddShareWeightsFlag(Config* c, const std::string& help) {
+  c->AddString("share-weights", "auto", help);
+}
+
+absl::StatusOr<EngineOptions::ShareWeights> EngineOptions::ShareWeightsFromConfig(const Config& c,
+                                                                                  ShareWeights role_auto) {
+  const std::string v = c.GetString("share-weights");
+  if (v == "auto") return role_auto;
+  if (v == "off") return ShareWeights::kOff;
+  return absl::InvalidArgumentError(absl::StrCat("--share-weights takes auto or off, not '", v, "'"));
 }
 
 absl::StatusOr<EngineOptions> EngineOptions::FromConfig(const Config& c, const std::string& p) {
@@ -46,25 +66,54 @@ absl::StatusOr<EngineOptions> EngineOptions::FromConfig(const Config& c, const s
   o.kv_block_size = static_cast<int>(c.GetInt(p + "kv-block-size"));
   o.kv_blocks = c.GetInt(p + "kv-blocks");
   o.memory_budget = c.GetBytes(p + "vram-budget");
+  o.device_registry = c.GetString(p + "device-registry");
+  if (o.device_registry.empty()) return absl::InvalidArgumentError("--" + p + "device-registry: auto, off or a directory");
   if (o.model_path.empty()) return absl::InvalidArgumentError("--" + p + "model is required");
   return o;
 }
 
+void MemoryLedger::ShareWeights(size_t bytes, int64_t from_pid) {
+  bytes = std::min(bytes, weights);
+  weights -= bytes;
+  shared += bytes;
+  shared_from = from_pid;
+}
+
+void MemoryLedger::SetOthers(const std::vector<RegistryEntry>& entries, bool budget_is_free_memory) {
+  others = BytesAgainstBudget(entries, budget_is_free_memory);
+  others_detail.clear();
+  for (const RegistryEntry& e : entries) {
+    const bool counted = !budget_is_free_memory || e.state == "loading";
+    others_detail.push_back(e.Describe() + (counted ? "" : " [already out of the free memory]"));
+  }
+}
+
 std::string MemoryLedger::ToString() const {
   std::ostringstream os;
-  auto row = [&](const char* name, size_t b) {
-    os << "  " << name << std::string(14 - std::string(name).size(), ' ') << Config::FormatBytes(static_cast<int64_t>(b))
+  auto fmt = [](size_t b) { return Config::FormatBytes(static_cast<int64_t>(b)); };
+  auto row = [&](const char* name, const std::string& v, const std::string& note = "") {
+    os << "  " << name << std::string(16 - std::string(name).size(), ' ') << v << (note.empty() ? "" : "  (" + note + ")")
        << "\n";
   };
   os << "memory ledger (" << device << "):\n";
-  row("weights", weights);
-  row("kv pool", kv_pool);
-  row("activations", activations);
-  row("exchange", exchange);
-  row("runtime", runtime);
-  row("total", total());
-  os << "  budget        " << (budget < 0 ? std::string("unbounded") : Config::FormatBytes(budget))
-     << (fits() ? "  (fits)" : "  (DOES NOT FIT)") << "\n";
+  row("weights", fmt(weights));
+  if (shared > 0)
+    row("shared weights", fmt(shared),
+        absl::StrCat("mapped from ", shared_from ? absl::StrCat("pid ", shared_from) : "the target", ", held there"));
+  row("kv pool", fmt(kv_pool));
+  row("activations", fmt(activations));
+  row("exchange", fmt(exchange));
+  row("runtime", fmt(runtime), runtime ? "CUDA context, cuBLAS workspace, scratch, graphs" : "");
+  if (unplanned > 0) row("beyond plan", fmt(unplanned), "the driver's figure for this process exceeds the plan");
+  row("total", fmt(total()));
+  if (!others_detail.empty() || others > 0) {
+    row("other engines", fmt(others), "on this device");
+    for (const std::string& d : others_detail) os << "    " << d << "\n";
+  }
+  std::string verdict = fits() ? "fits" : "DOES NOT FIT";
+  if (budget >= 0 && fits())
+    absl::StrAppend(&verdict, ", ", fmt(static_cast<size_t>(budget) - total() - others), " left");
+  row("budget", budget < 0 ? std::string("unbounded") : Config::FormatBytes(budget), verdict);
   return os.str();
 }
 
@@ -118,17 +167,40 @@ absl::StatusOr<MemoryLedger> Engine::PlanFor(const ModelConfig& cfg, size_t weig
   return l;
 }
 
-namespace {
 absl::Status RefuseIfOver(const MemoryLedger& l, const std::string& what) {
   if (l.fits()) return absl::OkStatus();
+  std::string why = "the memory plan does not fit the budget";
+  if (l.others > 0 && l.budget >= 0 && l.total() <= static_cast<size_t>(l.budget))
+    why = absl::StrCat("the memory plan fits the budget alone, but not next to what the other engines on this device "
+                       "hold (",
+                       Config::FormatBytes(static_cast<int64_t>(l.others)), "): one budget for the device");
   return absl::ResourceExhaustedError(absl::StrCat(
-      what, ": the memory plan does not fit the budget; refusing to start (nothing is offloaded).\n", l.ToString(),
-      "Lower --max-seqs / --max-seq-len / --kv-blocks, use --kv-type q8_0, or raise --vram-budget."));
+      what, ": ", why, "; refusing to start (nothing is offloaded).\n", l.ToString(),
+      "Lower --max-seqs / --max-seq-len / --kv-blocks, use --kv-type q8_0, share the target's weights (a draft "
+      "derived from it, --share-weights auto on both workers), or raise --vram-budget (the same on every worker "
+      "of the device)."));
 }
+
+namespace {
 absl::Status CheckLimits(const EngineOptions& o) {
   if (o.max_seqs < 1 || o.max_seq_len < 1 || o.max_batch_tokens < 1 || o.kv_block_size < 1)
     return absl::InvalidArgumentError("engine limits must be positive");
   return absl::OkStatus();
+}
+
+// The registry --device-registry names (null: this engine plans alone).
+absl::StatusOr<std::unique_ptr<DeviceRegistry>> OpenRegistry(const EngineOptions& o, const Backend& b) {
+  std::string root = o.device_registry;
+  if (root == "off") return nullptr;
+  if (root == "auto") {
+    if (b.Name() == "cpu") return nullptr;  // host memory: each process plans against what is available
+    root = DeviceRegistry::DefaultRoot();
+  }
+  auto r = DeviceRegistry::Open(root, b.DeviceId());
+  if (!r.ok())
+    return absl::Status(r.status().code(), absl::StrCat("device registry: ", r.status().message(),
+                                                        " (--device-registry off: plan this process alone)"));
+  return r;
 }
 }  // namespace
 
@@ -137,6 +209,61 @@ absl::Status Engine::Finish(const ModelConfig& cfg) {
   SPECD_RETURN_IF_ERROR(backend_->InitKv(kv));
   kv_ = KvBlockManager(kv.n_blocks, kv.block_size);
   return absl::OkStatus();
+}
+
+absl::Status Engine::Reserve(const std::string& what) {
+  if (!registry_) return RefuseIfOver(ledger_, what);
+  RegistryEntry me;
+  me.role = opts_.role;
+  me.model = what;
+  me.state = "loading";
+  me.bytes = ledger_.total();
+  me.shared = ledger_.shared;
+  me.shared_from = ledger_.shared_from;
+  me.budget = opts_.memory_budget;
+  SPECD_ASSIGN_OR_RETURN(registration_, registry_->Register(me, [&](const std::vector<RegistryEntry>& live) {
+                           ledger_.SetOthers(live, opts_.memory_budget < 0);
+                           return RefuseIfOver(ledger_, what);
+                         }));
+  SPECD_LOG(INFO) << "device registry: memory reserved" << Kv("entry", registration_->path())
+                  << Kv("bytes", ledger_.total()) << Kv("other_engines", ledger_.others_detail.size());
+  return absl::OkStatus();
+}
+
+absl::Status Engine::Publish(std::optional<WeightExport> exported, const std::string& what) {
+  // The driver's figure for this process, where the driver has one: a plan
+  // that fell short is corrected (and re-checked) rather than trusted.
+  if (backend_->Name() == "cuda") {
+    auto used = DriverMemoryOf(backend_->DeviceId(), static_cast<int64_t>(getpid()));
+    if (used.ok()) {
+      bool alone = true;  // the figure is this engine's only if it is the process's only engine
+      if (registry_) {
+        SPECD_ASSIGN_OR_RETURN(auto live, registry_->List());
+        for (const RegistryEntry& e : live) alone &= e.proc.pid != getpid() || e.serial == registration_->entry().serial;
+      }
+      // NVML may or may not charge an IPC mapping to the importer: leave the
+      // shared bytes out either way (never more than the plan's own share).
+      const size_t own = *used > ledger_.shared ? *used - ledger_.shared : 0;
+      SPECD_LOG(INFO) << "device memory by the driver" << Kv("process_bytes", *used)
+                      << Kv("planned_bytes", ledger_.total()) << Kv("shared_bytes", ledger_.shared)
+                      << Kv("only_engine_of_process", alone);
+      if (alone && own > ledger_.total()) {
+        ledger_.unplanned = own - ledger_.total() + ledger_.unplanned;
+        SPECD_LOG(WARN) << "the memory plan fell short of the driver's figure for this process; the registry records "
+                           "the driver's"
+                        << Kv("unplanned", Config::FormatBytes(static_cast<int64_t>(ledger_.unplanned)));
+        SPECD_RETURN_IF_ERROR(RefuseIfOver(ledger_, what));
+      }
+    } else {
+      SPECD_LOG(DEBUG) << "no driver figure for this process" << Kv("why", used.status().message());
+    }
+  }
+  if (!registration_) return absl::OkStatus();
+  RegistryEntry e = registration_->entry();
+  e.state = "ready";
+  e.bytes = ledger_.total();
+  e.exported = std::move(exported);
+  return registration_->Update(e);
 }
 
 absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& o) {
@@ -151,11 +278,72 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& o) {
     return absl::InvalidArgumentError(absl::StrCat(o.model_path, ": tokenizer has ", e->tok_->vocab_size(),
                                                    " tokens but token_embd has ", cfg.vocab_size, " rows"));
   SPECD_ASSIGN_OR_RETURN(e->backend_, CreateBackend(o.backend));
-  SPECD_ASSIGN_OR_RETURN(e->ledger_, Plan(*e->file_, e->opts_, static_cast<int64_t>(e->backend_->AvailableMemory())));
-  SPECD_RETURN_IF_ERROR(RefuseIfOver(e->ledger_, o.model_path));
-  SPECD_ASSIGN_OR_RETURN(e->model_, Model::Load(*e->file_, e->backend_.get(), e->opts_.max_batch_tokens,
-                                                e->opts_.max_out_rows));
+  Backend* be = e->backend_.get();
+  SPECD_ASSIGN_OR_RETURN(e->registry_, OpenRegistry(o, *be));
+  SPECD_ASSIGN_OR_RETURN(e->ledger_, Plan(*e->file_, e->opts_, static_cast<int64_t>(be->AvailableMemory())));
+  e->ledger_.device = absl::StrCat(be->Name(), " ", be->DeviceId());
+  using Share = EngineOptions::ShareWeights;
+  SharedWeights shared;
+  if (o.share_weights == Share::kImport) {
+    std::string why;
+    if (absl::Status st = WeightSharingSupport(*be); !st.ok()) {
+      why = std::string(st.message());
+    } else if (!e->registry_) {
+      why = "--device-registry off: no other process's weights can be found";
+    } else {
+      SPECD_ASSIGN_OR_RETURN(auto live, e->registry_->List());
+      shared = FindSharedWeights(live, *e->file_, *be, o.backend.device, o.digest_threads, &why);
+    }
+    if (shared.bytes > 0) {
+      SPECD_LOG(INFO) << "weight sharing: mapping the tensors another process holds identically"
+                      << Kv("shared", shared.description);
+      e->ledger_.ShareWeights(shared.bytes, shared.from.pid);
+      e->import_ = shared.import;
+      e->shared_from_ = shared.from;
+      e->sharing_ = "maps " + shared.description;
+    } else {
+      SPECD_LOG(INFO) << "weight sharing: loading an own copy of every tensor" << Kv("why", why);
+      e->sharing_ = "own copy: " + why;
+    }
+  }
+  SPECD_RETURN_IF_ERROR(e->Reserve(o.model_path));
+  if (o.share_weights == Share::kExport) {
+    absl::Status why = WeightSharingSupport(*be);
+    if (why.ok() && !e->registry_) why = absl::FailedPreconditionError("--device-registry off: nowhere to publish");
+    if (why.ok()) {
+      size_t region = 0;
+      for (const auto& t : e->file_->tensors())
+        region += be->WeightFootprint(t.type, t.ne.empty() ? 1 : t.ne[0], t.ne.size() > 1 ? t.rows() : 1);
+      auto x = PrepareWeightExport(be, o.backend.device, region, *e->file_);
+      if (x.ok()) e->exporter_ = *std::move(x);
+      else why = x.status();
+    }
+    if (!why.ok()) {
+      SPECD_LOG(INFO) << "weight sharing: not exporting" << Kv("why", why.message());
+      e->sharing_ = absl::StrCat("own copy, not exported: ", why.message());
+    }
+  }
+  SPECD_ASSIGN_OR_RETURN(e->model_, Model::Load(*e->file_, be, e->opts_.max_batch_tokens, e->opts_.max_out_rows,
+                                                shared.bytes > 0 ? &shared.resident : nullptr));
   SPECD_RETURN_IF_ERROR(e->Finish(cfg));
+  std::optional<WeightExport> exported;
+  if (e->exporter_) {
+    const auto t0 = std::chrono::steady_clock::now();
+    auto x = e->exporter_->Describe(*e->model_, DigestTensors(*e->file_, o.digest_threads));
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (x.ok()) {
+      SPECD_LOG(INFO) << "weight sharing: exporting the weights to other processes on this device"
+                      << Kv("tensors", x->tensors.size()) << Kv("bytes", Config::FormatBytes(static_cast<int64_t>(x->bytes)))
+                      << Kv("kind", x->kind) << Kv("digest_seconds", secs);
+      e->sharing_ = absl::StrCat("exports ", x->tensors.size(), " tensors (",
+                                 Config::FormatBytes(static_cast<int64_t>(x->bytes)), ", ", x->kind, ")");
+      exported = *std::move(x);
+    } else {
+      SPECD_LOG(WARN) << "weight sharing: not exporting" << Kv("why", x.status().message());
+      e->sharing_ = absl::StrCat("own copy, not exported: ", x.status().message());
+    }
+  }
+  SPECD_RETURN_IF_ERROR(e->Publish(std::move(exported), o.model_path));
   return e;
 }
 
@@ -166,15 +354,24 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::CreateSynthetic(const ModelConfi
   e->opts_ = o;
   e->opts_.max_out_rows = std::min(o.max_out_rows, o.max_batch_tokens);
   SPECD_ASSIGN_OR_RETURN(e->backend_, CreateBackend(o.backend));
+  SPECD_ASSIGN_OR_RETURN(e->registry_, OpenRegistry(o, *e->backend_));
   // Weight bytes are known only once the types are assigned; plan with the
   // KV and activations first, then check again with the weights.
   SPECD_ASSIGN_OR_RETURN(e->ledger_, PlanFor(cfg, 0, e->opts_, static_cast<int64_t>(e->backend_->AvailableMemory())));
-  SPECD_RETURN_IF_ERROR(RefuseIfOver(e->ledger_, "synthetic model"));
+  e->ledger_.device = absl::StrCat(e->backend_->Name(), " ", e->backend_->DeviceId());
+  const std::string what = "synthetic " + cfg.Describe();
+  SPECD_RETURN_IF_ERROR(e->Reserve(what));
   SPECD_ASSIGN_OR_RETURN(e->model_, Model::CreateSynthetic(cfg, type_for, e->backend_.get(), e->opts_.max_batch_tokens,
                                                            e->opts_.max_out_rows));
   e->ledger_.weights = e->model_->weight_stats().total_bytes;
+  SPECD_RETURN_IF_ERROR(RefuseIfOver(e->ledger_, what));
   SPECD_RETURN_IF_ERROR(e->Finish(cfg));
+  SPECD_RETURN_IF_ERROR(e->Publish(std::nullopt, what));
   return e;
+}
+
+const WeightExport* Engine::exported() const {
+  return registration_ && registration_->entry().exported ? &*registration_->entry().exported : nullptr;
 }
 
 Engine::~Engine() = default;

@@ -5,16 +5,24 @@
 // length. Workers and the in-process generator are built on it.
 //
 // Memory is planned before anything is loaded: weights + KV pool +
-// activations + exchange buffers against the budget; if the plan does not
-// fit, Create refuses with the ledger in the error. Nothing is ever offloaded.
+// activations + exchange buffers + runtime against the budget, which is one
+// budget for the device: what other engines on the device hold (the device
+// registry, common/memory/device_registry.h) counts against it too. If the
+// plan does not fit, Create refuses with the ledger in the error. Nothing is
+// ever offloaded. A target can export its weights and a draft map the ones
+// it holds identically instead of loading a second copy
+// (common/engine/weight_sharing.h); the ledger shows those apart.
 #pragma once
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "common/backend/backend.h"
 #include "common/gguf/gguf.h"
+#include "common/engine/weight_sharing.h"
 #include "common/kv/block_manager.h"
+#include "common/memory/device_registry.h"
 #include "common/model/model.h"
 #include "common/tokenizer/tokenizer.h"
 #include "common/util/config.h"
@@ -23,6 +31,7 @@
 namespace specd {
 
 struct EngineOptions {
+  enum class ShareWeights { kOff, kExport, kImport };
   std::string model_path;
   BackendOptions backend;
   int max_seqs = 8;             // concurrent sequences (KV slots)
@@ -35,20 +44,58 @@ struct EngineOptions {
   int64_t memory_budget = -1;   // bytes; -1: the backend's available memory
   int64_t exchange_bytes = 0;   // exchange buffers the worker allocates (ledger only)
 
+  // One budget per device: "auto" registers GPU engines in
+  // DeviceRegistry::DefaultRoot() (cpu engines plan alone), "off", or a
+  // directory (any backend, tests included).
+  std::string device_registry = "auto";
+  std::string role = "engine";  // in the registry: "target", "draft", or the tool's name
+  // kExport: place the weights in a region other processes can map, and
+  // publish it; kImport: map the tensors a live exporter on the device holds
+  // identically (the rest is loaded), else load an own copy (logged).
+  ShareWeights share_weights = ShareWeights::kOff;
+  int digest_threads = 0;       // threads computing tensor digests (0: all cores)
+
   // Declares the options shared by every process that hosts a model.
   static void AddFlags(Config* cfg, const std::string& prefix = "");
+  // The workers' --share-weights: auto (share what can be: `role_auto` is
+  // kExport for a target, kImport for a draft) or off.
+  static void AddShareWeightsFlag(Config* cfg, const std::string& help);
+  static absl::StatusOr<ShareWeights> ShareWeightsFromConfig(const Config& cfg, ShareWeights role_auto);
   static absl::StatusOr<EngineOptions> FromConfig(const Config& cfg, const std::string& prefix = "");
 };
 
 struct MemoryLedger {
   std::string device;
   size_t weights = 0, kv_pool = 0, activations = 0, exchange = 0;
-  size_t runtime = 0;   // backend workspace (cuBLAS, dequantization tiles, scratch)
+  // The backend's memory beyond those: the CUDA context (module code
+  // included), the cuBLAS workspace, dequantization tiles, matmul and
+  // attention scratch, graphs, batch metadata.
+  size_t runtime = 0;
+  // Weights mapped from another process (held and counted there, not here).
+  size_t shared = 0;
+  int64_t shared_from = 0;  // that process's pid
+  // What the other engines on the device hold (device registry), against the
+  // same budget, and one line on each.
+  size_t others = 0;
+  std::vector<std::string> others_detail;
+  // What the driver charges to this process beyond the plan (measured after
+  // loading, when the driver says: NVML).
+  size_t unplanned = 0;
   int64_t budget = -1;  // -1: unbounded
-  size_t total() const { return weights + kv_pool + activations + exchange + runtime; }
-  bool fits() const { return budget < 0 || total() <= static_cast<size_t>(budget); }
+  // This engine's own memory (shared weights excluded).
+  size_t total() const { return weights + kv_pool + activations + exchange + runtime + unplanned; }
+  bool fits() const { return budget < 0 || total() + others <= static_cast<size_t>(budget); }
+  // Moves `bytes` of weights to the shared line (mapped from `from_pid`).
+  void ShareWeights(size_t bytes, int64_t from_pid);
+  // The other engines' entries; `budget_is_free_memory`: the budget is the
+  // device's free memory, which already excludes what they allocated.
+  void SetOthers(const std::vector<RegistryEntry>& entries, bool budget_is_free_memory);
   std::string ToString() const;  // multi-line table
 };
+
+// The refusal when `l` does not fit: the ledger, the other engines, and what
+// to change.
+absl::Status RefuseIfOver(const MemoryLedger& l, const std::string& what);
 
 class Engine {
  public:
@@ -73,6 +120,15 @@ class Engine {
   const GgufFile& file() const { return *file_; }  // engines made from a file only
   Backend* backend() const { return backend_.get(); }
   const MemoryLedger& ledger() const { return ledger_; }
+  // The process whose weights this engine maps (pid 0: none); the mapping
+  // must be dropped when that process goes (common/engine/weight_sharing.h).
+  const ProcessId& shared_from() const { return shared_from_; }
+  // The device registry this engine is recorded in (nullptr: it plans alone).
+  const DeviceRegistry* registry() const { return registry_.get(); }
+  // The weights this engine exports (nullptr: none).
+  const WeightExport* exported() const;
+  // How its weights are held, in words ("own copy: ...", "maps ...", "exports ...").
+  const std::string& weight_sharing() const { return sharing_; }
   const KvBlockManager& kv() const { return kv_; }
   int vocab_size() const { return model_->config().vocab_size; }
 
@@ -106,7 +162,21 @@ class Engine {
  private:
   Engine() = default;
   absl::Status Finish(const ModelConfig& cfg);  // KV pool after the model is resident
+  // Reserves the plan in the device registry (refusing when it does not fit
+  // next to the other engines there), or checks the budget alone.
+  absl::Status Reserve(const std::string& what);
+  // Marks the entry ready (with the export), after comparing the plan with
+  // the driver's figure for this process when it has one.
+  absl::Status Publish(std::optional<WeightExport> exported, const std::string& what);
   EngineOptions opts_;
+  // Destroyed in reverse: the model and backend first, then the shared
+  // region they used, then the registry entry describing all of it.
+  std::unique_ptr<DeviceRegistry> registry_;  // null: this engine plans alone
+  std::unique_ptr<Registration> registration_;
+  std::shared_ptr<WeightImport> import_;
+  std::unique_ptr<WeightExporter> exporter_;
+  ProcessId shared_from_;
+  std::string sharing_ = "own copy";
   std::unique_ptr<GgufFile> file_;
   std::unique_ptr<Tokenizer> tok_;
   std::unique_ptr<Backend> backend_;

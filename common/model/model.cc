@@ -191,7 +191,7 @@ WeightStats Model::ComputeWeightStats(const GgufFile& file) {
 }
 
 absl::StatusOr<std::unique_ptr<Model>> Model::Load(const GgufFile& file, Backend* backend, int max_batch_tokens,
-                                                   int max_out_rows) {
+                                                   int max_out_rows, const ResidentWeights* resident) {
   if (max_batch_tokens < 1 || max_out_rows < 1 || max_out_rows > max_batch_tokens)
     return absl::InvalidArgumentError("Model::Load: need 1 <= max_out_rows <= max_batch_tokens");
   std::unique_ptr<Model> m(new Model());
@@ -209,8 +209,11 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Load(const GgufFile& file, Backend
     if (ne != e.ne)
       return absl::InvalidArgumentError(absl::StrCat(file.path(), ": tensor ", e.name, " has shape ", Dims(t->ne),
                                                      ", expected ", Dims(e.ne), " for ", cfg_desc));
-    return std::optional<WeightSource>(
-        WeightSource{e.name, t->type, ne[0], ne.size() > 1 ? ne[1] : 1, t->data, t->nbytes});
+    WeightSource src{e.name, t->type, ne[0], ne.size() > 1 ? ne[1] : 1, t->data, t->nbytes};
+    if (resident) {
+      if (auto it = resident->find(e.name); it != resident->end()) src.resident = it->second;
+    }
+    return std::optional<WeightSource>(src);
   };
   SPECD_RETURN_IF_ERROR(m->LoadWeights(from_file, file.path()));
   SPECD_RETURN_IF_ERROR(m->AllocateActivations());
@@ -244,6 +247,20 @@ absl::StatusOr<std::unique_ptr<Model>> Model::CreateSynthetic(const ModelConfig&
   m->stats_.bytes_by_type.assign(by.begin(), by.end());
   SPECD_RETURN_IF_ERROR(m->AllocateActivations());
   return m;
+}
+
+void Model::ForEachWeight(const std::function<void(const Weight&)>& fn) const {
+  auto visit = [&](const Weight& w) {
+    if (w.present()) fn(w);
+  };
+  visit(w_.tok_embd);
+  visit(w_.output_norm);
+  if (!cfg_.tied_output) visit(w_.output);
+  for (const LayerWeights& L : w_.layers) {
+    for (const Weight* w : {&L.attn_norm, &L.wq, &L.wk, &L.wv, &L.wo, &L.bq, &L.bk, &L.bv, &L.q_norm, &L.k_norm,
+                            &L.ffn_norm, &L.w_gate, &L.w_up, &L.w_down})
+      visit(*w);
+  }
 }
 
 absl::Status Model::AllocateActivations() {

@@ -4,6 +4,7 @@
 #pragma once
 #include <functional>
 #include <memory>
+#include <unordered_map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -59,14 +60,21 @@ struct WeightStats {
   std::vector<std::pair<GgmlType, size_t>> bytes_by_type;
 };
 
+// Tensors already resident on the backend's device, by name: another
+// process's copy of the very bytes this file holds (the caller checked,
+// common/memory/weight_manifest.h). Load wraps them instead of loading them.
+using ResidentWeights = std::unordered_map<std::string, const void*>;
+
 class Model {
  public:
   // Validates tensor names, shapes and types against the config, then makes
-  // every weight resident in the backend. `max_batch_tokens` sizes the
-  // activation buffers (the largest batch Forward will be given).
-  // `max_out_rows` bounds how many logits rows one Forward returns.
+  // every weight resident in the backend (those in `resident` are wrapped,
+  // not loaded). `max_batch_tokens` sizes the activation buffers (the largest
+  // batch Forward will be given). `max_out_rows` bounds how many logits rows
+  // one Forward returns.
   static absl::StatusOr<std::unique_ptr<Model>> Load(const GgufFile& file, Backend* backend,
-                                                     int max_batch_tokens, int max_out_rows);
+                                                     int max_batch_tokens, int max_out_rows,
+                                                     const ResidentWeights* resident = nullptr);
   // A model with weights the backend synthesizes in place (random valid
   // blocks; WeightSource::host_data == nullptr), for benchmarks of shapes
   // whose files would not fit: `type_for` gives each matrix's type by name.
@@ -80,6 +88,8 @@ class Model {
   int max_batch_tokens() const { return max_batch_tokens_; }
   int max_out_rows() const { return max_out_rows_; }
   const WeightStats& weight_stats() const { return stats_; }
+  // Every distinct weight (a tied output head is visited once, as token_embd).
+  void ForEachWeight(const std::function<void(const Weight&)>& fn) const;
 
   // Runs one forward pass. Returns a backend address of n_out x vocab logits
   // (valid until the next Forward). The KV pool must hold the batch's blocks.

@@ -80,9 +80,10 @@ absl::Status GenerateModel(const GenOptions& opts, const std::string& path);
 
 // A draft derived from a target file: keeps `layers` of its layers (0: all;
 // the first layers are kept, the rest dropped) and/or requantizes matrices to
-// `weight_type` (empty: keep). Tensors whose type does not change are copied
-// byte for byte. The vocabulary is the target's, so the pair is compatible by
-// construction.
+// `weight_type` (empty: keep). The vocabulary is the target's, so the pair is
+// compatible by construction. Every tensor whose type stays (the embedding,
+// the output head, norms; with no `weight_type`, all) keeps the target's
+// bytes, so a draft worker maps it from the target instead of a second copy.
 struct DeriveOptions {
   int layers = 0;
   std::string weight_type;

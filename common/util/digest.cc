@@ -49,4 +49,10 @@ std::string Sha256Hex(std::string_view data) {
   return h.FinalHex();
 }
 
+std::string Sha256Hex(const void* data, size_t n) {
+  Sha256 h;
+  h.Update(data, n);
+  return h.FinalHex();
+}
+
 }  // namespace specd

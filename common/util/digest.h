@@ -29,5 +29,7 @@ class Sha256 {
 
 std::array<uint8_t, 32> Sha256Digest(std::string_view data);
 std::string Sha256Hex(std::string_view data);
+// The digest of n bytes at `data`, as 64 lowercase hex digits (weight tensors: gigabytes at a target's start).
+std::string Sha256Hex(const void* data, size_t n);
 
 }  // namespace specd

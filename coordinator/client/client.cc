@@ -45,6 +45,12 @@ WorkerStats FromInfo(const v1::InfoResponse& i, bool reachable) {
   w.memory_kv = i.ledger().kv_pool();
   w.memory_activations = i.ledger().activations();
   w.memory_exchange = i.ledger().exchange();
+  w.memory_runtime = i.ledger().runtime();
+  w.memory_unplanned = i.ledger().unplanned();
+  w.memory_shared = i.ledger().shared();
+  w.memory_shared_from = i.ledger().shared_from_pid();
+  w.memory_others = i.ledger().others();
+  w.weight_sharing = i.weight_sharing();
   w.forward_tokens = i.forward_tokens();
   w.prefill_tokens = i.prefill_tokens();
   w.forward_seconds = i.forward_seconds();
@@ -309,13 +315,18 @@ std::string FormatStats(const Stats& s) {
                           name, w.model_name, w.arch, w.vocab_size, w.pid, w.active_sequences, w.max_seqs,
                           w.kv_used_blocks, w.kv_total_blocks, w.forwards, w.batches, w.batched_requests,
                           w.BatchMean(), w.max_batch, w.prefill_tokens, w.forward_tokens - w.prefill_tokens);
-    os << absl::StrFormat("  memory: weights %s, KV %s, activations %s, exchange %s; total %s of %s\n",
-                          Config::FormatBytes(static_cast<int64_t>(w.memory_weights)),
-                          Config::FormatBytes(static_cast<int64_t>(w.memory_kv)),
-                          Config::FormatBytes(static_cast<int64_t>(w.memory_activations)),
-                          Config::FormatBytes(static_cast<int64_t>(w.memory_exchange)),
-                          Config::FormatBytes(static_cast<int64_t>(w.memory_total)),
+    auto b = [](uint64_t v) { return Config::FormatBytes(static_cast<int64_t>(v)); };
+    std::string shared, extra;
+    if (w.memory_shared > 0)
+      shared = absl::StrFormat(" (+ %s shared, mapped from pid %d)", b(w.memory_shared), w.memory_shared_from);
+    if (w.memory_unplanned > 0) extra = absl::StrFormat(", beyond plan %s", b(w.memory_unplanned));
+    os << absl::StrFormat("  memory: weights %s%s, KV %s, activations %s, exchange %s, runtime %s%s; total %s of %s",
+                          b(w.memory_weights), shared, b(w.memory_kv), b(w.memory_activations), b(w.memory_exchange),
+                          b(w.memory_runtime), extra, b(w.memory_total),
                           w.memory_budget < 0 ? std::string("unbounded") : Config::FormatBytes(w.memory_budget));
+    if (w.memory_others > 0) os << absl::StrFormat(" (other engines on the device at start: %s)", b(w.memory_others));
+    os << "\n";
+    if (!w.weight_sharing.empty()) os << "  weights: " << w.weight_sharing << "\n";
   };
   worker("target", s.target);
   worker("draft", s.draft);

@@ -48,8 +48,13 @@ struct WorkerStats {
   int max_batch = 0;
   uint64_t memory_total = 0;
   int64_t memory_budget = -1;
-  // The memory ledger by part.
-  uint64_t memory_weights = 0, memory_kv = 0, memory_activations = 0, memory_exchange = 0;
+  // The memory ledger by part (total = weights + kv + activations + exchange + runtime + unplanned).
+  uint64_t memory_weights = 0, memory_kv = 0, memory_activations = 0, memory_exchange = 0, memory_runtime = 0;
+  uint64_t memory_unplanned = 0;  // the driver's figure beyond the plan
+  uint64_t memory_shared = 0;     // weights mapped from another process (pid memory_shared_from), not in total
+  int64_t memory_shared_from = 0;
+  uint64_t memory_others = 0;     // other engines on the device at start, against the same budget
+  std::string weight_sharing;     // how the weights are held, in words
   int64_t forward_tokens = 0, prefill_tokens = 0;  // prefill: chunked prompt tokens; the rest were steps
   double forward_seconds = 0;
   int64_t prefill_chunk = 0;

@@ -199,6 +199,11 @@ void LedgerToProto(const MemoryLedger& l, v1::MemoryLedger* out) {
   out->set_exchange(l.exchange);
   out->set_total(l.total());
   out->set_budget(l.budget);
+  out->set_runtime(l.runtime);
+  out->set_shared(l.shared);
+  out->set_shared_from_pid(l.shared_from);
+  out->set_others(l.others);
+  out->set_unplanned(l.unplanned);
 }
 
 void ExchangeToProto(const ExchangeBuffer& x, v1::ExchangeHandle* out) {
@@ -218,6 +223,7 @@ void EngineInfoToProto(const Engine& e, const std::string& vocab_digest, v1::Inf
   out->set_vocab_size(e.vocab_size());
   out->set_vocab_digest(vocab_digest);
   LedgerToProto(e.ledger(), out->mutable_ledger());
+  out->set_weight_sharing(e.weight_sharing());
   out->set_pid(getpid());
   out->set_max_seqs(e.options().max_seqs);
   out->set_max_seq_len(e.options().max_seq_len);

@@ -34,6 +34,7 @@ class WorkerBase : public Service {
     int64_t pending = 0;
     uint64_t open_id = 0;
     absl::Status st = thread_->Run([&]() -> absl::Status {
+      SPECD_RETURN_IF_ERROR(HostReady());
       SPECD_RETURN_IF_ERROR(host().OpenSeq(seq, tokens, *sampling, /*prefill=*/false));
       pending = host().core().PrefillPending(seq);
       open_id = host().core().Get(seq)->open_id;
@@ -43,6 +44,7 @@ class WorkerBase : public Service {
     if (!st.ok()) {
       // Release what this call opened, not a sequence a later Open put there.
       thread_->Run([&] {
+        if (!HostReady().ok()) return;
         const SeqState* s = host().core().Get(seq);
         if (s && s->open_id == open_id) host().ReleaseSeq(seq);
       });
@@ -55,6 +57,7 @@ class WorkerBase : public Service {
     if (auto st = Authorize(ctx); !st.ok()) return st;
     const std::vector<int32_t> tokens = ToVector(req->tokens());
     return ToGrpc(thread_->Run([&]() -> absl::Status {
+      SPECD_RETURN_IF_ERROR(HostReady());
       SPECD_RETURN_IF_ERROR(host().SyncSeq(req->seq(), req->base_len(), tokens));
       resp->set_length(host().core().CommittedLength(req->seq()));
       return absl::OkStatus();
@@ -62,7 +65,7 @@ class WorkerBase : public Service {
   }
   grpc::Status Release(grpc::ServerContext* ctx, const v1::ReleaseRequest* req, v1::ReleaseResponse* resp) override {
     if (auto st = Authorize(ctx); !st.ok()) return st;
-    resp->set_released(thread_->Run([&] { return host().ReleaseSeq(req->seq()); }));
+    resp->set_released(thread_->Run([&] { return HostReady().ok() && host().ReleaseSeq(req->seq()); }));
     return grpc::Status::OK;
   }
 
@@ -71,13 +74,16 @@ class WorkerBase : public Service {
   bool Responsive(std::chrono::milliseconds timeout) { return thread_ && thread_->Responsive(timeout); }
 
  protected:
-  // The current host (engine thread only).
+  // The current host (engine thread only), when HostReady() is OK: a draft
+  // worker may be between models (its target's weights went away).
   virtual Host& host() = 0;
+  virtual absl::Status HostReady() { return absl::OkStatus(); }
   // The scheduler over `batch`, with chunked prefill on the host.
   void StartThread(typename EngineThread<Job, Out>::BatchFn batch, typename EngineThread<Job, Out>::KeyFn key,
                    const SchedulerOptions& opts) {
     thread_ = std::make_unique<EngineThread<Job, Out>>(
         std::move(batch), std::move(key), opts, [this](const std::vector<PrefillRequest>& reqs) {
+          if (absl::Status st = HostReady(); !st.ok()) return std::vector<absl::StatusOr<int64_t>>(reqs.size(), st);
           std::vector<PrefillSlice> slices;
           for (const PrefillRequest& r : reqs) slices.push_back(PrefillSlice{static_cast<int32_t>(r.key), r.tokens});
           return host().PrefillSeqs(slices);

@@ -37,6 +37,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <functional>
 #include <memory>
 #include <string>
@@ -48,7 +50,9 @@
 #include "common/backend/cuda/cuda_backend.h"
 #include "common/backend/cuda/cuda_ipc.h"
 #include "common/backend/cuda/kernels.h"
+#include "common/engine/engine.h"
 #include "common/gguf/gguf.h"
+#include "common/modelgen/modelgen.h"
 #include "common/model/model.h"
 #include "common/quant/mmv_tiles.h"
 #include "common/quant/quant.h"
@@ -777,6 +781,120 @@ void CheckIpc(const char* self) {
   CHECK_OK(cuda_ipc::Destroy(&*buf));
 }
 
+// ---- weights shared between processes (common/engine/weight_sharing.h) ----
+
+EngineOptions ShareOpts(const std::string& model, EngineOptions::ShareWeights share, const std::string& registry) {
+  EngineOptions o;
+  o.model_path = model;
+  o.backend.name = "cuda";
+  o.max_seqs = 1;
+  o.max_seq_len = 256;
+  o.max_batch_tokens = 32;
+  o.device_registry = registry;
+  o.share_weights = share;
+  o.role = share == EngineOptions::ShareWeights::kExport ? "target" : "draft";
+  return o;
+}
+
+// A 12-token prefill's logits, then 4 greedy decode steps' (every row).
+absl::StatusOr<std::vector<float>> ShareLogits(Engine& e) {
+  std::vector<float> out;
+  SPECD_RETURN_IF_ERROR(e.NewSequence(0));
+  std::vector<int32_t> tokens = {1, 5, 9, 300, 17, 2000, 31, 4, 77, 12345, 8, 99};
+  SPECD_RETURN_IF_ERROR(e.Run({Engine::Feed{0, tokens, static_cast<int>(tokens.size())}}, &out));
+  for (int i = 0; i < 4; ++i) {
+    const int V = e.vocab_size();
+    const int32_t next = static_cast<int32_t>(
+        std::max_element(out.end() - V, out.end()) - (out.end() - V));
+    SPECD_RETURN_IF_ERROR(e.Run({Engine::Feed{0, {next}, 1}}, &out));
+  }
+  e.Release(0);
+  return out;
+}
+
+// The child: maps the draft's tensors from the parent's export through CUDA
+// IPC and writes its logits to `out`.
+int ShareChild(const char* registry, const char* draft, const char* out) {
+  auto e = Engine::Create(ShareOpts(draft, EngineOptions::ShareWeights::kImport, registry));
+  if (!e.ok()) {
+    std::fprintf(stderr, "child: %s\n", e.status().ToString().c_str());
+    return 2;
+  }
+  std::printf("child: %s; own weights %zu bytes on the device\n", (*e)->weight_sharing().c_str(),
+              (*e)->backend()->Memory().weights);
+  if ((*e)->ledger().shared == 0 || (*e)->backend()->Memory().weights != 0) return 3;
+  if ((*e)->weight_sharing().find("CUDA IPC mapping") == std::string::npos) return 4;
+  auto l = ShareLogits(**e);
+  if (!l.ok()) return 5;
+  std::ofstream f(out, std::ios::binary);
+  f.write(reinterpret_cast<const char*>(l->data()), static_cast<std::streamsize>(l->size() * sizeof(float)));
+  return f ? 0 : 6;
+}
+
+void CheckWeightSharing(const char* self) {
+  using Share = EngineOptions::ShareWeights;
+  char tmpl[] = "/tmp/specd-share-check-XXXXXX";
+  const char* dir = mkdtemp(tmpl);
+  if (!dir) {
+    Check(false, "weight sharing: mkdtemp");
+    return;
+  }
+  const std::string d = dir, target = d + "/target.gguf", draft = d + "/draft.gguf", reg = d + "/registry";
+  GenOptions g;
+  auto shape = PresetShape("small");
+  CHECK_OK(shape.status());
+  g.shape = *shape;
+  g.shape.vocab_size = 32000;
+  g.weight_type = "Q4_K_M";
+  CHECK_OK(GenerateModel(g, target));
+  DeriveOptions dv;
+  dv.layers = 2;
+  CHECK_OK(DeriveDraft(target, dv, draft));
+  {
+    auto t = Engine::Create(ShareOpts(target, Share::kExport, reg));
+    CHECK_OK(t.status());
+    const WeightExport* x = (*t)->exported();
+    Check(x && x->kind == "cuda-ipc" && x->tensors.size() == (*t)->file().tensors().size(),
+          absl::StrCat("weight sharing: the target exports its weights (", (*t)->weight_sharing(), ")"));
+    auto own = Engine::Create(ShareOpts(draft, Share::kOff, "off"));
+    CHECK_OK(own.status());
+    auto ref = ShareLogits(**own);
+    CHECK_OK(ref.status());
+    const size_t own_bytes = (*own)->backend()->Memory().weights;
+    auto shared = Engine::Create(ShareOpts(draft, Share::kImport, reg));
+    CHECK_OK(shared.status());
+    Check((*shared)->ledger().shared == own_bytes && (*shared)->ledger().weights == 0 &&
+              (*shared)->backend()->Memory().weights == 0,
+          absl::StrCat("weight sharing: the draft maps all ", own_bytes, " bytes of its weights in this process, holds "
+                       "none (", (*shared)->weight_sharing(), ")"));
+    auto got = ShareLogits(**shared);
+    CHECK_OK(got.status());
+    Check(got->size() == ref->size() && BitEqual(got->data(), ref->data(), ref->size()),
+          "weight sharing: same-process mapped draft == own-copy draft, logits bit for bit");
+    shared->reset();
+    // Another process, through CUDA IPC.
+    const std::string out = d + "/child.bin";
+    const pid_t pid = fork();
+    if (pid == 0) {
+      execl(self, self, "--share-child", reg.c_str(), draft.c_str(), out.c_str(), static_cast<char*>(nullptr));
+      _exit(9);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    const int rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    std::vector<float> child(ref->size());
+    std::ifstream f(out, std::ios::binary);
+    f.read(reinterpret_cast<char*>(child.data()), static_cast<std::streamsize>(child.size() * sizeof(float)));
+    Check(rc == 0 && f.gcount() == static_cast<std::streamsize>(child.size() * sizeof(float)) &&
+              BitEqual(child.data(), ref->data(), ref->size()),
+          absl::StrCat("weight sharing: a draft in another process maps the target's weights through CUDA IPC, holds "
+                       "none, and computes the own-copy logits bit for bit (child rc ",
+                       rc, ")"));
+  }
+  std::error_code ec;
+  std::filesystem::remove_all(d, ec);
+}
+
 void CheckAcceptance() {
   const int V = 3000, k = 5;
   int same = 0, trials = 0;
@@ -1427,6 +1545,7 @@ int RunChecks(const char* self, bool quick) {
   }
   CheckAttentionOps(quick);
   CheckIpc(self);
+  CheckWeightSharing(self);
   CheckAcceptance();
   const std::vector<std::string> types = {"Q4_K", "Q5_K", "Q6_K", "Q8_0", "Q4_0", "Q4_1", "Q5_0",
                                           "Q5_1", "Q2_K", "Q3_K", "F16",  "BF16", "F32",  "Q4_K_M"};
@@ -1482,6 +1601,7 @@ int RunBench() {
 
 int main(int argc, char** argv) {
   if (argc >= 3 && std::strcmp(argv[1], "--ipc-child") == 0) return specd::IpcChild(argv[2]);
+  if (argc >= 5 && std::strcmp(argv[1], "--share-child") == 0) return specd::ShareChild(argv[2], argv[3], argv[4]);
   if (argc >= 2 && std::strcmp(argv[1], "--probe") == 0) return 0;  // the binary loads: its libraries are there
   int count = 0;
   const cudaError_t e = cudaGetDeviceCount(&count);

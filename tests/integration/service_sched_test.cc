@@ -280,7 +280,11 @@ TEST_F(ServiceSchedTest, StatsMetricsAndLogsShowTheService) {
   for (const client::WorkerStats* w : {&s.target, &s.draft}) {
     EXPECT_GT(w->memory_weights, 0u);
     EXPECT_GT(w->memory_kv, 0u);
-    EXPECT_EQ(w->memory_weights + w->memory_kv + w->memory_activations + w->memory_exchange, w->memory_total);
+    EXPECT_EQ(w->memory_weights + w->memory_kv + w->memory_activations + w->memory_exchange + w->memory_runtime +
+                  w->memory_unplanned,
+              w->memory_total);
+    EXPECT_EQ(w->memory_shared, 0u) << "the cpu backend never maps another process's weights";
+    EXPECT_NE(w->weight_sharing.find("own copy"), std::string::npos) << w->weight_sharing;
     EXPECT_GT(w->prefill_tokens, 0);
     EXPECT_GT(w->forward_tokens, w->prefill_tokens);
   }

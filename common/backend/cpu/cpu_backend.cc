@@ -149,7 +149,7 @@ size_t CpuBackend::AvailableMemory() const {
 }
 
 absl::StatusOr<Weight> CpuBackend::LoadWeight(const WeightSource& src) {
-  if (src.host_data == nullptr) {
+  if (src.host_data == nullptr && src.resident == nullptr) {
     // Synthesize random valid blocks, as the CUDA backend does (block_random.h).
     std::unique_ptr<uint8_t[]> buf(new (std::nothrow) uint8_t[src.nbytes]);
     if (!buf) return absl::ResourceExhaustedError(absl::StrCat("cannot allocate ", src.nbytes, " bytes for ", src.name));
@@ -177,9 +177,10 @@ absl::StatusOr<Weight> CpuBackend::LoadWeight(const WeightSource& src) {
   w.type = src.type;
   w.ne0 = src.ne0;
   w.ne1 = src.ne1;
-  w.data = src.host_data;
+  w.data = src.resident ? src.resident : src.host_data;
   w.nbytes = src.nbytes;
-  mem_.weights += src.nbytes;
+  // A resident weight is another engine's copy of the same bytes (backend.h): not this backend's.
+  if (!src.resident) mem_.weights += src.nbytes;
   return w;
 }
 

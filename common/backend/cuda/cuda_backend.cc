@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <tuple>
@@ -209,6 +210,22 @@ class CudaBackend final : public Backend, public CudaBackendControl {
     return free_b;
   }
   absl::StatusOr<Weight> LoadWeight(const WeightSource& src) override;
+  std::string DeviceId() const override { return uuid_; }
+  // Weights are uploaded verbatim, each followed by kWeightPad zero bytes, at
+  // 256-byte alignment. A change of that (say, repacking blocks for a kernel)
+  // must change this string, so that builds never share weights they would
+  // read differently.
+  // Quantized matrices are repacked at upload (mmv tiles, common/quant/mmv_tiles.h).
+  std::string WeightLayout() const override { return "cuda-mmv-tiles-v1-pad256"; }
+  absl::Status PlaceWeightsIn(void* base, size_t bytes) override;
+  size_t WeightFootprint(GgmlType type, int64_t ne0, int64_t ne1) const override {
+    return (StoredBytes(type, ne0, ne1) + kWeightPad + 255) / 256 * 256;
+  }
+  // Bytes a weight takes on the device: quantized matrices in the mmv tile
+  // layout (rows padded to 16, K to 256), the rest as in the file.
+  static size_t StoredBytes(GgmlType type, int64_t ne0, int64_t ne1) {
+    return cuda::MmvSupported(type) ? cuda::MmvPackedBytes(type, ne1, ne0) : RowBytes(type, ne0) * static_cast<size_t>(ne1);
+  }
   absl::Status InitKv(const KvLayout& layout) override;
   absl::StatusOr<float*> AllocActivations(size_t n_floats) override;
   BackendMemory Memory() const override {
@@ -318,6 +335,10 @@ class CudaBackend final : public Backend, public CudaBackendControl {
   VmmArena arena_;
   bool arena_ok_ = false;
   std::vector<void*> weight_allocs_;  // cudaMalloc fallback
+  // PlaceWeightsIn: an exportable region (owned by the caller) the weights go to.
+  uint8_t* region_ = nullptr;
+  size_t region_bytes_ = 0, region_used_ = 0;
+  std::string uuid_;  // "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx", as nvidia-smi prints it
   BackendMemory mem_;
   size_t other_bytes_ = 0;
 
@@ -409,6 +430,13 @@ absl::Status CudaBackend::Init(const BackendOptions& opts) {
   info.cc_major = prop.major;
   info.cc_minor = prop.minor;
   cuda::SetDeviceInfo(info);
+  {
+    const auto* u = reinterpret_cast<const unsigned char*>(prop.uuid.bytes);
+    char buf[64];
+    std::snprintf(buf, sizeof(buf), "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0],
+                  u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14], u[15]);
+    uuid_ = buf;
+  }
   cuda::Tuning tuning = cuda::GetTuning();  // process-wide: tests set the attention fields before
   tuning.pdl = opts.cuda_pdl;
   cuda::SetTuning(tuning);
@@ -470,14 +498,32 @@ absl::StatusOr<Weight> CudaBackend::LoadWeight(const WeightSource& src) {
     return absl::InvalidArgumentError(
         absl::StrCat("tensor ", src.name, ": ", src.nbytes, " bytes of data, expected ", gguf_bytes));
   SPECD_RETURN_IF_ERROR(TakeError());
-  SPECD_CUDA_RETURN(cudaSetDevice(device_), "cudaSetDevice");
   // Quantized matrices are stored in the mmv tile layout (same bytes, but
   // rows padded to 16 and K to 256).
   const bool packed = cuda::MmvSupported(src.type);
-  const size_t nbytes = packed ? cuda::MmvPackedBytes(src.type, src.ne1, src.ne0) : gguf_bytes;
+  const size_t nbytes = StoredBytes(src.type, src.ne0, src.ne1);
+  Weight w;
+  w.name = src.name;
+  w.type = src.type;
+  w.ne0 = src.ne0;
+  w.ne1 = src.ne1;
+  w.nbytes = nbytes;
+  if (src.resident) {
+    // Another process's upload of the same bytes, padding included (backend.h).
+    w.data = src.resident;
+    return w;
+  }
+  SPECD_CUDA_RETURN(cudaSetDevice(device_), "cudaSetDevice");
   const size_t alloc = nbytes + kWeightPad;
   void* dst = nullptr;
-  if (arena_ok_) {
+  if (region_) {
+    const size_t need = WeightFootprint(src.type, src.ne0, src.ne1);
+    if (need > region_bytes_ - region_used_)
+      return absl::ResourceExhaustedError(absl::StrCat("tensor ", src.name, ": the exported weight region (",
+                                                       region_bytes_, " bytes) is full"));
+    dst = region_ + region_used_;
+    region_used_ += need;
+  } else if (arena_ok_) {
     absl::Status st;
     dst = arena_.Alloc(alloc, &st);
     if (!dst && arena_.committed() == 0) {
@@ -487,7 +533,7 @@ absl::StatusOr<Weight> CudaBackend::LoadWeight(const WeightSource& src) {
       return absl::ResourceExhaustedError(absl::StrCat("tensor ", src.name, ": ", st.message()));
     }
   }
-  if (!arena_ok_) {
+  if (!dst && !arena_ok_) {
     const cudaError_t e = cudaMalloc(&dst, alloc);
     if (e != cudaSuccess)
       return absl::ResourceExhaustedError(
@@ -532,14 +578,18 @@ absl::StatusOr<Weight> CudaBackend::LoadWeight(const WeightSource& src) {
   SPECD_CUDA_RETURN(cudaStreamSynchronize(stream_), "uploading a weight");
   mem_.weights += nbytes;
   other_bytes_ += kWeightPad;
-  Weight w;
-  w.name = src.name;
-  w.type = src.type;
-  w.ne0 = src.ne0;
-  w.ne1 = src.ne1;
   w.data = dst;
-  w.nbytes = nbytes;
   return w;
+}
+
+absl::Status CudaBackend::PlaceWeightsIn(void* base, size_t bytes) {
+  if (!base || bytes == 0) return absl::InvalidArgumentError("PlaceWeightsIn: empty region");
+  if (reinterpret_cast<uintptr_t>(base) % 256 != 0) return absl::InvalidArgumentError("PlaceWeightsIn: unaligned region");
+  if (mem_.weights > 0) return absl::FailedPreconditionError("PlaceWeightsIn: weights were loaded already");
+  region_ = static_cast<uint8_t*>(base);
+  region_bytes_ = bytes;
+  region_used_ = 0;
+  return absl::OkStatus();
 }
 
 absl::Status CudaBackend::InitKv(const KvLayout& layout) {
