@@ -93,32 +93,32 @@ command -v nvidia-smi > /dev/null &&
   nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.max.mem --format=csv >> "$LOG" 2>&1
 
 # ---- llama.cpp ----
-P=/tmp/peer
+P=${PEER_DIR:-/tmp/peer}  # where llama.cpp is unpacked or built
 L=""
 if [ -n "${LLAMA_BIN:-}" ]; then
   L=$LLAMA_BIN
   export LD_LIBRARY_PATH="$L:${LD_LIBRARY_PATH:-}"
-elif [ -x $P/llama-cuda/bin/llama-bench ] || { [ -f .peer/llama-cuda.tar.xz ] && mkdir -p $P &&
-                                               tar -C $P -xJf .peer/llama-cuda.tar.xz; }; then
-  L=$P/llama-cuda/bin
+elif [ -x "$P/llama-cuda/bin/llama-bench" ] || { [ -f .peer/llama-cuda.tar.xz ] && mkdir -p "$P" &&
+                                               tar -C "$P" -xJf .peer/llama-cuda.tar.xz; }; then
+  L="$P/llama-cuda/bin"
   export LD_LIBRARY_PATH="$P/llama-cuda/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
-elif [ -x $P/lcb/bin/llama-bench ] || [ -f .peer/llama.cpp-b0.3.36-cuda-src.tar.xz ]; then
-  if [ ! -x $P/lcb/bin/llama-bench ]; then
+elif [ -x "$P/lcb/bin/llama-bench" ] || [ -f .peer/llama.cpp-b0.3.36-cuda-src.tar.xz ]; then
+  if [ ! -x "$P/lcb/bin/llama-bench" ]; then
     stamp "building llama.cpp from .peer/llama.cpp-b0.3.36-cuda-src.tar.xz (no packed build carried)"
-    mkdir -p $P && tar -C $P -xJf .peer/llama.cpp-b0.3.36-cuda-src.tar.xz
+    mkdir -p "$P" && tar -C "$P" -xJf .peer/llama.cpp-b0.3.36-cuda-src.tar.xz
     for d in app pocs examples/training examples/sycl; do
       mkdir -p "$P/llama.cpp/$d"; touch "$P/llama.cpp/$d/CMakeLists.txt"
     done
     export PATH="/usr/local/cuda/bin:$PATH"
-    run "$LOG" 60 llama-configure cmake -S $P/llama.cpp -B $P/lcb -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
+    run "$LOG" 60 llama-configure cmake -S "$P/llama.cpp" -B "$P/lcb" -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
       -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF -DCMAKE_BUILD_TYPE=Release
-    run "$LOG" 480 llama-build cmake --build $P/lcb -j"$(nproc)" --target llama-bench llama-speculative-simple \
+    run "$LOG" 480 llama-build cmake --build "$P/lcb" -j"$(nproc)" --target llama-bench llama-speculative-simple \
       llama-completion
     # Back to the caller, to carry next time instead of building.
-    [ -x $P/lcb/bin/llama-bench ] && bash tests/gpu/pack_peer.sh $P/lcb >> "$LOG" 2>&1 &&
+    [ -x "$P/lcb/bin/llama-bench" ] && bash tests/gpu/pack_peer.sh "$P/lcb" >> "$LOG" 2>&1 &&
       cp .peer/llama-cuda.tar.xz "$OUT/"
   fi
-  L=$P/lcb/bin
+  L="$P/lcb/bin"
   export LD_LIBRARY_PATH="$L:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
 fi
 if [ -z "$L" ] || [ ! -x "$L/llama-bench" ]; then

@@ -4,9 +4,10 @@
 // types and values independent of specd's code), the tensors are the
 // architecture's, and older specd files (general.file_type as a string) still
 // read, with a clear account of what they are. llama.cpp itself loads them
-// unpatched and computes what specd computes: through the llama_cpp binding of
-// the test venv (llama.cpp 0.3.36, CPU), and, when SPECD_LLAMA_CPP_BIN names a
-// llama.cpp build's bin directory, through its programs (greedy text).
+// unpatched and computes what specd computes (logits, greedy tokens) through
+// the llama_cpp binding of the test venv (llama.cpp 0.3.36, CPU); when
+// SPECD_LLAMA_CPP_BIN names a llama.cpp build's bin directory, its programs
+// run on our files too.
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -262,7 +263,10 @@ absl::StatusOr<std::string> MakePeerFile(const PeerCase& c, const testing::TempD
   return path;
 }
 
-std::vector<float> SpecdLogits(const std::string& path, const std::vector<int32_t>& toks) {
+// specd's logits for every position of `toks` and the `greedy` tokens its
+// greedy decoding appends (argmax, first of equals, as numpy's).
+std::vector<float> SpecdLogits(const std::string& path, const std::vector<int32_t>& toks, int greedy,
+                               std::vector<int32_t>* appended) {
   EngineOptions o;
   o.model_path = path;
   o.backend.threads = 2;
@@ -273,10 +277,19 @@ std::vector<float> SpecdLogits(const std::string& path, const std::vector<int32_
   EXPECT_TRUE(e.ok()) << e.status();
   if (!e.ok()) return {};
   EXPECT_TRUE((*e)->NewSequence(0).ok());
-  std::vector<float> out;
-  const auto st = (*e)->Run({{0, toks, static_cast<int>(toks.size())}}, &out);
+  std::vector<float> all, out;
+  auto st = (*e)->Run({{0, toks, static_cast<int>(toks.size())}}, &all);
   EXPECT_TRUE(st.ok()) << st;
-  return out;
+  const int V = (*e)->vocab_size();
+  out.assign(all.end() - V, all.end());
+  for (int i = 0; i < greedy && st.ok(); ++i) {
+    const int32_t t = static_cast<int32_t>(std::max_element(out.begin(), out.end()) - out.begin());
+    appended->push_back(t);
+    out.clear();  // Run appends
+    st = (*e)->Run({{0, {t}, 1}}, &out);
+    EXPECT_TRUE(st.ok()) << st;
+  }
+  return all;
 }
 
 // llama.cpp (the llama_cpp binding of the test venv, CPU, unpatched) loads
@@ -290,6 +303,7 @@ std::vector<float> SpecdLogits(const std::string& path, const std::vector<int32_
 // with the old string file_type is refused (what this interop fixed).
 TEST(GgufInterop, LlamaCppLoadsOurFilesAndAgrees) {
   SPECD_REQUIRE_PYREF("gguf, numpy, llama_cpp");
+  constexpr int kGreedy = 16;
   testing::TempDir dir;
   std::vector<int32_t> toks;
   for (int i = 0; i < 24; ++i) toks.push_back((i * 37 + 11) % 512);
@@ -297,7 +311,8 @@ TEST(GgufInterop, LlamaCppLoadsOurFilesAndAgrees) {
     auto path = MakePeerFile(c, dir);
     ASSERT_TRUE(path.ok()) << c.name << ": " << path.status();
     const auto ref = testing::RunPythonReference("tests/python/llamacpp_ref.py", *path, toks, dir);
-    const auto got = SpecdLogits(*path, toks);
+    std::vector<int32_t> ours;
+    const auto got = SpecdLogits(*path, toks, kGreedy, &ours);
     const int V = 512;
     ASSERT_EQ(ref.size(), toks.size() * V) << c.name << ": llama.cpp did not load or run the file";
     ASSERT_EQ(got.size(), ref.size()) << c.name;
@@ -312,6 +327,18 @@ TEST(GgufInterop, LlamaCppLoadsOurFilesAndAgrees) {
                 agree, toks.size());
     EXPECT_LT(worst, 0.03) << c.name;
     EXPECT_GE(agree, static_cast<int>(toks.size()) - 2) << c.name;
+    // Greedy continuations: the same tokens.
+    std::string csv, theirs, mine;
+    for (size_t i = 0; i < toks.size(); ++i) csv += (i ? "," : "") + std::to_string(toks[i]);
+    for (size_t i = 0; i < ours.size(); ++i) mine += (i ? "," : "") + std::to_string(ours[i]);
+    ASSERT_EQ(testing::RunCommand(ShellQuote(testing::PythonPath()) + " " +
+                                      ShellQuote(testing::SourcePath("tests/python/llamacpp_ref.py")) + " " +
+                                      ShellQuote(*path) + " " + csv + " --greedy " + std::to_string(kGreedy),
+                                  &theirs),
+              0);
+    while (!theirs.empty() && theirs.back() == '\n') theirs.pop_back();
+    std::printf("%-34s greedy: specd %s\n%-34s      llama.cpp %s\n", c.name.c_str(), mine.c_str(), "", theirs.c_str());
+    EXPECT_EQ(mine, theirs) << c.name;
   }
   // The control: general.file_type as a string, as specd wrote it before.
   auto good = GgufFile::Open(dir.File("llama-F32.gguf"));
@@ -333,45 +360,75 @@ TEST(GgufInterop, LlamaCppLoadsOurFilesAndAgrees) {
   EXPECT_NE(out.find("Failed to load model"), std::string::npos) << out;
 }
 
-// With SPECD_LLAMA_CPP_BIN: llama.cpp's own programs (llama-completion)
-// load the files and their greedy text is specd generate's.
-TEST(GgufInterop, LlamaCppProgramsGenerateWhatSpecdGenerates) {
+// With SPECD_LLAMA_CPP_BIN (a llama.cpp build's bin directory): llama.cpp's
+// own programs run on our files with the command lines tests/gpu/peer_bench.sh
+// uses: llama-completion generates from every kind of file, llama-bench
+// measures a target (its JSONL parsed), llama-speculative-simple speculates
+// with a derived draft. (Their printed text is not compared: llama-completion
+// prints tokens through an asynchronous logger that can drop the tail of the
+// output at exit; the token-level comparison is the test above, on the same
+// llama.cpp through its Python binding.)
+TEST(GgufInterop, LlamaCppProgramsRunOurFiles) {
   const char* bin = std::getenv("SPECD_LLAMA_CPP_BIN");
   if (!bin || !*bin) {
-    GTEST_SKIP() << "set SPECD_LLAMA_CPP_BIN to a llama.cpp build's bin directory (with llama-completion) to "
-                    "run llama.cpp's programs on make-model output";
+    GTEST_SKIP() << "set SPECD_LLAMA_CPP_BIN to a llama.cpp build's bin directory (llama-completion, llama-bench, "
+                    "llama-speculative-simple) to run llama.cpp's programs on make-model output";
   }
-  const std::string completion = std::string(bin) + "/llama-completion";
-  ASSERT_EQ(access(completion.c_str(), X_OK), 0) << completion << " is not an executable";
+  const std::string dir_q = ShellQuote(std::string(bin));
+  auto program = [&](const std::string& name) {
+    const std::string p = std::string(bin) + "/" + name;
+    EXPECT_EQ(access(p.c_str(), X_OK), 0) << p << " is not an executable";
+    return "LD_LIBRARY_PATH=" + dir_q + ":${LD_LIBRARY_PATH:-} " + ShellQuote(p);
+  };
   testing::TempDir dir;
   const std::string prompt = "The history of the city begins with a small harbour";
+  const std::string err = ShellQuote(dir.File("llama.err"));
+  auto tail = [&] {
+    std::string t;
+    testing::RunCommand("tail -n 20 " + err, &t);
+    return t;
+  };
+  std::string target, draft;
   for (const auto& c : PeerCases()) {
     auto path = MakePeerFile(c, dir);
     ASSERT_TRUE(path.ok()) << c.name << ": " << path.status();
-    std::string ours, theirs;
-    ASSERT_EQ(RunSpecd("generate --model " + ShellQuote(*path) + " --prompt " + ShellQuote(prompt) +
-                           " --max-tokens 16 --ignore-eos --threads 2 2>/dev/null",
-                       &ours),
+    if (c.derive_layers) {
+      draft = *path;
+      target = dir.File(c.name + "-target.gguf");
+    }
+    std::string out, log;
+    ASSERT_EQ(testing::RunCommand(program("llama-completion") + " -m " + ShellQuote(*path) + " -p " +
+                                      ShellQuote(prompt) + " -n 16 --temp 0 --ignore-eos -no-cnv --no-display-prompt " +
+                                      "--no-warmup -t 2 -ngl 0 -c 256 2>" + err,
+                                  &out),
               0)
-        << ours;
-    const std::string cmd = "LD_LIBRARY_PATH=" + ShellQuote(std::string(bin)) + ":${LD_LIBRARY_PATH:-} " +
-                            ShellQuote(completion) + " -m " + ShellQuote(*path) + " -p " + ShellQuote(prompt) +
-                            " -n 16 --temp 0 --ignore-eos -no-cnv --no-display-prompt --no-warmup -t 2 -ngl 0 " +
-                            "-c 256 2>" + ShellQuote(dir.File("llama.err"));
-    const int rc = testing::RunCommand(cmd, &theirs);
-    std::string err;
-    testing::RunCommand("tail -n 20 " + ShellQuote(dir.File("llama.err")), &err);
-    ASSERT_EQ(rc, 0) << c.name << ": llama-completion failed:\n" << err;
-    // specd prints the text and a newline; llama-completion the text (and
-    // perhaps trailing newlines).
-    auto trim = [](std::string s) {
-      while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
-      return s;
-    };
-    std::printf("%-34s specd: %s\n%-34s llama.cpp: %s\n", c.name.c_str(), trim(ours).c_str(), "",
-                trim(theirs).c_str());
-    EXPECT_EQ(trim(ours), trim(theirs)) << c.name;
+        << c.name << ": llama-completion failed:\n" << tail();
+    testing::RunCommand("cat " + err, &log);
+    // 16 tokens: the first from the prompt's pass, 15 single-token runs.
+    EXPECT_NE(log.find("/    15 runs"), std::string::npos) << c.name << "\n" << tail();
+    std::printf("%-34s llama-completion: loaded, 16 tokens\n", c.name.c_str());
   }
+  ASSERT_FALSE(target.empty());
+  std::string out;
+  ASSERT_EQ(testing::RunCommand(program("llama-bench") + " -m " + ShellQuote(target) +
+                                    " -ngl 0 -fa 1 -p 4 -n 8 -d 0,32 -r 1 -t 2 -o jsonl 2>" + err,
+                                &out),
+            0)
+      << tail();
+  int lines = 0;
+  for (size_t p = out.find("\"avg_ts\""); p != std::string::npos; p = out.find("\"avg_ts\"", p + 1)) ++lines;
+  EXPECT_EQ(lines, 4) << "pp4 and tg8 at depths 0 and 32:\n" << out;
+  ASSERT_EQ(testing::RunCommand(program("llama-speculative-simple") + " -m " + ShellQuote(target) + " -md " +
+                                    ShellQuote(draft) + " -ngl 0 -ngld 0 -c 256 -n 32 --temp 0 --top-k 1 --ignore-eos " +
+                                    "--spec-type draft-simple --spec-draft-n-max 6 --spec-draft-n-min 0 " +
+                                    "--spec-draft-p-min 0 -t 2 -p " + ShellQuote(prompt) + " > /dev/null 2>" + err,
+                                &out),
+            0)
+      << tail();
+  std::string log;
+  testing::RunCommand("grep -E 'decoded|accept' " + err, &log);
+  EXPECT_NE(log.find("accept"), std::string::npos) << tail();
+  std::printf("llama-speculative-simple on the blocks pair:\n%s", log.c_str());
 }
 
 }  // namespace

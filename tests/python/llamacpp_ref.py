@@ -4,6 +4,9 @@ every position of a token sequence: a second, independent engine to compare
 specd with on real models.
 
 usage: llamacpp_ref.py MODEL.gguf TOKENS_CSV OUT.bin   (float64, [n, vocab])
+       llamacpp_ref.py MODEL.gguf TOKENS_CSV --greedy N
+           prints the N tokens llama.cpp's greedy decoding appends (comma-separated;
+           end-of-generation tokens are not special: N tokens always)
 """
 import sys
 
@@ -11,9 +14,25 @@ import numpy as np
 import llama_cpp
 
 
+def greedy(path, tokens, n):
+    llm = llama_cpp.Llama(model_path=path, n_ctx=max(64, len(tokens) + n + 8), logits_all=True, verbose=False,
+                          n_threads=2)
+    out = []
+    llm.eval(tokens)
+    for _ in range(n):
+        row = np.array(llm.scores[llm.n_tokens - 1], dtype=np.float64)
+        t = int(np.argmax(row))
+        out.append(t)
+        llm.eval([t])
+    print(",".join(str(t) for t in out))
+
+
 def main():
     path, toks, dst = sys.argv[1], sys.argv[2], sys.argv[3]
     tokens = [int(t) for t in toks.split(",")]
+    if dst == "--greedy":
+        greedy(path, tokens, int(sys.argv[4]))
+        return
     llm = llama_cpp.Llama(model_path=path, n_ctx=max(64, len(tokens) + 8), logits_all=True,
                           verbose=False, n_threads=2, n_batch=512)
     llm.eval(tokens)
