@@ -79,11 +79,13 @@ void ExporterWatch::Step() {
     SPECD_LOG(WARN) << "cannot read the device registry" << Kv("error", live.status().message());
     return;
   }
+  // Any ready target but the one that refused the last reload (that one may
+  // still be listed, exiting, next to its successor).
   const RegistryEntry* target = nullptr;
   for (const RegistryEntry& e : *live) {
-    if (e.role == "target" && e.state == "ready") target = &e;
+    if (e.role == "target" && e.state == "ready" && e.proc != last_failed) target = &e;
   }
-  if (!target || target->proc == last_failed) return;
+  if (!target) return;
   SPECD_LOG(INFO) << "a target is ready on this device; loading the draft model again" << Kv("target", target->Describe());
   const ProcessId tried = target->proc;
   auto r = cb_.reload();
