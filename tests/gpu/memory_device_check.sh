@@ -127,11 +127,12 @@ ge() { [ "$1" -ge "$2" ]; }
 
 stamp "generating the models in $M"
 mkdir -p "$M"
-[ -f "$M/target.gguf" ] || timeout 480 "$S" make-model --preset "$TPRESET" --type "$TTYPE" --out "$M/target.gguf" \
+# Random valid blocks (the values do not matter here): seconds, not minutes.
+[ -f "$M/target.gguf" ] || timeout 480 "$S" make-model --preset "$TPRESET" --type "$TTYPE" --fill blocks --sync=false --out "$M/target.gguf" \
   > "$OUT/make_target.log" 2>&1 || { tail -n 5 "$OUT/make_target.log"; fail "make-model 27B target"; }
-[ -f "$M/draft3b.gguf" ] || timeout 300 "$S" make-model --preset "$DPRESET" --type "$DTYPE" --out "$M/draft3b.gguf" \
+[ -f "$M/draft3b.gguf" ] || timeout 300 "$S" make-model --preset "$DPRESET" --type "$DTYPE" --fill blocks --sync=false --out "$M/draft3b.gguf" \
   > "$OUT/make_draft3b.log" 2>&1 || fail "make-model 3B draft"
-[ -f "$M/draft6.gguf" ] || timeout 300 "$S" make-model --derive-from "$M/target.gguf" --draft-layers "$DLAYERS" \
+[ -f "$M/draft6.gguf" ] || timeout 300 "$S" make-model --derive-from "$M/target.gguf" --draft-layers "$DLAYERS" --sync=false \
   --out "$M/draft6.gguf" > "$OUT/make_draft6.log" 2>&1 || fail "derive the 6-layer draft"
 stamp "plans"
 "$S" plan --backend "$BACKEND" --target "$M/target.gguf" --draft "$M/draft3b.gguf" --vram-budget $BUDGET --kv-type q8_0 --max-seqs 6 \
