@@ -45,6 +45,9 @@ TEST_F(GrpcStandardsTest, ReflectionListsDescribesAndCallsEveryService) {
                                    {svc_->target_address, "specd.v1.TargetWorker"},
                                    {svc_->draft_address, "specd.v1.DraftWorker"}};
   for (const Proc& p : procs) {
+    // grpc.health follows the workers on the server's tick: the coordinator
+    // may still say NOT_SERVING for a tick after its own Health says ready.
+    ExpectHealth(p.address, "", "SERVING");
     std::string out;
     EXPECT_EQ(Check("reflect " + p.address + " " + p.services, &out), 0) << out;
     EXPECT_NE(out.find("reflection ok"), std::string::npos) << out;
