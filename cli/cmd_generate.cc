@@ -7,7 +7,7 @@
 #include "cli/commands.h"
 #include "common/engine/engine.h"
 #include "common/engine/spec_local.h"
-#include "common/engine/spec_loop.h"
+#include "common/spec/loop.h"
 #include "common/tokenizer/tokenizer.h"
 #include "common/util/log.h"
 

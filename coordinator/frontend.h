@@ -1,7 +1,7 @@
 // The coordinator's public and admin services over one shared state: the
 // Cluster, the live speculation settings, admission control and the request
 // statistics. Each Generate/Chat call is admitted (coordinator/admission.h),
-// then runs RunSpeculative (common/engine/spec_loop.h) in its handler thread
+// then runs RunSpeculative (common/spec/loop.h) in its handler thread
 // with gRPC clients of the two workers; the workers batch the concurrent
 // calls (continuous batching), and adaptive requests share one measured
 // cost table (SpecCosts).
@@ -28,7 +28,7 @@ namespace specd {
 struct FrontendOptions {
   int k = 4;                 // fixed mode's drafts per step
   bool speculation = true;
-  bool adaptive = true;      // choose k per step (spec_policy.h), up to draft_max
+  bool adaptive = true;      // choose k per step (common/spec/policy.h), up to draft_max
   int draft_max = 8;
   float min_confidence = -1.0f;  // the draft stops below this top probability; < 0: 0 fixed, learned adaptive
   int max_batch = 0;         // requests running at once (0: the target's sequence slots)

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "common/engine/spec_loop.h"
+#include "common/spec/loop.h"
 #include "common/metrics/metrics.h"
 #include "proto/specd.pb.h"
 

@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "common/engine/spec_local.h"
-#include "common/engine/spec_loop.h"
-#include "common/engine/spec_policy.h"
+#include "common/spec/loop.h"
+#include "common/spec/policy.h"
 
 namespace specd {
 

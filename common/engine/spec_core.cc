@@ -1,5 +1,6 @@
 #include "common/engine/spec_core.h"
 
+#include <chrono>
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -146,10 +147,12 @@ float SoftmaxTop(const float* logits, int n) {
 }
 }  // namespace
 
-std::vector<Proposal> DraftCore::Propose(const std::vector<ProposeRequest>& reqs, const std::vector<float*>& q_out) {
+std::vector<DraftResult> DraftCore::Propose(const std::vector<DraftJob>& reqs, const std::vector<float*>& q_out,
+                                            CoreTimes* times) {
+  const double fwd0 = engine_->counters().forward_seconds;
   const int V = engine_->vocab_size();
   const int64_t max_len = engine_->options().max_seq_len;
-  std::vector<Proposal> out(reqs.size());
+  std::vector<DraftResult> out(reqs.size());
   std::vector<size_t> active;
   for (size_t i = 0; i < reqs.size(); ++i) {
     out[i].seq = reqs[i].seq;
@@ -207,12 +210,14 @@ std::vector<Proposal> DraftCore::Propose(const std::vector<ProposeRequest>& reqs
       out[i].confidence.push_back(conf);
       if (static_cast<int>(out[i].tokens.size()) < reqs[i].k) next.push_back(i);
     }
+    for (size_t i : active) ++out[i].forwards;
     active.swap(next);
   }
+  if (times) times->forward = engine_->counters().forward_seconds - fwd0;
   return out;
 }
 
-std::vector<VerifyResult> TargetCore::Verify(const std::vector<VerifyRequest>& reqs) {
+std::vector<VerifyResult> TargetCore::Verify(const std::vector<VerifyRequest>& reqs, CoreTimes* times) {
   const int V = engine_->vocab_size();
   const int64_t max_len = engine_->options().max_seq_len;
   std::vector<VerifyResult> out(reqs.size());
@@ -258,11 +263,13 @@ std::vector<VerifyResult> TargetCore::Verify(const std::vector<VerifyRequest>& r
   }
   if (ok.empty()) return out;
   std::vector<float> logits;
+  const double fwd0 = engine_->counters().forward_seconds;
   absl::Status st = engine_->Run(feeds, &logits);
   if (!st.ok()) {
     for (size_t i : ok) out[i].status = st;
     return out;
   }
+  const auto ta = std::chrono::steady_clock::now();
   size_t row = 0;
   std::vector<TokenDist> p;
   std::vector<int32_t> recent;
@@ -294,6 +301,10 @@ std::vector<VerifyResult> TargetCore::Verify(const std::vector<VerifyRequest>& r
     out[i].appended.push_back(ar.next_token);
     s.committed.insert(s.committed.end(), out[i].appended.begin(), out[i].appended.end());
     out[i].status = Reconcile(r.seq, s);
+  }
+  if (times) {
+    times->forward = engine_->counters().forward_seconds - fwd0;
+    times->accept = std::chrono::duration<double>(std::chrono::steady_clock::now() - ta).count();
   }
   return out;
 }

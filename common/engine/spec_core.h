@@ -75,7 +75,13 @@ class SeqCore {
   uint64_t next_open_id_ = 1;
 };
 
-struct ProposeRequest {
+// What a DraftCore::Propose or TargetCore::Verify batch spent (seconds).
+struct CoreTimes {
+  double forward = 0;  // forwards (and, on a device, the sampling enqueued with them)
+  double accept = 0;   // the target's sampling and acceptance
+};
+
+struct DraftJob {
   int32_t seq = 0;
   int k = 4;
   // Adaptive length: stop early once the draft's top probability falls under
@@ -83,10 +89,11 @@ struct ProposeRequest {
   float min_confidence = 0.0f;
 };
 
-struct Proposal {
+struct DraftResult {
   int32_t seq = 0;
   std::vector<int32_t> tokens;     // x_1..x_k' (k' <= k)
   std::vector<float> confidence;   // the draft's top probability at each step
+  int forwards = 0;                // forwards this sequence took part in
   absl::Status status;
 };
 
@@ -96,7 +103,8 @@ class DraftCore : public SeqCore {
   // Fills `q_out[i]` (each must hold vocab floats for k rows) with the dense
   // processed draft distributions of request i. One forward per draft step
   // for all sequences still proposing.
-  std::vector<Proposal> Propose(const std::vector<ProposeRequest>& reqs, const std::vector<float*>& q_out);
+  std::vector<DraftResult> Propose(const std::vector<DraftJob>& reqs, const std::vector<float*>& q_out,
+                                   CoreTimes* times = nullptr);
 };
 
 struct VerifyRequest {
@@ -118,10 +126,11 @@ struct VerifyResult {
   absl::Status status;
 };
 
+
 class TargetCore : public SeqCore {
  public:
   using SeqCore::SeqCore;
-  std::vector<VerifyResult> Verify(const std::vector<VerifyRequest>& reqs);
+  std::vector<VerifyResult> Verify(const std::vector<VerifyRequest>& reqs, CoreTimes* times = nullptr);
 };
 
 }  // namespace specd

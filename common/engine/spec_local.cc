@@ -1,5 +1,6 @@
 #include "common/engine/spec_local.h"
 
+#include <chrono>
 #include <set>
 
 #include "common/util/log.h"
@@ -71,14 +72,15 @@ bool LocalDraft::ReleaseSeq(int32_t seq) {
   return true;
 }
 
-std::vector<absl::StatusOr<DraftProposal>> LocalDraft::ProposeBatch(const std::vector<ProposeJob>& jobs) {
-  std::vector<absl::StatusOr<DraftProposal>> out(jobs.size(), absl::UnknownError("not run"));
-  std::vector<ProposeRequest> reqs;
+std::vector<absl::StatusOr<Proposal>> LocalDraft::ProposeBatch(const std::vector<ProposeRequest>& jobs) {
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<absl::StatusOr<Proposal>> out(jobs.size(), absl::UnknownError("not run"));
+  std::vector<DraftJob> reqs;
   std::vector<float*> q_out;
   std::vector<size_t> job_of;
   std::set<int32_t> seen;
   for (size_t i = 0; i < jobs.size(); ++i) {
-    const ProposeJob& j = jobs[i];
+    const ProposeRequest& j = jobs[i];
     auto it = slot_of_.find(j.seq);
     if (it == slot_of_.end()) {
       out[i] = absl::NotFoundError(absl::StrCat("sequence ", j.seq, " is not open on the draft"));
@@ -96,12 +98,13 @@ std::vector<absl::StatusOr<DraftProposal>> LocalDraft::ProposeBatch(const std::v
       out[i] = st;
       continue;
     }
-    reqs.push_back(ProposeRequest{j.seq, j.k, j.min_confidence});
+    reqs.push_back(DraftJob{j.seq, j.k, j.min_confidence});
     q_out.push_back(xb_->BeginWrite(it->second));
     job_of.push_back(i);
   }
   if (reqs.empty()) return out;
-  std::vector<Proposal> props = core_.Propose(reqs, q_out);
+  CoreTimes times;
+  std::vector<DraftResult> props = core_.Propose(reqs, q_out, &times);
   if (dev_) {
     // Kind "cuda": the rows reach the device before any generation is published.
     absl::Status st;
@@ -124,19 +127,25 @@ std::vector<absl::StatusOr<DraftProposal>> LocalDraft::ProposeBatch(const std::v
       continue;
     }
     const int slot = slot_of_[jobs[i].seq];
-    DraftProposal p;
+    Proposal p;
     p.tokens = std::move(props[n].tokens);
     p.confidence = std::move(props[n].confidence);
     p.ref.slot = slot;
     p.ref.generation = xb_->Publish(slot, jobs[i].seq, p.tokens);
+    p.figures.forwards = props[n].forwards;
+    p.figures.forward_seconds = times.forward;
     out[i] = std::move(p);
+  }
+  // Every proposal of the batch waited for all of it.
+  const double worker = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  for (auto& p : out) {
+    if (p.ok()) p->figures.worker_seconds = worker;
   }
   return out;
 }
 
-absl::StatusOr<DraftProposal> LocalDraft::Propose(int32_t seq, int64_t base_len, const std::vector<int32_t>& new_tokens,
-                                                  int k, float min_confidence, Deadline) {
-  return std::move(ProposeBatch({ProposeJob{seq, base_len, new_tokens, k, min_confidence}})[0]);
+absl::StatusOr<Proposal> LocalDraft::Propose(const ProposeRequest& req, Deadline) {
+  return std::move(ProposeBatch({req})[0]);
 }
 
 // ---------------------------------------------------------------- LocalTarget
@@ -227,8 +236,9 @@ bool LocalTarget::ReleaseSeq(int32_t seq) {
   return true;
 }
 
-std::vector<absl::StatusOr<TargetStep>> LocalTarget::VerifyBatch(const std::vector<VerifyJob>& jobs) {
-  std::vector<absl::StatusOr<TargetStep>> out(jobs.size(), absl::UnknownError("not run"));
+std::vector<absl::StatusOr<Verdict>> LocalTarget::VerifyBatch(const std::vector<VerifyJob>& jobs) {
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<absl::StatusOr<Verdict>> out(jobs.size(), absl::UnknownError("not run"));
   std::vector<std::vector<float>> q(jobs.size());
   std::vector<VerifyRequest> reqs;
   std::vector<size_t> job_of;
@@ -273,20 +283,22 @@ std::vector<absl::StatusOr<TargetStep>> LocalTarget::VerifyBatch(const std::vect
     job_of.push_back(i);
   }
   if (reqs.empty()) return out;
-  std::vector<VerifyResult> res = core_.Verify(reqs);
+  CoreTimes times;
+  std::vector<VerifyResult> res = core_.Verify(reqs, &times);
+  const double worker = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   for (size_t n = 0; n < res.size(); ++n) {
     const size_t i = job_of[n];
     if (!res[n].status.ok()) {
       out[i] = res[n].status;
       continue;
     }
-    out[i] = TargetStep{res[n].n_accepted, std::move(res[n].appended)};
+    out[i] = Verdict{res[n].n_accepted, std::move(res[n].appended), VerifyFigures{times.forward, times.accept, worker}};
   }
   return out;
 }
 
-absl::StatusOr<TargetStep> LocalTarget::Verify(int32_t seq, const std::vector<int32_t>& proposal, const ExchangeRef& ref,
-                                               Deadline) {
+absl::StatusOr<Verdict> LocalTarget::Verify(int32_t seq, const std::vector<int32_t>& proposal, const ExchangeRef& ref,
+                                            Deadline) {
   return std::move(VerifyBatch({VerifyJob{seq, proposal, ref}})[0]);
 }
 

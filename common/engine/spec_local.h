@@ -2,7 +2,7 @@
 //
 //   LocalDraft   DraftCore + the exchange buffer it writes (a slot per open
 //                sequence). The draft worker serves its gRPC calls with it;
-//                in-process users call it directly as a DraftClient.
+//                in-process users call it directly as a Proposer.
 //   LocalTarget  TargetCore + the draft's exchange buffer, attached by handle
 //                (read-only). The target worker serves Verify with it.
 //
@@ -17,12 +17,13 @@
 
 #include "common/engine/exchange_device.h"
 #include "common/engine/spec_core.h"
-#include "common/engine/spec_loop.h"
+#include "common/spec/proposer.h"
+#include "common/spec/verifier.h"
 #include "common/shm/exchange.h"
 
 namespace specd {
 
-class LocalDraft : public DraftClient {
+class LocalDraft : public Proposer {
  public:
   // `engine` must outlive this. The buffer has engine->options().max_seqs slots.
   // shm_kind: "posix" (host rows), "cuda" (host rows + CUDA IPC device rows;
@@ -47,24 +48,16 @@ class LocalDraft : public DraftClient {
     return core_.Prefill(slices);
   }
 
-  struct ProposeJob {
-    int32_t seq = 0;
-    int64_t base_len = 0;
-    std::vector<int32_t> new_tokens;
-    int k = 0;
-    float min_confidence = 0.0f;
-  };
-  // Syncs each job's sequence, then proposes for all of them in one batch and
-  // publishes each proposal in its sequence's slot.
-  std::vector<absl::StatusOr<DraftProposal>> ProposeBatch(const std::vector<ProposeJob>& jobs);
+  // Syncs each request's sequence, then proposes for all of them in one
+  // batch and publishes each proposal in its sequence's slot.
+  std::vector<absl::StatusOr<Proposal>> ProposeBatch(const std::vector<ProposeRequest>& jobs);
 
-  // DraftClient: in-process calls do not wait, so deadlines are not needed.
+  // Proposer: in-process calls do not wait, so deadlines are not needed.
   absl::Status Open(int32_t seq, const std::vector<int32_t>& tokens, const SamplingParams& sampling,
                     Deadline) override {
     return OpenSeq(seq, tokens, sampling);
   }
-  absl::StatusOr<DraftProposal> Propose(int32_t seq, int64_t base_len, const std::vector<int32_t>& new_tokens, int k,
-                                        float min_confidence, Deadline) override;
+  absl::StatusOr<Proposal> Propose(const ProposeRequest& req, Deadline) override;
   void Release(int32_t seq) override { ReleaseSeq(seq); }
 
  private:
@@ -78,7 +71,7 @@ class LocalDraft : public DraftClient {
   std::vector<int> free_slots_;
 };
 
-class LocalTarget : public TargetClient {
+class LocalTarget : public Verifier {
  public:
   explicit LocalTarget(Engine* engine);
   Engine* engine() const { return core_.engine(); }
@@ -118,15 +111,15 @@ class LocalTarget : public TargetClient {
   // Reads each proposal's probabilities from the exchange buffer
   // (FAILED_PRECONDITION when stale or absent, sequence untouched), then
   // verifies all of them in one forward.
-  std::vector<absl::StatusOr<TargetStep>> VerifyBatch(const std::vector<VerifyJob>& jobs);
+  std::vector<absl::StatusOr<Verdict>> VerifyBatch(const std::vector<VerifyJob>& jobs);
 
-  // TargetClient
+  // Verifier
   absl::Status Open(int32_t seq, const std::vector<int32_t>& tokens, const SamplingParams& sampling,
                     Deadline) override {
     return OpenSeq(seq, tokens, sampling);
   }
-  absl::StatusOr<TargetStep> Verify(int32_t seq, const std::vector<int32_t>& proposal, const ExchangeRef& ref,
-                                    Deadline) override;
+  absl::StatusOr<Verdict> Verify(int32_t seq, const std::vector<int32_t>& proposal, const ExchangeRef& ref,
+                                 Deadline) override;
   void Release(int32_t seq) override { ReleaseSeq(seq); }
 
  private:

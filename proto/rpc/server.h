@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "common/util/config.h"
-#include "proto/rpc/engine_thread.h"
+#include "common/engine/scheduler.h"
 
 namespace specd::rpc {
 

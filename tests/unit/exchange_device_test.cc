@@ -12,7 +12,7 @@
 
 #include "common/engine/exchange_device.h"
 #include "common/engine/spec_local.h"
-#include "common/engine/spec_loop.h"
+#include "common/spec/loop.h"
 #include "common/modelgen/modelgen.h"
 #include "gtest/gtest.h"
 #include "tests/support/test_models.h"
@@ -232,7 +232,7 @@ class ExchangeDeviceTest : public ::testing::Test {
     return out;
   }
 
-  SpecResult Run(LocalTarget& target, const SpecRequest& req, DraftClient* draft) {
+  SpecResult Run(LocalTarget& target, const SpecRequest& req, Proposer* draft) {
     return RunSpeculative(req, tok(), target, draft, [](const StepEvent&) { return true; });
   }
 
@@ -319,15 +319,15 @@ TEST_F(ExchangeDeviceTest, StaleAndRewrittenSlotsAreRefusedAndTheSequenceKept) {
   const int64_t len = static_cast<int64_t>(prompt.size());
   ASSERT_TRUE(draft_->OpenSeq(6, prompt, SamplingParams{}).ok());
   ASSERT_TRUE(target_->OpenSeq(6, prompt, SamplingParams{}).ok());
-  auto first = draft_->Propose(6, len, {}, 4, 0.0f, kNoDeadline);
-  auto second = draft_->Propose(6, len, {}, 4, 0.0f, kNoDeadline);
+  auto first = draft_->Propose({6, len, {}, 4, 0.0f}, kNoDeadline);
+  auto second = draft_->Propose({6, len, {}, 4, 0.0f}, kNoDeadline);
   ASSERT_TRUE(first.ok() && second.ok());
   // Stale before the forward.
   auto stale = target_->Verify(6, first->tokens, first->ref, kNoDeadline);
   EXPECT_EQ(stale.status().code(), absl::StatusCode::kFailedPrecondition) << stale.status();
   EXPECT_EQ(target_->core().CommittedLength(6), len);
   // Rewritten while the device reads the rows in place: caught after the read.
-  dev_.during_accept = [&] { ASSERT_TRUE(draft_->Propose(6, len, {}, 4, 0.0f, kNoDeadline).ok()); };
+  dev_.during_accept = [&] { ASSERT_TRUE(draft_->Propose({6, len, {}, 4, 0.0f}, kNoDeadline).ok()); };
   auto raced = target_->Verify(6, second->tokens, second->ref, kNoDeadline);
   dev_.during_accept = nullptr;
   EXPECT_EQ(raced.status().code(), absl::StatusCode::kFailedPrecondition) << raced.status();
@@ -335,7 +335,7 @@ TEST_F(ExchangeDeviceTest, StaleAndRewrittenSlotsAreRefusedAndTheSequenceKept) {
   EXPECT_EQ(target_->core().CommittedLength(6), len);    // nothing committed
   EXPECT_EQ(target_engine_->Length(6), len - 1);         // the step's KV dropped again
   // The sequence goes on normally.
-  auto third = draft_->Propose(6, len, {}, 4, 0.0f, kNoDeadline);
+  auto third = draft_->Propose({6, len, {}, 4, 0.0f}, kNoDeadline);
   ASSERT_TRUE(third.ok());
   auto ok = target_->Verify(6, third->tokens, third->ref, kNoDeadline);
   ASSERT_TRUE(ok.ok()) << ok.status();
@@ -410,7 +410,7 @@ TEST_F(ExchangeDeviceTest, ReattachAfterASwapMapsTheNewRows) {
   const int64_t len = static_cast<int64_t>(prompt.size());
   ASSERT_TRUE(draft_->OpenSeq(8, prompt, SamplingParams{}).ok());
   ASSERT_TRUE(target_->OpenSeq(8, prompt, SamplingParams{}).ok());
-  auto old = draft_->Propose(8, len, {}, 4, 0.0f, kNoDeadline);
+  auto old = draft_->Propose({8, len, {}, 4, 0.0f}, kNoDeadline);
   ASSERT_TRUE(old.ok());
   EXPECT_FALSE(target_->Verify(8, old->tokens, old->ref, kNoDeadline).ok());
   EXPECT_EQ(target_->core().CommittedLength(8), len);

@@ -7,8 +7,8 @@
 
 #include "common/engine/spec_bench.h"
 #include "common/engine/spec_local.h"
-#include "common/engine/spec_loop.h"
-#include "common/engine/spec_policy.h"
+#include "common/spec/loop.h"
+#include "common/spec/policy.h"
 #include "common/modelgen/modelgen.h"
 #include "gtest/gtest.h"
 #include "tests/support/test_models.h"
@@ -126,7 +126,7 @@ class SpecLoopTest : public ::testing::Test {
     return req;
   }
 
-  SpecResult Run(const SpecRequest& req, DraftClient* draft, std::vector<StepEvent>* events = nullptr) {
+  SpecResult Run(const SpecRequest& req, Proposer* draft, std::vector<StepEvent>* events = nullptr) {
     return RunSpeculative(req, tok(), *target_, draft, [&](const StepEvent& ev) {
       if (events) events->push_back(ev);
       return true;
@@ -255,7 +255,7 @@ TEST_F(SpecLoopTest, SampledSpeculativeHasTheTargetsDistribution) {
   }
   ASSERT_GE(expected.size(), 6u) << "the test needs a spread-out distribution";
 
-  auto sample = [&](DraftClient* draft, int k, int n) {
+  auto sample = [&](Proposer* draft, int k, int n) {
     std::map<std::pair<int, int>, int> counts;
     for (int s = 1; s <= n; ++s) {
       SpecRequest req;
@@ -295,7 +295,7 @@ TEST_F(SpecLoopTest, SampledSpeculativeHasTheTargetsDistribution) {
     ASSERT_TRUE(other_->OpenSeq(4, prompt, SamplingParams{sp.temperature, sp.top_k, 1.0f, 0.0f, 1.0f, 64,
                                                           static_cast<uint64_t>(s)})
                     .ok());
-    auto p = other_->Propose(4, static_cast<int64_t>(prompt.size()), {}, 2, 0.0f, kNoDeadline);
+    auto p = other_->Propose({4, static_cast<int64_t>(prompt.size()), {}, 2, 0.0f}, kNoDeadline);
     ASSERT_TRUE(p.ok());
     const int a = tok().IsEog(p->tokens[0]) ? kEog : p->tokens[0];
     const int b = a == kEog ? kEog : (tok().IsEog(p->tokens[1]) ? kEog : p->tokens[1]);
@@ -314,7 +314,7 @@ TEST_F(SpecLoopTest, VerifyReadsExactlyWhatProposeWrote) {
   sp.seed = 11;
   const std::vector<int32_t> prompt = tok().Encode("The quick brown fox", true, false);
   ASSERT_TRUE(draft_->OpenSeq(5, prompt, sp).ok());
-  auto p = draft_->Propose(5, static_cast<int64_t>(prompt.size()), {}, 3, 0.0f, kNoDeadline);
+  auto p = draft_->Propose({5, static_cast<int64_t>(prompt.size()), {}, 3, 0.0f}, kNoDeadline);
   ASSERT_TRUE(p.ok()) << p.status();
   ASSERT_EQ(p->tokens.size(), 3u);
   auto reader = ExchangeBuffer::Attach("posix", draft_->exchange().name());
@@ -347,8 +347,8 @@ TEST_F(SpecLoopTest, TargetRefusesAStaleSlotAndKeepsTheSequence) {
   ASSERT_TRUE(draft_->OpenSeq(6, prompt, SamplingParams{}).ok());
   ASSERT_TRUE(target_->OpenSeq(6, prompt, SamplingParams{}).ok());
   const int64_t len = static_cast<int64_t>(prompt.size());
-  auto first = draft_->Propose(6, len, {}, 4, 0.0f, kNoDeadline);
-  auto second = draft_->Propose(6, len, {}, 4, 0.0f, kNoDeadline);  // rewrites the slot
+  auto first = draft_->Propose({6, len, {}, 4, 0.0f}, kNoDeadline);
+  auto second = draft_->Propose({6, len, {}, 4, 0.0f}, kNoDeadline);  // rewrites the slot
   ASSERT_TRUE(first.ok() && second.ok());
   EXPECT_EQ(first->ref.slot, second->ref.slot);
   EXPECT_NE(first->ref.generation, second->ref.generation);
@@ -536,17 +536,16 @@ TEST_F(SpecLoopTest, CancelAndDeadlineReleaseBothSequences) {
 }
 
 // A draft that fails now and then, the way a remote one does.
-class FlakyDraft : public DraftClient {
+class FlakyDraft : public Proposer {
  public:
   FlakyDraft(LocalDraft* d, absl::StatusCode code) : d_(d), code_(code) {}
   absl::Status Open(int32_t seq, const std::vector<int32_t>& t, const SamplingParams& s, Deadline dl) override {
     ++opens;
     return d_->Open(seq, t, s, dl);
   }
-  absl::StatusOr<DraftProposal> Propose(int32_t seq, int64_t base, const std::vector<int32_t>& fresh, int k, float mc,
-                                        Deadline dl) override {
+  absl::StatusOr<Proposal> Propose(const ProposeRequest& req, Deadline dl) override {
     if (++calls % 3 == 0) return absl::Status(code_, "injected draft failure");
-    return d_->Propose(seq, base, fresh, k, mc, dl);
+    return d_->Propose(req, dl);
   }
   void Release(int32_t seq) override { d_->Release(seq); }
   int calls = 0, opens = 0;
@@ -784,7 +783,7 @@ TEST_F(SpecLoopTest, GreedyConfidenceIsTheModelsTopProbability) {
   // softmax's top probability, so min_confidence can stop a greedy proposal.
   const std::vector<int32_t> prompt = tok().Encode("Once upon a time", true, false);
   ASSERT_TRUE(draft_->OpenSeq(31, prompt, SamplingParams{}).ok());
-  auto p = draft_->Propose(31, static_cast<int64_t>(prompt.size()), {}, 8, 0.0f, kNoDeadline);
+  auto p = draft_->Propose({31, static_cast<int64_t>(prompt.size()), {}, 8, 0.0f, /*want_confidence=*/true}, kNoDeadline);
   ASSERT_TRUE(p.ok());
   ASSERT_EQ(p->confidence.size(), 8u);
   float lowest = 1;
@@ -794,7 +793,7 @@ TEST_F(SpecLoopTest, GreedyConfidenceIsTheModelsTopProbability) {
     lowest = std::min(lowest, c);
   }
   EXPECT_LT(lowest, 1.0f);
-  auto cut = draft_->Propose(31, static_cast<int64_t>(prompt.size()), {}, 8, 1.0f, kNoDeadline);
+  auto cut = draft_->Propose({31, static_cast<int64_t>(prompt.size()), {}, 8, 1.0f}, kNoDeadline);
   ASSERT_TRUE(cut.ok());
   EXPECT_EQ(cut->tokens.size(), 1u) << "the first draft is always proposed";
   draft_->ReleaseSeq(31);

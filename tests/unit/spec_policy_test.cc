@@ -3,7 +3,7 @@
 #include <cmath>
 #include <random>
 
-#include "common/engine/spec_policy.h"
+#include "common/spec/policy.h"
 #include "gtest/gtest.h"
 
 namespace specd {
