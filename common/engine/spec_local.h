@@ -3,8 +3,15 @@
 //   LocalDraft   DraftCore + the exchange buffer it writes (a slot per open
 //                sequence). The draft worker serves its gRPC calls with it;
 //                in-process users call it directly as a Proposer.
-//   LocalTarget  TargetCore + the draft's exchange buffer, attached by handle
-//                (read-only). The target worker serves Verify with it.
+//   LocalTarget  TargetCore + the draft's exchange buffer, attached by handle.
+//                The target worker serves Verify with it; in-process users
+//                call it as a Verifier.
+//
+// Where a proposal's q rows go: a greedy draft writes none (q is one-hot at
+// its tokens); a sampled one has its sampler write them to the device rows
+// (kind "cuda": exchange_device.h) or, on the CPU, to the host rows; a draft
+// on the GPU without device rows, or whose target asked for host rows, also
+// copies them to the host rows.
 //
 // Both take batches (ProposeBatch / VerifyBatch: one forward per draft step or
 // per verify for all sequences), which the workers' schedulers fill from
@@ -65,6 +72,7 @@ class LocalDraft : public Proposer {
   DraftCore core_;
   std::unique_ptr<ExchangeBuffer> xb_;
   std::unique_ptr<DeviceRowsExport> dev_;  // kind "cuda" (destroyed before xb_)
+  float* rows_ = nullptr;                  // no device rows, backend not host memory: the sampler's rows
   std::string path_;
   int k_max_ = 0;
   std::map<int32_t, int> slot_of_;  // open sequence -> exchange slot
@@ -89,9 +97,10 @@ class LocalTarget : public Verifier {
   // "device (...)" or "host (...)": how the attached buffer is verified.
   const std::string& exchange_path() const { return path_; }
   struct PathCounts {
-    int64_t device = 0;           // steps accepted on the device
-    int64_t host = 0;             // steps accepted on the host
-    int64_t device_failures = 0;  // device errors (each step then ran on the host)
+    int64_t device = 0;           // steps that read the draft's rows on the device
+    int64_t host = 0;             // steps that read the draft's host rows
+    int64_t one_hot = 0;          // steps whose q was one-hot (greedy, deterministic proposers): no rows
+    int64_t device_failures = 0;  // device-rows errors (then the host rows, from the next proposal on)
   };
   const PathCounts& path_counts() const { return counts_; }
 
@@ -106,11 +115,11 @@ class LocalTarget : public Verifier {
   struct VerifyJob {
     int32_t seq = 0;
     std::vector<int32_t> tokens;  // the proposal (empty: target-only step)
-    ExchangeRef ref;
+    ExchangeRef ref;              // slot < 0: q one-hot at the tokens (no exchange rows)
   };
-  // Reads each proposal's probabilities from the exchange buffer
-  // (FAILED_PRECONDITION when stale or absent, sequence untouched), then
-  // verifies all of them in one forward.
+  // Checks each proposal against the exchange buffer (FAILED_PRECONDITION
+  // when stale or absent, sequence untouched), then verifies all of them in
+  // one forward, reading their q rows in place.
   std::vector<absl::StatusOr<Verdict>> VerifyBatch(const std::vector<VerifyJob>& jobs);
 
   // Verifier
@@ -123,14 +132,18 @@ class LocalTarget : public Verifier {
   void Release(int32_t seq) override { ReleaseSeq(seq); }
 
  private:
-  // The device acceptance of job `j` (the CUDA IPC path); falls back to the
-  // host rows if the device fails.
-  absl::StatusOr<AcceptResult> AcceptOnDevice(const VerifyJob& j, const std::vector<TokenDist>& p, uint64_t seed,
-                                              int64_t pos0);
+  enum class Rows { kOneHot, kDevice, kHost };
+  // Where job `j`'s q rows are for this target (checked against the slot):
+  // sets *q (null: one-hot) and *from.
+  absl::Status RowsFor(const VerifyJob& j, const float** q, Rows* from);
+  // Reading host rows: tells the draft to write them from now on (logged once).
+  void RequestHostRows();
   TargetCore core_;
   std::string digest_;
   std::unique_ptr<ExchangeBuffer> xb_;
-  std::unique_ptr<DeviceAcceptor> dev_;  // device rows mapped (destroyed before xb_)
+  std::unique_ptr<DeviceRowsImport> dev_;  // device rows mapped (destroyed before xb_)
+  float* stage_ = nullptr;                 // host rows uploaded (a target whose backend is not host memory)
+  size_t stage_bytes_ = 0;
   bool prefer_host_ = false;
   std::string path_;
   PathCounts counts_;

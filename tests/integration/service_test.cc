@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "common/engine/spec_local.h"
+#include "common/spec/loop.h"
 #include "tests/integration/service_harness.h"
 
 namespace specd::testing {

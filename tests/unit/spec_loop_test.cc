@@ -193,6 +193,66 @@ TEST_F(SpecLoopTest, GreedySpeculativeEqualsGreedyTargetOnly) {
   EXPECT_EQ(other_engine_->active_sequences(), 0);
 }
 
+TEST_F(SpecLoopTest, RepetitionPenaltyIsLosslessThroughTheSampledFeedback) {
+  // The draft's tokens are sampled and fed back where the logits are; its
+  // penalty window covers the committed tokens and the ones it just drafted.
+  SamplingParams sp;
+  sp.repetition_penalty = 0.7f;  // < 1 favours repeats: the tokens it drafted weigh in at once
+  sp.repetition_window = 64;
+  const int n = 24;
+  for (const char* text : {"a a a a a", "1, 2, 3,", "def main():\n    return 0"}) {
+    const std::vector<int32_t> prompt = tok().Encode(text, true, false);
+    // Reference: one token per forward, the penalized greedy choice.
+    Engine& e = *ref_engine_;
+    ASSERT_TRUE(e.NewSequence(97).ok());
+    std::vector<int32_t> ctx = prompt, ref;
+    std::vector<float> logits;
+    Engine::Feed f{97, prompt, 1, {}};
+    for (int i = 0; i < n; ++i) {
+      logits.clear();
+      ASSERT_TRUE(e.Run({f}, &logits).ok());
+      TokenDist d;
+      ProcessLogits(logits.data(), e.vocab_size(), sp, ctx, &d);
+      ref.push_back(d.ids[0]);
+      ctx.push_back(d.ids[0]);
+      f.tokens = {d.ids[0]};
+    }
+    e.Release(97);
+    for (int k : {1, 4, 8}) {
+      SpecRequest req;
+      req.seq = 2;
+      req.prompt = prompt;
+      req.sampling = sp;
+      req.max_tokens = n;
+      req.ignore_eos = true;
+      req.k = k;
+      const SpecResult r = Run(req, draft_.get());
+      ASSERT_TRUE(r.status.ok()) << r.status;
+      EXPECT_EQ(r.tokens, ref) << "k=" << k << " prompt '" << text << "'";
+      EXPECT_GT(r.stats.accepted, 0);
+    }
+    // The draft's own proposal: each token penalized by the ones it drafted before it.
+    auto dref = MakeTestEngine(g_models->draft, 1);
+    ASSERT_TRUE(dref->NewSequence(1).ok());
+    std::vector<int32_t> dctx = prompt, dtoks;
+    Engine::Feed df{1, prompt, 1, {}};
+    for (int i = 0; i < 8; ++i) {
+      logits.clear();
+      ASSERT_TRUE(dref->Run({df}, &logits).ok());
+      TokenDist d;
+      ProcessLogits(logits.data(), dref->vocab_size(), sp, dctx, &d);
+      dtoks.push_back(d.ids[0]);
+      dctx.push_back(d.ids[0]);
+      df.tokens = {d.ids[0]};
+    }
+    ASSERT_TRUE(draft_->OpenSeq(3, prompt, sp).ok());
+    auto p = draft_->Propose({3, static_cast<int64_t>(prompt.size()), {}, 8, 0.0f}, kNoDeadline);
+    ASSERT_TRUE(p.ok()) << p.status();
+    EXPECT_EQ(p->tokens, dtoks);
+    draft_->ReleaseSeq(3);
+  }
+}
+
 // ---------------------------------------------------------------- lossless sampling
 
 // Chi-square critical value for `dof` at p = 1e-4 (Wilson-Hilferty).
