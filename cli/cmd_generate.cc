@@ -58,6 +58,9 @@ int Generate(const std::vector<std::string>& args) {
   c.AddInt("draft-max", 8, "adaptive: most draft tokens per step", 1, 16);
   c.AddDouble("min-confidence", -1.0, "the draft stops below this top probability (-1: 0 fixed, learned adaptive)", -1.0,
               1.0);
+  c.AddString("acceptance-prior", "",
+              "adaptive: start from this acceptance prior (the 'acceptance prior' line of specd stats, bench-spec or "
+              "a previous generate); empty: learned as the request runs");
   c.AddString("coordinator", "", "generate through this coordinator (host:port or unix:PATH) instead of in-process");
   c.AddBool("no-speculation", false, "with --coordinator: target-only decoding for this request");
   c.AddString("stop", "", "stop string");
@@ -114,7 +117,16 @@ int Generate(const std::vector<std::string>& args) {
     draft = std::move(*ld);
     if (auto st = target.Attach(draft->exchange().kind(), draft->exchange().name()); !st.ok()) return Fail(st);
   }
+  // As in the coordinator: costs measured and acceptance learned as the
+  // request runs, so the adaptive policy has a prior from its first steps.
+  SpecCosts costs;
+  AcceptancePrior prior;
+  if (!c.GetString("acceptance-prior").empty()) {
+    if (absl::Status st = prior.Load(c.GetString("acceptance-prior")); !st.ok()) return Fail(st);
+  }
   SpecRequest req;
+  req.costs = &costs;
+  req.prior = &prior;
   req.prompt = prompt;
   req.sampling = SamplingFromConfig(c);
   req.max_tokens = static_cast<int>(c.GetInt("max-tokens"));
@@ -157,7 +169,8 @@ int Generate(const std::vector<std::string>& args) {
                  static_cast<long long>(r.stats.accepted), static_cast<long long>(r.stats.proposed),
                  r.stats.MeanAcceptedLength());
   }
-  std::fprintf(stderr, "\n");
+  std::fprintf(stderr, "\nstep time %s\n", r.stats.time.PerStep(r.stats.steps).c_str());
+  if (draft && adaptive) std::fprintf(stderr, "acceptance prior: %s\n", prior.ToString().c_str());
   return 0;
 }
 

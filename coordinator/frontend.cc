@@ -43,6 +43,7 @@ Frontend::Frontend(Cluster* cluster, const FrontendOptions& opts)
   // A random start keeps ids apart from sequences a previous coordinator left.
   std::random_device rd;
   next_seq_ = static_cast<int32_t>(rd() & 0x3fffffff) + 1;
+  if (!opts.acceptance_prior.empty()) status_ = prior_.Load(opts.acceptance_prior);
   AddCollectors();
 }
 
@@ -252,6 +253,7 @@ grpc::Status Frontend::Serve(grpc::ServerContext* ctx, const v1::GenerateRequest
   for (int64_t n : r.stats.k_hist) s->add_k_histogram(n);
   s->set_adaptive(adaptive);
   s->set_prefill_seconds(r.stats.prefill_seconds);
+  rpc::StepTimeToProto(r.stats.time, r.stats.steps, s->mutable_step_time());
   writer->Write(last);
   return grpc::Status::OK;
 }

@@ -31,6 +31,7 @@ struct FrontendOptions {
   bool adaptive = true;      // choose k per step (common/spec/policy.h), up to draft_max
   int draft_max = 8;
   float min_confidence = -1.0f;  // the draft stops below this top probability; < 0: 0 fixed, learned adaptive
+  std::string acceptance_prior;  // AcceptancePrior::Load text new requests start from (empty: none)
   int max_batch = 0;         // requests running at once (0: the target's sequence slots)
   int max_queue = 64;        // requests waiting for admission; more get RESOURCE_EXHAUSTED
   int max_seq_len = 0;       // per-request context (0: the target's max-seq-len)
@@ -45,6 +46,8 @@ struct FrontendOptions {
 class Frontend {
  public:
   Frontend(Cluster* cluster, const FrontendOptions& opts);
+  // Not OK when the options could not be applied (a bad acceptance prior).
+  const absl::Status& status() const { return status_; }
 
   // Generate (chat == null) or Chat (prompt rendered from `chat`).
   grpc::Status Serve(grpc::ServerContext* ctx, const v1::GenerateRequest& req, const v1::ChatRequest* chat,
@@ -79,6 +82,7 @@ class Frontend {
   SpecCosts costs_;         // call times measured by every request (adaptive length)
   AcceptancePrior prior_;   // acceptance measured by every adaptive request (its starting estimates)
   ServiceStats stats_;
+  absl::Status status_;
 };
 
 class CoordinatorService final : public v1::Coordinator::Service {

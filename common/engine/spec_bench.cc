@@ -70,6 +70,7 @@ absl::StatusOr<BenchResult> RunSpecBench(const BenchPair& pair, const std::vecto
     res.prefill_seconds += r.stats.prefill_seconds;
     res.draft_seconds += r.stats.draft_seconds;
     res.verify_seconds += r.stats.verify_seconds;
+    res.time.Add(r.stats.time);
     res.steps += r.stats.steps;
     res.speculative_steps += r.stats.speculative_steps;
     res.proposed += r.stats.proposed;

@@ -54,6 +54,7 @@ struct BenchResult {
   // Where `seconds` went: target prefill, Propose calls (draft catch-up
   // included), Verify calls; the rest is the loop's own work.
   double prefill_seconds = 0, draft_seconds = 0, verify_seconds = 0;
+  StepTimes time;  // the steps taken apart (StepTimes: forwards, acceptance, transport, host)
   int64_t steps = 0, speculative_steps = 0, proposed = 0, accepted = 0, spec_appended = 0;
   std::vector<int64_t> k_hist;  // steps by drafts verified (0: target-only steps)
   std::vector<BenchPromptResult> prompts;

@@ -63,7 +63,7 @@ namespace {
 // (counting: weight 1 each) to `target`; returns its threshold.
 uint64_t SelectThreshold(const std::vector<uint64_t>& keys, const std::vector<double>& w, double target,
                          bool counting, uint64_t within) {
-  RadixSelect s;
+  RadixSelect s = RadixSelect::Start();
   double weight[kSelectBuckets];
   uint32_t count[kSelectBuckets];
   while (!s.done()) {

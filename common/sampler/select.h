@@ -45,12 +45,16 @@ constexpr uint64_t kSelectAll = ~uint64_t{0};
 // front whose weight reaches the target (all of them when it is out of
 // reach). (A bucket's threshold is its largest possible key, which may lie
 // past `within`: hence the min.)
+// (No member initializers: the CUDA sampler keeps one in __shared__ memory,
+// which cannot be dynamically initialized. Start with Start().)
 struct RadixSelect {
-  uint64_t prefix = 0;  // digits chosen so far (bits at and above shift + 8)
-  int shift = 56;       // this pass histograms bits [shift, shift + 8)
-  double below = 0;     // weight of the matching-prefix keys before the chosen buckets
-  bool finished = false;
-  uint64_t threshold = kSelectAll;
+  uint64_t prefix;  // digits chosen so far (bits at and above shift + 8)
+  int shift;        // this pass histograms bits [shift, shift + 8)
+  double below;     // weight of the matching-prefix keys before the chosen buckets
+  bool finished;
+  uint64_t threshold;
+
+  SPECD_HD static RadixSelect Start() { return RadixSelect{0, 56, 0.0, false, kSelectAll}; }
 
   SPECD_HD bool done() const { return finished; }
   SPECD_HD bool Matches(uint64_t key) const { return shift >= 56 || (key >> (shift + 8)) == (prefix >> (shift + 8)); }

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "absl/strings/str_format.h"
+
 #include "common/util/log.h"
 
 namespace specd {
@@ -63,6 +65,17 @@ std::string StopMatcher::Flush() {
   std::string out;
   out.swap(held_);
   return out;
+}
+
+std::string StepTimes::PerStep(int64_t steps) const {
+  if (steps <= 0) return "per step: (no steps)";
+  const double n = static_cast<double>(steps), ms = 1e3 / n;
+  const double all = total();
+  return absl::StrFormat(
+      "per step: draft forwards %.3f ms, verify forward %.3f ms, acceptance %.3f ms, transport %.3f ms, host %.3f ms; "
+      "overhead %.3f ms (%.0f%%)",
+      draft_forward * ms, verify_forward * ms, accept * ms, transport * ms, host * ms, overhead() * ms,
+      all > 0 ? 100.0 * overhead() / all : 0.0);
 }
 
 void StepTimes::Add(const StepTimes& o) {

@@ -72,6 +72,9 @@ struct StepTimes {
   // What is not a forward or the acceptance: the step's overhead.
   double overhead() const { return transport + host; }
   void Add(const StepTimes& o);
+  // "per step: draft forwards 0.35 ms, verify forward 1.20 ms, acceptance 0.05 ms,
+  // transport 0.30 ms, host 0.10 ms; overhead 0.40 ms (20%)" over `steps` steps.
+  std::string PerStep(int64_t steps) const;
 };
 
 // Figures of one step, delivered after the step's output is decided.

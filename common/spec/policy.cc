@@ -308,6 +308,65 @@ std::string AcceptancePrior::ToString() const {
   return out;
 }
 
+absl::Status AcceptancePrior::Load(std::string_view text) {
+  PositionEstimates est(est_.size());
+  ConfidenceBins conf;
+  int64_t steps = -1;
+  std::vector<std::pair<std::string, double>> cells;  // alpha/pi cells, applied once steps is known
+  for (absl::string_view cell : absl::StrSplit(absl::string_view(text.data(), text.size()), ' ', absl::SkipWhitespace())) {
+    auto bad = [&] {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "bad acceptance prior cell '", cell, "' (expected steps=N, alpha[i]=x, pi[i]=x or conf[0.b]=x/n)"));
+    };
+    const size_t eq = cell.find('=');
+    if (eq == absl::string_view::npos) return bad();
+    const absl::string_view name = cell.substr(0, eq), value = cell.substr(eq + 1);
+    if (name == "steps") {
+      if (!absl::SimpleAtoi(value, &steps) || steps < 0) return bad();
+      continue;
+    }
+    const size_t open = name.find('[');
+    if (open == absl::string_view::npos || name.back() != ']') return bad();
+    const absl::string_view kind = name.substr(0, open), index = name.substr(open + 1, name.size() - open - 2);
+    if (kind == "conf") {
+      double edge = 0, acc = 0, n = 0;
+      const size_t slash = value.find('/');
+      if (slash == absl::string_view::npos || !absl::SimpleAtod(index, &edge) ||
+          !absl::SimpleAtod(value.substr(0, slash), &acc) || !absl::SimpleAtod(value.substr(slash + 1), &n) ||
+          !(edge >= 0 && edge < 1) || !(acc >= 0 && acc <= 1) || !(n >= 0))
+        return bad();
+      const size_t b = static_cast<size_t>(std::clamp(static_cast<int>(edge * ConfidenceBins::kBins + 0.5), 0,
+                                                      ConfidenceBins::kBins - 1));
+      conf.n[b] = n;
+      conf.accepted[b] = acc * n;
+      continue;
+    }
+    int i = 0;
+    double x = 0;
+    if ((kind != "alpha" && kind != "pi") || !absl::SimpleAtoi(index, &i) || i < 1 || i > est.size() ||
+        !absl::SimpleAtod(value, &x) || !(x >= 0 && x <= 1))
+      return bad();
+    cells.push_back({absl::StrCat(kind, ":", i), x});
+  }
+  if (steps < 0) return absl::InvalidArgumentError("an acceptance prior needs steps=N");
+  for (const auto& [key, x] : cells) {
+    const bool alpha = key[0] == 'a';
+    const size_t i = static_cast<size_t>(std::stoi(key.substr(key.find(':') + 1)));
+    if (alpha) {
+      est.alpha[i] = x;
+      est.n_alpha[i] = static_cast<double>(steps);
+    } else {
+      est.pi[i] = x;
+      est.n_pi[i] = static_cast<double>(steps) + 1;
+    }
+  }
+  std::lock_guard<std::mutex> l(mu_);
+  est_ = est;
+  conf_ = conf;
+  steps_ = steps;
+  return absl::OkStatus();
+}
+
 // ---------------------------------------------------------------- SpecPolicy
 
 SpecPolicy::SpecPolicy(const SpecPolicyOptions& opts, const SpecCosts* costs, AcceptancePrior* prior)

@@ -192,6 +192,10 @@ class AcceptancePrior {
   // "steps=562 alpha[1]=0.81 alpha[2]=0.70 ... pi[2]=0.95 ... conf[0.9]=0.97/120 ..."
   // (observed positions; confidence bins as acceptance/observations).
   std::string ToString() const;
+  // Replaces the estimates with what ToString wrote (a prior learned earlier,
+  // e.g. by `specd stats` or bench-spec, to seed a new process with); each
+  // position counts as `steps` observations.
+  absl::Status Load(std::string_view prior);
 
  private:
   const double ewma_;

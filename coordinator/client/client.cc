@@ -142,6 +142,7 @@ absl::StatusOr<GenerateSummary> Client::Generate(const GenerateParams& p,
       sum.prefill_seconds = s.prefill_seconds();
       sum.k_histogram.assign(s.k_histogram().begin(), s.k_histogram().end());
       sum.adaptive = s.adaptive();
+      sum.step_time = rpc::StepTimeFromProto(s.step_time());
       have_summary = true;
       continue;
     }
@@ -263,6 +264,7 @@ absl::StatusOr<Stats> Client::GetStats(std::chrono::milliseconds timeout) {
   s.k_histogram.assign(r.k_histogram().begin(), r.k_histogram().end());
   s.step_costs = r.step_costs();
   s.acceptance_prior = r.acceptance_prior();
+  s.step_time = rpc::StepTimeFromProto(r.step_time());
   for (const v1::RequestRecord& q : r.recent()) {
     RequestRecord rec;
     rec.id = q.id();
@@ -330,6 +332,7 @@ std::string FormatSummary(const GenerateSummary& s) {
   if (s.time_to_first_token_seconds > 0)
     out += absl::StrFormat("; first token %.0f ms (queue %.0f ms)", 1e3 * s.time_to_first_token_seconds,
                            1e3 * s.queue_seconds);
+  if (s.steps > 0) out += "\nstep time " + s.step_time.PerStep(s.steps);
   return out;
 }
 
@@ -366,6 +369,7 @@ std::string FormatStats(const Stats& s) {
   os << "k histogram (drafts verified per step: share of steps): " << KHist(s.k_histogram) << "\n";
   if (!s.step_costs.empty()) os << "step costs: " << s.step_costs << "\n";
   if (!s.acceptance_prior.empty()) os << "acceptance prior: " << s.acceptance_prior << "\n";
+  if (s.steps > 0) os << "step time " << s.step_time.PerStep(s.steps) << "\n";
   os << absl::StrFormat("batches: %.2f sequences per verify, %.2f per draft proposal\n", s.verify_batch_mean,
                         s.draft_batch_mean);
   os << absl::StrFormat("draft: %d failures, %d reconnects, %d swaps\n", s.draft_failures, s.draft_reconnects,

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "common/sampler/sampler.h"
+#include "common/spec/loop.h"
 #include "common/util/status.h"
 
 namespace specd::client {
@@ -72,6 +73,7 @@ struct GenerateSummary {
   double prefill_seconds = 0;
   std::vector<int64_t> k_histogram;        // steps by drafts verified (index 0: target-only)
   bool adaptive = false;
+  StepTimes step_time;                     // the steps taken apart (summed)
   // Everything streamed, concatenated (filled by the client).
   std::string text;
   std::vector<int32_t> tokens;
@@ -140,6 +142,7 @@ struct Stats {
   std::vector<int64_t> k_histogram;  // steps by drafts verified (index 0: target-only)
   std::string step_costs;            // the measured call times the adaptive policy uses
   std::string acceptance_prior;      // the acceptance a new adaptive request starts from
+  StepTimes step_time;               // the finished requests' steps taken apart (summed over `steps`)
   std::vector<RequestRecord> recent;  // newest first
 };
 

@@ -40,6 +40,25 @@ void LedgerToProto(const MemoryLedger& l, v1::MemoryLedger* out) {
   out->set_budget(l.budget);
 }
 
+void StepTimeToProto(const StepTimes& t, int64_t steps, v1::StepTime* out) {
+  out->set_steps(steps);
+  out->set_draft_forward(t.draft_forward);
+  out->set_verify_forward(t.verify_forward);
+  out->set_accept(t.accept);
+  out->set_transport(t.transport);
+  out->set_host(t.host);
+}
+
+StepTimes StepTimeFromProto(const v1::StepTime& t) {
+  StepTimes s;
+  s.draft_forward = t.draft_forward();
+  s.verify_forward = t.verify_forward();
+  s.accept = t.accept();
+  s.transport = t.transport();
+  s.host = t.host();
+  return s;
+}
+
 void ExchangeToProto(const ExchangeBuffer& x, v1::ExchangeHandle* out) {
   out->set_kind(x.kind());
   out->set_name(x.name());

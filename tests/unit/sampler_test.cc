@@ -159,7 +159,7 @@ TEST(SamplerTest, RadixSelectFindsTheThresholdAmongTies) {
   // the sampler's order are the 5 lowest ids holding 2.0.
   std::vector<uint64_t> keys;
   for (int i = 0; i < 1000; ++i) keys.push_back(OrderKey(i % 3 == 0 ? 2.0f : 1.0f, i));
-  RadixSelect s;
+  RadixSelect s = RadixSelect::Start();
   while (!s.done()) {
     double w[kSelectBuckets] = {};
     uint32_t c[kSelectBuckets] = {};
