@@ -242,12 +242,11 @@ std::vector<DraftResult> DraftCore::Propose(const std::vector<DraftJob>& jobs, C
     running.swap(next);
   }
   // One wait for everything: the tokens and confidences of every step.
-  const size_t n = jobs.size() * static_cast<size_t>(kmax);
-  tokens_host_.resize(n);
-  conf_host_.resize(n);
+  results_host_.resize(2 * cap_);
   Engine::Timing timing;
-  absl::Status st = engine_->Read(tokens_dev_, tokens_host_.data(), n * sizeof(int32_t), &timing);
-  if (st.ok()) st = engine_->Read(conf_dev_, conf_host_.data(), n * sizeof(float));
+  const absl::Status st = engine_->Read(tokens_dev_, results_host_.data(), results_host_.size() * sizeof(int32_t), &timing);
+  const int32_t* tokens_host = results_host_.data();
+  const float* conf_host = reinterpret_cast<const float*>(results_host_.data() + cap_);
   if (times) times->forward = timing.forward + timing.after;
   for (size_t i : active) {
     SeqState& s = seqs_[jobs[i].seq];
@@ -267,12 +266,12 @@ std::vector<DraftResult> DraftCore::Propose(const std::vector<DraftJob>& jobs, C
     // (those after a cut too: the next Sync drops them).
     s.fed.insert(s.fed.end(), s.committed.begin() + static_cast<int64_t>(s.fed.size()),
                  s.committed.begin() + static_cast<int64_t>(s.fed.size()) + caught_up[i]);
-    for (int t = 0; t + 1 < steps[i]; ++t) s.fed.push_back(tokens_host_[at(i, t)]);
+    for (int t = 0; t + 1 < steps[i]; ++t) s.fed.push_back(tokens_host[at(i, t)]);
     const bool want_conf = j.want_confidence || j.min_confidence > 0;
     for (int t = 0; t < steps[i]; ++t) {
-      if (t > 0 && j.min_confidence > 0 && conf_host_[at(i, t)] < j.min_confidence) break;  // not sure: stop before it
-      r.tokens.push_back(tokens_host_[at(i, t)]);
-      if (want_conf) r.confidence.push_back(conf_host_[at(i, t)]);
+      if (t > 0 && j.min_confidence > 0 && conf_host[at(i, t)] < j.min_confidence) break;  // not sure: stop before it
+      r.tokens.push_back(tokens_host[at(i, t)]);
+      if (want_conf) r.confidence.push_back(conf_host[at(i, t)]);
     }
     // Tokens out of range would mean a broken device result: never pass them on.
     for (int32_t x : r.tokens) {

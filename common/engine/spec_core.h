@@ -123,11 +123,11 @@ class DraftCore : public SeqCore {
 
  private:
   absl::Status EnsureResults(size_t n);
-  int32_t* tokens_dev_ = nullptr;  // backend memory: tokens, then confidences (floats)
+  // Backend memory: cap_ tokens, then cap_ confidences (floats); read back in one copy.
+  int32_t* tokens_dev_ = nullptr;
   float* conf_dev_ = nullptr;
   size_t cap_ = 0;
-  std::vector<int32_t> tokens_host_;
-  std::vector<float> conf_host_;
+  std::vector<int32_t> results_host_;  // the same layout
 };
 
 struct VerifyRequest {

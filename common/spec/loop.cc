@@ -216,13 +216,14 @@ SpecResult RunSpeculative(const SpecRequest& req, const Tokenizer& tok, Verifier
           if (static_cast<int>(prop.tokens.size()) > k) prop.tokens.resize(k);
           use_draft = !prop.tokens.empty();
           const int n = static_cast<int>(prop.tokens.size());
-          // The forwards the proposer says it ran; a proposer that does not
-          // say stopped after the first token it was unsure of.
-          forwards = prop.figures.forwards > 0 ? prop.figures.forwards : (n < k ? n + 1 : k);
+          // The forwards the proposer ran (none: a proposer without a model,
+          // e.g. n-gram lookup, whose cost is step overhead) and their time.
+          forwards = prop.figures.forwards;
           if (n < k && forwards >= k) policy.set_stop_saves_forwards(false);
-          // The forwards' own time when the proposer measured it (the rest is overhead).
-          const double secs = prop.figures.forward_seconds > 0 ? prop.figures.forward_seconds : draft_call;
-          if (ds.proposed_last || fresh.empty()) {
+          const double secs = prop.figures.forward_seconds;
+          if (forwards == 0) {
+            // nothing to learn about the draft's forward costs
+          } else if (ds.proposed_last || fresh.empty()) {
             costs->ObserveDraft(forwards, secs);
           } else {
             // The draft first caught up on the tokens of target-only steps:

@@ -7,6 +7,7 @@
 
 #include "common/engine/spec_bench.h"
 #include "common/engine/spec_local.h"
+#include "common/spec/chain.h"
 #include "common/spec/loop.h"
 #include "common/spec/policy.h"
 #include "common/modelgen/modelgen.h"
@@ -54,6 +55,53 @@ TEST(StopMatcher, FlushReturnsTheHeldTailAndEmptyStopsAreIgnored) {
 // ---------------------------------------------------------------- engines
 
 const TestModels* g_models = nullptr;  // other: same vocabulary, unrelated weights
+
+// Proposers without a model (q one-hot at their tokens, no exchange rows),
+// the kind an n-gram proposer is.
+class TokenProposer : public Proposer {
+ public:
+  absl::Status Open(int32_t seq, const std::vector<int32_t>& tokens, const SamplingParams&, Deadline) override {
+    seqs_[seq] = tokens;
+    return absl::OkStatus();
+  }
+  absl::StatusOr<Proposal> Propose(const ProposeRequest& req, Deadline) override {
+    auto it = seqs_.find(req.seq);
+    if (it == seqs_.end()) return absl::NotFoundError("not open");
+    std::vector<int32_t>& c = it->second;
+    c.resize(static_cast<size_t>(req.base_len));
+    c.insert(c.end(), req.new_tokens.begin(), req.new_tokens.end());
+    Proposal p;  // ref.slot < 0: one-hot
+    p.tokens = Draft(c, req.k);
+    return p;
+  }
+  void Release(int32_t seq) override { seqs_.erase(seq); }
+
+ protected:
+  virtual std::vector<int32_t> Draft(const std::vector<int32_t>& committed, int k) const = 0;
+
+ private:
+  std::map<int32_t, std::vector<int32_t>> seqs_;
+};
+
+// Prompt lookup at its simplest: what followed the latest earlier occurrence of the last token.
+class LookupProposer final : public TokenProposer {
+  std::vector<int32_t> Draft(const std::vector<int32_t>& c, int k) const override {
+    std::vector<int32_t> out;
+    for (size_t i = c.size() - 1; i-- > 0;) {
+      if (c[i] != c.back()) continue;
+      for (size_t j = i + 1; j < c.size() && static_cast<int>(out.size()) < k; ++j) out.push_back(c[j]);
+      break;
+    }
+    return out;
+  }
+};
+
+// Always proposes: the last token k times.
+class RepeatProposer final : public TokenProposer {
+  std::vector<int32_t> Draft(const std::vector<int32_t>& c, int k) const override {
+    return std::vector<int32_t>(static_cast<size_t>(k), c.back());
+  }
+};
 
 class SpecLoopTest : public ::testing::Test {
  protected:
@@ -336,14 +384,19 @@ TEST_F(SpecLoopTest, SampledSpeculativeHasTheTargetsDistribution) {
   const int n = 3000;
   struct Case {
     const char* name;
-    LocalDraft* draft;
+    Proposer* proposer;
+    LocalDraft* draft;  // whose buffer the target reads
     int k;
   };
-  for (const Case& c : {Case{"target-only", nullptr, 0}, Case{"derived draft k=1", draft_.get(), 1},
-                        Case{"derived draft k=4", draft_.get(), 4}, Case{"unrelated draft k=3", other_.get(), 3}}) {
+  RepeatProposer repeat;  // deterministic: q one-hot, rejections draw from p without the token
+  ProposerChain chain({&repeat, draft_.get()});
+  for (const Case& c : {Case{"target-only", nullptr, nullptr, 0}, Case{"derived draft k=1", draft_.get(), draft_.get(), 1},
+                        Case{"derived draft k=4", draft_.get(), draft_.get(), 4},
+                        Case{"unrelated draft k=3", other_.get(), other_.get(), 3},
+                        Case{"deterministic proposer k=2", &chain, draft_.get(), 2}}) {
     if (c.draft) Use(c.draft);
     int dof = 0;
-    const double ratio = ChiSquareRatio(expected, sample(c.draft, c.k, n), n, &dof);
+    const double ratio = ChiSquareRatio(expected, sample(c.proposer, c.k, n), n, &dof);
     EXPECT_LT(ratio, 1.0) << c.name << ": chi-square " << ratio * ChiSquareCritical(dof) << " over the p=1e-4 bound "
                           << ChiSquareCritical(dof) << " (" << dof << " dof)";
   }
@@ -364,6 +417,32 @@ TEST_F(SpecLoopTest, SampledSpeculativeHasTheTargetsDistribution) {
   }
   int dof = 0;
   EXPECT_GT(ChiSquareRatio(expected, draft_counts, n, &dof), 1.0) << "the draft's own distribution should be rejected";
+}
+
+TEST_F(SpecLoopTest, AChainOfLookupThenDraftIsLossless) {
+  // n-gram-style lookup where the text repeats itself, the draft otherwise.
+  LookupProposer lookup;
+  ProposerChain chain({&lookup, draft_.get()});
+  for (const char* text : {"1, 2, 3, 1, 2, 3, 1, 2,", "def f(x):\n    return x\n\ndef g(x):\n    return"}) {
+    const std::vector<int32_t> prompt = tok().Encode(text, true, false);
+    const std::vector<int32_t> ref = ReferenceGreedy(prompt, 40);
+    for (int k : {2, 5}) {
+      SpecRequest req;
+      req.seq = 9;
+      req.prompt = prompt;
+      req.max_tokens = 40;
+      req.ignore_eos = true;
+      req.k = k;
+      const SpecResult r = Run(req, &chain);
+      ASSERT_TRUE(r.status.ok()) << r.status;
+      EXPECT_EQ(r.tokens, ref) << "k=" << k << " '" << text << "'";
+      EXPECT_EQ(r.stats.draft_failures, 0);
+    }
+  }
+  EXPECT_GT(chain.proposals_by_member()[0], 0) << "the lookup proposed";
+  EXPECT_GT(chain.proposals_by_member()[1], 0) << "the draft proposed where the lookup had nothing";
+  EXPECT_GT(target_->path_counts().one_hot, 0);
+  EXPECT_EQ(draft_engine_->active_sequences(), 0);
 }
 
 // ---------------------------------------------------------------- exchange hand-off

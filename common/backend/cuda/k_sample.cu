@@ -120,13 +120,8 @@ __global__ void __launch_bounds__(kRowThreads) SampleRowsKernel(float* logits, i
         if (within == kSelectAll && n >= r.top_k) within = CutKey(CutBelow(top, c));
       }
       thr = BlockSelect(
-          V,
-          [&](int j, uint64_t* key, double* w) {
-            *key = OrderKey(Val(l, j), j);
-            *w = 1.0;
-            return true;
-          },
-          /*counting=*/true, static_cast<double>(r.top_k), within, &sel);
+          V, [&](int j) { return OrderKey(Val(l, j), j); }, [](int) { return 1.0; }, /*counting=*/true,
+          static_cast<double>(r.top_k), within, &sel);
     }
     auto in = [&](float v, int j) { return thr == kSelectAll || OrderKey(v, j) <= thr; };
     double sum = 0, mass[kCuts] = {};
@@ -152,13 +147,7 @@ __global__ void __launch_bounds__(kRowThreads) SampleRowsKernel(float* logits, i
         }
       }
       thr = BlockSelect(
-          V,
-          [&](int j, uint64_t* key, double* w) {
-            const float v = Val(l, j);
-            *key = OrderKey(v, j);
-            *w = weight(v);
-            return true;
-          },
+          V, [&](int j) { return OrderKey(Val(l, j), j); }, [&](int j) { return weight(Val(l, j)); },
           /*counting=*/false, target, within, &sel);
     }
     // min-p: tokens under min_p x the top probability out (the top has weight 1).

@@ -128,18 +128,18 @@ __device__ int32_t BlockDraw(int n, double u, const Weight& w, double* scratch, 
 }
 
 // A RadixSelect (common/sampler/select.h) run by the block: each pass
-// builds the digit histogram of the keys in the domain, warp-aggregated (the
-// keys of a row crowd into few buckets), then thread 0 advances.
-// key_weight(i, &key, &weight) says whether i is a candidate at all.
+// builds the digit histogram of the keys in the domain (key(i) <= within),
+// warp-aggregated (the keys of a row crowd into few buckets), then thread 0
+// advances. weight(i) is only asked of the keys a pass counts.
 struct SelectShared {
   double weight[kSelectBuckets];
   uint32_t count[kSelectBuckets];
   RadixSelect s;
 };
 
-template <class KeyWeight>
-__device__ uint64_t BlockSelect(int n, const KeyWeight& key_weight, bool counting, double target, uint64_t within,
-                                SelectShared* sh) {
+template <class Key, class Weight>
+__device__ uint64_t BlockSelect(int n, const Key& key_of, const Weight& weight_of, bool counting, double target,
+                                uint64_t within, SelectShared* sh) {
   const int tid = threadIdx.x, lane = tid & 31;
   if (tid == 0) sh->s = RadixSelect::Start();
   __syncthreads();
@@ -154,11 +154,12 @@ __device__ uint64_t BlockSelect(int n, const KeyWeight& key_weight, bool countin
       const int i = base + tid;
       int d = -1;
       double w = 0;
-      uint64_t key = 0;
-      double wi = 0;
-      if (i < n && key_weight(i, &key, &wi) && key <= within && s.Matches(key)) {
-        d = s.Digit(key);
-        w = counting ? 1.0 : wi;
+      if (i < n) {
+        const uint64_t key = key_of(i);
+        if (key <= within && s.Matches(key)) {
+          d = s.Digit(key);
+          w = counting ? 1.0 : weight_of(i);
+        }
       }
       if (__all_sync(kFull, d < 0)) continue;
       const unsigned peers = __match_any_sync(kFull, d);
