@@ -334,7 +334,7 @@ std::vector<absl::StatusOr<Verdict>> LocalTarget::VerifyBatch(const std::vector<
           ++counts_.device;
           if (!logged_first_device_) {
             logged_first_device_ = true;
-            SPECD_LOG(INFO) << "first acceptance against the device rows" << Kv("exchange", xb_->name())
+            SPECD_LOG(INFO) << "first acceptance on the device" << Kv("exchange", xb_->name())
                             << Kv("proposed", jobs[i].tokens.size()) << Kv("accepted", res[n].n_accepted);
           }
           break;

@@ -563,6 +563,39 @@ TEST_F(SpecLoopTest, FiguresAddUp) {
   EXPECT_NEAR(r.stats.MeanAcceptedLength(), static_cast<double>(accepted + spec_steps) / spec_steps, 1e-9);
 }
 
+TEST_F(SpecLoopTest, StepTimeIsTakenApartByTheRun) {
+  std::vector<StepEvent> events;
+  SpecRequest req;
+  req.seq = 8;
+  req.prompt = tok().Encode("def main():\n    return 0", true, false);
+  req.max_tokens = 40;
+  req.ignore_eos = true;
+  req.k = 4;
+  SpecCosts costs;
+  req.costs = &costs;
+  const SpecResult r = Run(req, draft_.get(), &events);
+  ASSERT_TRUE(r.status.ok());
+  StepTimes sum;
+  for (const StepEvent& ev : events) {
+    for (double part : {ev.time.draft_forward, ev.time.verify_forward, ev.time.accept, ev.time.transport, ev.time.host})
+      EXPECT_GE(part, 0.0);
+    EXPECT_GT(ev.time.verify_forward, 0.0);  // the workers measured their own work
+    if (ev.draft_used) {
+      EXPECT_GT(ev.time.draft_forward, 0.0);
+    }
+    sum.Add(ev.time);
+  }
+  EXPECT_NEAR(sum.total(), r.stats.time.total(), 1e-12);
+  // The parts cover the steps: no more than the request's time, and the
+  // forwards are the bulk of it on the CPU in process (no transport).
+  EXPECT_LE(r.stats.time.total(), r.stats.elapsed_seconds);
+  EXPECT_GT(r.stats.time.draft_forward + r.stats.time.verify_forward, 0.5 * r.stats.time.total());
+  EXPECT_LT(r.stats.time.transport, 0.2 * r.stats.time.total());
+  // The costs the policy reads are the forwards' and the overhead, apart.
+  EXPECT_NE(costs.ToString().find("overhead[1]="), std::string::npos) << costs.ToString();
+  EXPECT_NE(r.stats.time.PerStep(r.stats.steps).find("overhead"), std::string::npos);
+}
+
 TEST_F(SpecLoopTest, StopStringEndsBeforeTheStop) {
   SpecRequest req;
   req.seq = 9;
