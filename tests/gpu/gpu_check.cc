@@ -918,40 +918,18 @@ std::vector<std::pair<std::string, SamplingParams>> SamplerCases() {
   return c;
 }
 
-// A CUDA backend with a current batch (ops record against it).
-struct DeviceOps {
-  std::unique_ptr<Backend> gpu;
-  absl::Status Init() {
-    BackendOptions o;
-    o.name = "cuda";
-    SPECD_ASSIGN_OR_RETURN(gpu, CreateCudaBackend(o));
-    KvLayout kv;
-    kv.n_layers = 1;
-    kv.n_kv_heads = 1;
-    kv.head_dim = 32;
-    kv.block_size = 16;
-    kv.n_blocks = 4;
-    SPECD_RETURN_IF_ERROR(gpu->InitKv(kv));
-    Batch b;
-    b.tokens = {0};
-    b.pos = {0};
-    b.seq_index = {0};
-    b.seqs = {BatchSeq{0, 1, {0}}};
-    b.out_rows = {0};
-    return gpu->SetBatch(b);
-  }
-  template <class T>
-  absl::StatusOr<T*> Upload(const std::vector<T>& host) {
-    SPECD_ASSIGN_OR_RETURN(void* d, gpu->AllocBuffer(std::max<size_t>(host.size(), 1) * sizeof(T)));
-    if (!host.empty()) SPECD_RETURN_IF_ERROR(gpu->WriteBytes(host.data(), d, host.size() * sizeof(T)));
-    return static_cast<T*>(d);
-  }
-};
+// Host data in a buffer of `be` (backend memory).
+template <class T>
+absl::StatusOr<T*> Upload(Backend* be, const std::vector<T>& host) {
+  SPECD_ASSIGN_OR_RETURN(void* d, be->AllocBuffer(std::max<size_t>(host.size(), 1) * sizeof(T)));
+  if (!host.empty()) SPECD_RETURN_IF_ERROR(be->WriteBytes(host.data(), d, host.size() * sizeof(T)));
+  return static_cast<T*>(d);
+}
 
 void CheckDeviceSampler() {
-  DeviceOps dev;
+  OpEnv dev;  // a CUDA backend with a current batch (the ops record against it)
   CHECK_OK(dev.Init());
-  CpuBackend cpu(0);
+  CpuBackend& cpu = dev.cpu;
   Rng r(2024);
   constexpr int kRows = 6, kDraws = 6;
   for (int V : {5000, 151936}) {
@@ -961,9 +939,9 @@ void CheckDeviceSampler() {
     for (auto& t : recent) t = r.Int(V);
     for (auto& t : earlier) t = r.Int(V);
     recent[3] = recent[9];  // a repeat: penalized once
-    auto l_dev = dev.Upload(logits);
-    auto earlier_dev = dev.Upload(earlier);
-    auto out_dev = dev.Upload(std::vector<float>(static_cast<size_t>(kRows) * (V + 2), 0.0f));
+    auto l_dev = Upload(dev.gpu.get(), logits);
+    auto earlier_dev = Upload(dev.gpu.get(), earlier);
+    auto out_dev = Upload(dev.gpu.get(), std::vector<float>(static_cast<size_t>(kRows) * (V + 2), 0.0f));
     CHECK_OK(l_dev.status());
     CHECK_OK(earlier_dev.status());
     CHECK_OK(out_dev.status());
@@ -1016,15 +994,23 @@ void CheckDeviceSampler() {
 }
 
 void CheckDeviceAccept() {
-  DeviceOps dev;
+  OpEnv dev;
   CHECK_OK(dev.Init());
-  CpuBackend cpu(0);
+  CpuBackend& cpu = dev.cpu;
   Rng r(77);
+  constexpr int kMaxK = 7;
   for (int V : {3000, 151936}) {
+    // Buffers for the largest k, reused by every trial.
+    auto t_dev = Upload(dev.gpu.get(), std::vector<float>(static_cast<size_t>(kMaxK + 1) * V));
+    auto q_dev = Upload(dev.gpu.get(), std::vector<float>(static_cast<size_t>(kMaxK) * V));
+    auto out_dev = Upload(dev.gpu.get(), std::vector<int32_t>(4));
+    CHECK_OK(t_dev.status());
+    CHECK_OK(q_dev.status());
+    CHECK_OK(out_dev.status());
     for (const auto& [name, params] : SamplerCases()) {
       int trials = 0, same = 0;
       for (int trial = 0; trial < (V > 10000 ? 6 : 24); ++trial) {
-        const int k = 1 + r.Int(7);
+        const int k = 1 + r.Int(kMaxK);
         const bool one_hot = trial % 3 == 0;
         const std::vector<float> target = SamplerRows(r, k + 1, V);
         // The draft: its own rows, sampled by the CPU sampler (its q rows and tokens).
@@ -1042,12 +1028,8 @@ void CheckDeviceAccept() {
                                  : SampleDist(dist, Uniform01(params.seed, kRngDraft, static_cast<uint64_t>(trial * 64 + i)));
           ctx.push_back(proposals[i]);
         }
-        auto t_dev = dev.Upload(target);
-        auto q_dev = dev.Upload(q);
-        auto out_dev = dev.Upload(std::vector<int32_t>(4, -7));
-        CHECK_OK(t_dev.status());
-        CHECK_OK(q_dev.status());
-        CHECK_OK(out_dev.status());
+        CHECK_OK(dev.gpu->WriteBytes(target.data(), *t_dev, target.size() * sizeof(float)));
+        CHECK_OK(dev.gpu->WriteBytes(q.data(), *q_dev, q.size() * sizeof(float)));
         AcceptRows a;
         a.k = k;
         a.params = params;

@@ -22,6 +22,7 @@
 namespace specd {
 namespace {
 
+using testing::FixedRequest;
 using testing::MakeTestEngine;
 using testing::SharedTestModels;
 using testing::TestModels;
@@ -213,17 +214,6 @@ class ExchangeDeviceTest : public ::testing::Test {
     return out;
   }
 
-  // A request of `n` tokens, eos ignored, fixed k (greedy unless changed).
-  static SpecRequest Request(int32_t seq, const std::vector<int32_t>& prompt, int n, int k) {
-    SpecRequest req;
-    req.seq = seq;
-    req.prompt = prompt;
-    req.max_tokens = n;
-    req.ignore_eos = true;
-    req.k = k;
-    return req;
-  }
-
   SpecResult Run(LocalTarget& target, const SpecRequest& req, Proposer* draft) {
     return RunSpeculative(req, tok(), target, draft, [](const StepEvent&) { return true; });
   }
@@ -249,7 +239,7 @@ TEST_F(ExchangeDeviceTest, GreedyOnTheDevicePathEqualsGreedyTargetOnly) {
     const std::vector<int32_t> prompt = tok().Encode(text, true, false);
     const std::vector<int32_t> ref = ReferenceGreedy(prompt, n);
     for (int k : {1, 3, 6, 8}) {
-      const SpecResult r = Run(*target_, Request(1, prompt, n, k), draft_.get());
+      const SpecResult r = Run(*target_, FixedRequest(1, prompt, n, k), draft_.get());
       ASSERT_TRUE(r.status.ok()) << r.status;
       ASSERT_EQ(r.tokens, ref) << "k=" << k << " prompt '" << text << "'";
       EXPECT_EQ(r.stats.draft_failures, 0);
@@ -276,7 +266,7 @@ TEST_F(ExchangeDeviceTest, SampledDevicePathDecidesAsTheHostRowsDo) {
   const std::vector<int32_t> prompt = tok().Encode("Once upon a time", true, false);
   int64_t accepted = 0, proposed = 0;
   for (int variant = 0; variant < 3; ++variant) {
-    SpecRequest req = Request(2, prompt, 40, 4);
+    SpecRequest req = FixedRequest(2, prompt, 40, 4);
     req.sampling.temperature = variant == 0 ? 1.0f : 0.8f;  // full support, then sparse supports
     req.sampling.top_k = variant == 1 ? 8 : 0;
     req.sampling.top_p = variant == 2 ? 0.9f : 1.0f;
@@ -355,7 +345,7 @@ TEST_F(ExchangeDeviceTest, StaleAndRewrittenSlotsAreRefusedAndTheSequenceKept) {
 TEST_F(ExchangeDeviceTest, ADeviceFaultMovesToTheHostRowsAndStaysThere) {
   const std::vector<int32_t> prompt = tok().Encode("The quick brown fox", true, false);
   dev_.fail_read = true;
-  SpecRequest req = Request(3, prompt, 20, 4);
+  SpecRequest req = FixedRequest(3, prompt, 20, 4);
   req.sampling.temperature = 0.8f;
   req.sampling.seed = 9;
   req.draft_retry = std::chrono::milliseconds(0);
@@ -384,10 +374,10 @@ TEST_F(ExchangeDeviceTest, OpenFailureAttachesOnTheHostPath) {
   EXPECT_NE(t.exchange_path().find("fake open fault"), std::string::npos) << t.exchange_path();
   EXPECT_TRUE(draft_->exchange().host_rows_requested());
   const std::vector<int32_t> prompt = tok().Encode("a", true, false);
-  const SpecResult r = Run(t, Request(4, prompt, 12, 3), draft_.get());
+  const SpecResult r = Run(t, FixedRequest(4, prompt, 12, 3), draft_.get());
   ASSERT_TRUE(r.status.ok()) << r.status;
   EXPECT_EQ(r.tokens, ReferenceGreedy(prompt, 12));
-  SpecRequest sampled = Request(4, prompt, 12, 3);
+  SpecRequest sampled = FixedRequest(4, prompt, 12, 3);
   sampled.sampling.temperature = 1.0f;
   const SpecResult rs = Run(t, sampled, draft_.get());
   ASSERT_TRUE(rs.status.ok()) << rs.status;
@@ -405,10 +395,10 @@ TEST_F(ExchangeDeviceTest, ReattachAfterASwapMapsTheNewRows) {
   EXPECT_EQ(dev_.opens, 2);
   EXPECT_EQ(target_->exchange()->name(), (*other)->exchange().name());
   const std::vector<int32_t> prompt = tok().Encode("<html>", true, false);
-  const SpecResult r = Run(*target_, Request(5, prompt, 16, 6), other->get());
+  const SpecResult r = Run(*target_, FixedRequest(5, prompt, 16, 6), other->get());
   ASSERT_TRUE(r.status.ok()) << r.status;
   EXPECT_EQ(r.tokens, ReferenceGreedy(prompt, 16));
-  SpecRequest sampled = Request(5, prompt, 16, 6);
+  SpecRequest sampled = FixedRequest(5, prompt, 16, 6);
   sampled.sampling.temperature = 0.9f;
   const SpecResult rs = Run(*target_, sampled, other->get());
   ASSERT_TRUE(rs.status.ok()) << rs.status;
@@ -448,10 +438,10 @@ TEST_F(ExchangeDeviceTest, WithoutADeviceTheHostPathIsChosenOrCudaRefused) {
   EXPECT_EQ(t.exchange()->kind(), "cuda");
   EXPECT_EQ(t.exchange_path().rfind("host", 0), 0u) << t.exchange_path();
   const std::vector<int32_t> prompt = tok().Encode("Hello world", true, false);
-  const SpecResult r = Run(t, Request(9, prompt, 16, 4), draft_.get());
+  const SpecResult r = Run(t, FixedRequest(9, prompt, 16, 4), draft_.get());
   ASSERT_TRUE(r.status.ok()) << r.status;
   EXPECT_EQ(r.tokens, ReferenceGreedy(prompt, 16));
-  SpecRequest sampled = Request(9, prompt, 16, 4);
+  SpecRequest sampled = FixedRequest(9, prompt, 16, 4);
   sampled.sampling.temperature = 1.0f;
   const SpecResult rs = Run(t, sampled, draft_.get());
   ASSERT_TRUE(rs.status.ok()) << rs.status;

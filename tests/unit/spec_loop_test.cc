@@ -18,6 +18,7 @@
 namespace specd {
 namespace {
 
+using testing::FixedRequest;
 using testing::MakeTestEngine;
 using testing::SharedTestModels;
 using testing::TempDir;
@@ -267,13 +268,8 @@ TEST_F(SpecLoopTest, RepetitionPenaltyIsLosslessThroughTheSampledFeedback) {
     }
     e.Release(97);
     for (int k : {1, 4, 8}) {
-      SpecRequest req;
-      req.seq = 2;
-      req.prompt = prompt;
+      SpecRequest req = FixedRequest(2, prompt, n, k);
       req.sampling = sp;
-      req.max_tokens = n;
-      req.ignore_eos = true;
-      req.k = k;
       const SpecResult r = Run(req, draft_.get());
       ASSERT_TRUE(r.status.ok()) << r.status;
       EXPECT_EQ(r.tokens, ref) << "k=" << k << " prompt '" << text << "'";
@@ -427,13 +423,7 @@ TEST_F(SpecLoopTest, AChainOfLookupThenDraftIsLossless) {
     const std::vector<int32_t> prompt = tok().Encode(text, true, false);
     const std::vector<int32_t> ref = ReferenceGreedy(prompt, 40);
     for (int k : {2, 5}) {
-      SpecRequest req;
-      req.seq = 9;
-      req.prompt = prompt;
-      req.max_tokens = 40;
-      req.ignore_eos = true;
-      req.k = k;
-      const SpecResult r = Run(req, &chain);
+      const SpecResult r = Run(FixedRequest(9, prompt, 40, k), &chain);
       ASSERT_TRUE(r.status.ok()) << r.status;
       EXPECT_EQ(r.tokens, ref) << "k=" << k << " '" << text << "'";
       EXPECT_EQ(r.stats.draft_failures, 0);
@@ -565,12 +555,7 @@ TEST_F(SpecLoopTest, FiguresAddUp) {
 
 TEST_F(SpecLoopTest, StepTimeIsTakenApartByTheRun) {
   std::vector<StepEvent> events;
-  SpecRequest req;
-  req.seq = 8;
-  req.prompt = tok().Encode("def main():\n    return 0", true, false);
-  req.max_tokens = 40;
-  req.ignore_eos = true;
-  req.k = 4;
+  SpecRequest req = FixedRequest(8, tok().Encode("def main():\n    return 0", true, false), 40, 4);
   SpecCosts costs;
   req.costs = &costs;
   const SpecResult r = Run(req, draft_.get(), &events);

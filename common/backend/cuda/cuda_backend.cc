@@ -348,9 +348,12 @@ class CudaBackend final : public Backend, public CudaBackendControl {
     int64_t off_tokens = 0, off_pos = 0, off_seq = 0, off_out = 0, off_kvlen = 0, off_blocks = 0;
     std::vector<int32_t> pos, seq;
   } b_;
-  // Appends `n` int32 words to the metadata (8-byte aligned when `align8`);
-  // returns their offset, or -1 after a Fail.
-  int64_t MetaAppend(size_t n, bool align8);
+  // Appends `n` items to the metadata (8-byte aligned when `align8`);
+  // returns their offset in int32 words, or -1 after a Fail.
+  template <class T>
+  int64_t MetaPut(const T* items, size_t n, bool align8);
+  // Records a sampling op over `rows` of the current batch's logits.
+  void RecordSample(const float* logits, int vocab, const std::vector<cuda::SampleRowDev>& rows);
   bool batch_set_ = false;
   std::map<std::tuple<int, int, int>, AttnBatchPlan> attn_plans_;
 
@@ -1371,15 +1374,32 @@ absl::Status CudaBackend::Flush() {
 
 // ---------------------------------------------------------------- speculative steps
 
-int64_t CudaBackend::MetaAppend(size_t n, bool align8) {
+template <class T>
+int64_t CudaBackend::MetaPut(const T* items, size_t n, bool align8) {
+  static_assert(sizeof(T) % sizeof(int32_t) == 0);
   size_t at = meta_used_;
   if (align8) at = (at + 1) & ~size_t{1};  // meta_dev_ is 256-byte aligned: even offsets are 8-byte aligned
-  if (const absl::Status st = EnsureMeta(at + n); !st.ok()) {
+  const size_t words = n * sizeof(T) / sizeof(int32_t);
+  if (const absl::Status st = EnsureMeta(at + words); !st.ok()) {
     Fail(st);
     return -1;
   }
-  meta_used_ = at + n;
+  if (n) std::memcpy(MetaHost(static_cast<int64_t>(at)), items, n * sizeof(T));
+  meta_used_ = at + words;
   return static_cast<int64_t>(at);
+}
+
+void CudaBackend::RecordSample(const float* logits, int vocab, const std::vector<cuda::SampleRowDev>& rows) {
+  const int64_t off = MetaPut(rows.data(), rows.size(), true);
+  if (off < 0) return;
+  OpRec op;
+  op.kind = kSample;
+  op.p[0] = logits;
+  op.i[0] = vocab;
+  op.i[1] = static_cast<int64_t>(rows.size());
+  op.i[2] = off;
+  // The rows may be penalized in place; the results go to buffers no op reads.
+  Record(op, {{logits, sizeof(float) * static_cast<size_t>(b_.n_out) * static_cast<size_t>(vocab)}});
 }
 
 namespace {
@@ -1409,9 +1429,8 @@ void CudaBackend::Sample(const float* logits, int vocab, const std::vector<Sampl
   devs.reserve(rows.size());
   for (const SampleRow& r : rows) {
     cuda::SampleRowDev d = RowParams(r.row, r.params, r.stream, r.counter);
-    d.recent_off = static_cast<int32_t>(MetaAppend(r.recent.size(), false));
+    d.recent_off = static_cast<int32_t>(MetaPut(r.recent.data(), r.recent.size(), false));
     if (d.recent_off < 0) return;
-    if (!r.recent.empty()) std::memcpy(MetaHost(d.recent_off), r.recent.data(), r.recent.size() * sizeof(int32_t));
     d.n_recent = static_cast<int32_t>(r.recent.size());
     d.recent_dev = Addr(r.recent_dev);
     d.n_recent_dev = r.recent_dev ? r.n_recent_dev : 0;
@@ -1420,17 +1439,7 @@ void CudaBackend::Sample(const float* logits, int vocab, const std::vector<Sampl
     d.probs = Addr(r.probs);
     devs.push_back(d);
   }
-  const int64_t off = MetaAppend(devs.size() * sizeof(cuda::SampleRowDev) / sizeof(int32_t), true);
-  if (off < 0) return;
-  std::memcpy(MetaHost(off), devs.data(), devs.size() * sizeof(cuda::SampleRowDev));
-  OpRec op;
-  op.kind = kSample;
-  op.p[0] = logits;
-  op.i[0] = vocab;
-  op.i[1] = static_cast<int64_t>(devs.size());
-  op.i[2] = off;
-  // The rows may be penalized in place; the results go to buffers no op reads.
-  Record(op, {{logits, sizeof(float) * static_cast<size_t>(b_.n_out) * static_cast<size_t>(vocab)}});
+  RecordSample(logits, vocab, devs);
 }
 
 void CudaBackend::Accept(const float* logits, int vocab, const std::vector<AcceptRows>& seqs) {
@@ -1450,12 +1459,8 @@ void CudaBackend::Accept(const float* logits, int vocab, const std::vector<Accep
   size_t row = 0;
   for (const AcceptRows& a : seqs) {
     // The penalty window of row t: the committed tail, then x_1..x_t (contiguous in the metadata).
-    const int64_t hist = MetaAppend(a.recent.size() + a.proposals.size(), false);
-    if (hist < 0) return;
-    if (!a.recent.empty()) std::memcpy(MetaHost(hist), a.recent.data(), a.recent.size() * sizeof(int32_t));
-    if (!a.proposals.empty())
-      std::memcpy(MetaHost(hist + static_cast<int64_t>(a.recent.size())), a.proposals.data(),
-                  a.proposals.size() * sizeof(int32_t));
+    const int64_t hist = MetaPut(a.recent.data(), a.recent.size(), false);
+    if (hist < 0 || MetaPut(a.proposals.data(), a.proposals.size(), false) < 0) return;
     cuda::AcceptSeqDev s;
     s.seed = a.params.seed;
     s.pos0 = a.pos0;
@@ -1476,18 +1481,9 @@ void CudaBackend::Accept(const float* logits, int vocab, const std::vector<Accep
       rows.push_back(d);
     }
   }
-  const int64_t rows_off = MetaAppend(rows.size() * sizeof(cuda::SampleRowDev) / sizeof(int32_t), true);
-  const int64_t seqs_off = MetaAppend(accepts.size() * sizeof(cuda::AcceptSeqDev) / sizeof(int32_t), true);
-  if (rows_off < 0 || seqs_off < 0) return;
-  std::memcpy(MetaHost(rows_off), rows.data(), rows.size() * sizeof(cuda::SampleRowDev));
-  std::memcpy(MetaHost(seqs_off), accepts.data(), accepts.size() * sizeof(cuda::AcceptSeqDev));
-  OpRec op;
-  op.kind = kSample;
-  op.p[0] = logits;
-  op.i[0] = vocab;
-  op.i[1] = static_cast<int64_t>(rows.size());
-  op.i[2] = rows_off;
-  Record(op, {{logits, sizeof(float) * static_cast<size_t>(b_.n_out) * static_cast<size_t>(vocab)}});
+  RecordSample(logits, vocab, rows);
+  const int64_t seqs_off = MetaPut(accepts.data(), accepts.size(), true);
+  if (seqs_off < 0) return;
   OpRec acc;
   acc.kind = kAcceptSeqs;
   acc.i[0] = seqs_off;
