@@ -97,6 +97,8 @@ int BenchSpec(const std::vector<std::string>& args) {
   c.AddInt("max-tokens", 128, "tokens generated per prompt", 1, 1 << 16);
   c.AddDouble("temperature", 0.0, "sampling temperature for every prompt (0: greedy; outputs then compared)", 0.0,
               10.0);
+  c.AddInt("top-k", 0, "top-k for every prompt (0: off)", 0, 1 << 24);
+  c.AddDouble("top-p", 1.0, "top-p for every prompt (1: off)", 1e-6, 1.0);
   c.AddString("ks", "1,2,3,4,6,8", "fixed k values to compare");
   c.AddInt("draft-max", 8, "adaptive mode's largest k", 1, 32);
   c.AddDouble("min-confidence", -1.0,
@@ -152,6 +154,8 @@ int BenchSpec(const std::vector<std::string>& args) {
     p.label = t.label;
     p.tokens = tok.Encode(t.text, true, false);
     p.sampling.temperature = static_cast<float>(c.GetDouble("temperature"));
+    p.sampling.top_k = static_cast<int32_t>(c.GetInt("top-k"));
+    p.sampling.top_p = static_cast<float>(c.GetDouble("top-p"));
     p.sampling.seed = 1;
     p.max_tokens = static_cast<int>(c.GetInt("max-tokens"));
     if (p.tokens.empty()) return Fail("a prompt encodes to no tokens");
