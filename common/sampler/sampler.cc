@@ -59,8 +59,8 @@ int32_t Argmax(const float* logits, int n) {
 
 namespace {
 
-// Runs a RadixSelect over keys[0..n) (those <= within) with weights w
-// (counting: weight 1 each) to `target`; returns its threshold.
+// Runs a RadixSelect over `keys` (those <= within) with weights w (counting:
+// weight 1 each) to `target`; returns its threshold.
 uint64_t SelectThreshold(const std::vector<uint64_t>& keys, const std::vector<double>& w, double target,
                          bool counting, uint64_t within) {
   RadixSelect s = RadixSelect::Start();
@@ -91,6 +91,7 @@ void ProcessLogits(const float* logits, int vocab, const SamplingParams& p, std:
   // Scratch kept across calls: no allocation per token once warm.
   thread_local std::vector<std::pair<int32_t, float>> penalized;
   thread_local std::vector<float> row;
+  thread_local std::vector<int32_t> cand;
   thread_local std::vector<double> w;
   thread_local std::vector<uint64_t> keys;
   // Repetition penalty touches only the recent tokens: a sparse list, then a
@@ -152,40 +153,74 @@ void ProcessLogits(const float* logits, int vocab, const SamplingParams& p, std:
   };
   if (!std::isfinite(top)) return fallback();
   const double inv_t = 1.0 / static_cast<double>(p.temperature);
-  w.resize(static_cast<size_t>(vocab));
+  auto weight = [&](float v) { return std::isfinite(v) ? std::exp((static_cast<double>(v) - top) * inv_t) : 0.0; };
+  const bool top_k = p.top_k > 0 && p.top_k < vocab, top_p = p.top_p < 1.0f;
+  // The candidates, in id order: with top-k or top-p the ids at or above the
+  // nearest cutoff below the top that holds enough of them (select.h), else
+  // every id. Without top-k the weights of all ids are summed (in id order).
+  const float ftop = static_cast<float>(top);
+  float cut = -INFINITY;
+  double sum = 0;
+  if (top_k) {
+    int count[kSelectCuts] = {};
+    for (int i = 0; i < vocab; ++i) {
+      const float v = logit(i);
+      for (int c = 0; c < kSelectCuts; ++c) count[c] += v >= SelectCut(ftop, c);
+    }
+    for (int c = 0; c < kSelectCuts; ++c) {
+      if (count[c] >= p.top_k) {
+        cut = SelectCut(ftop, c);
+        break;
+      }
+    }
+  } else {
+    double mass[kSelectCuts] = {};
+    for (int i = 0; i < vocab; ++i) {
+      const float v = logit(i);
+      const double wi = weight(v);
+      sum += wi;
+      for (int c = 0; c < kSelectCuts; ++c) mass[c] += v >= SelectCut(ftop, c) ? wi : 0.0;
+    }
+    for (int c = 0; top_p && c < kSelectCuts; ++c) {
+      if (mass[c] >= static_cast<double>(p.top_p) * sum) {
+        cut = SelectCut(ftop, c);
+        break;
+      }
+    }
+  }
+  cand.clear();
+  w.clear();
+  keys.clear();
   for (int i = 0; i < vocab; ++i) {
-    const double l = static_cast<double>(logit(i));
-    w[static_cast<size_t>(i)] = std::isfinite(l) ? std::exp((l - top) * inv_t) : 0.0;
+    const float v = logit(i);
+    if (!(v >= cut)) continue;
+    cand.push_back(i);
+    w.push_back(weight(v));
+    if (top_k || top_p) keys.push_back(OrderKey(v, i));
   }
   // top-k, then top-p over what top-k kept: thresholds in the sampler's
   // order (select.h), no sort.
-  const bool top_k = p.top_k > 0 && p.top_k < vocab, top_p = p.top_p < 1.0f;
   uint64_t thr = kSelectAll;
-  if (top_k || top_p) {
-    keys.resize(static_cast<size_t>(vocab));
-    for (int i = 0; i < vocab; ++i) keys[static_cast<size_t>(i)] = OrderKey(logit(i), i);
-  }
-  auto in = [&](int i) { return thr == kSelectAll || keys[static_cast<size_t>(i)] <= thr; };
-  if (top_k) thr = SelectThreshold(keys, w, static_cast<double>(p.top_k), /*counting=*/true, kSelectAll);
-  double sum = 0;
-  for (int i = 0; i < vocab; ++i) {
-    if (in(i)) sum += w[static_cast<size_t>(i)];
+  auto in = [&](size_t j) { return thr == kSelectAll || keys[j] <= thr; };
+  if (top_k) {
+    thr = SelectThreshold(keys, w, static_cast<double>(p.top_k), /*counting=*/true, kSelectAll);
+    for (size_t j = 0; j < cand.size(); ++j) sum += in(j) ? w[j] : 0.0;
   }
   if (!(sum > 0)) return fallback();
   // top-p: the fewest tokens from the front with mass >= top_p (at least one).
   if (top_p) thr = SelectThreshold(keys, w, static_cast<double>(p.top_p) * sum, /*counting=*/false, thr);
   // min-p: drop tokens under min_p x the top probability (the top has weight 1).
   const double min_w = static_cast<double>(p.min_p);
-  auto kept_w = [&](int i) { return in(i) && w[static_cast<size_t>(i)] >= min_w && w[static_cast<size_t>(i)] > 0; };
+  auto kept_w = [&](size_t j) { return in(j) && w[j] >= min_w && w[j] > 0; };
   double kept = 0;
-  for (int i = 0; i < vocab; ++i) {
-    if (kept_w(i)) kept += w[static_cast<size_t>(i)];
+  for (size_t j = 0; j < cand.size(); ++j) {
+    if (kept_w(j)) kept += w[j];
   }
-  for (int i = 0; i < vocab; ++i) {
-    if (!kept_w(i)) continue;
-    const float pr = static_cast<float>(w[static_cast<size_t>(i)] / kept);
+  for (size_t j = 0; j < cand.size(); ++j) {
+    if (!kept_w(j)) continue;
+    const float pr = static_cast<float>(w[j] / kept);
     if (pr > 0.0f) {
-      out->ids.push_back(i);
+      out->ids.push_back(cand[j]);
       out->probs.push_back(pr);
     }
   }

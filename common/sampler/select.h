@@ -39,6 +39,13 @@ SPECD_HD uint64_t OrderKey(float l, int32_t id) {
 constexpr int kSelectBuckets = 256;
 constexpr uint64_t kSelectAll = ~uint64_t{0};
 
+// Cutoffs below the top logit (1, 2, 4, ... 32 logit units): the candidates
+// of top-k and top-p usually lie close to the top, so both samplers select
+// among the values at or above the nearest cutoff that holds enough of them
+// (count for top-k, mass for top-p), not the whole row.
+constexpr int kSelectCuts = 6;
+SPECD_HD float SelectCut(float top, int c) { return top - static_cast<float>(1 << c); }
+
 // One radix select, pass by pass: histogram the keys (at most `within`)
 // for which Matches() holds by Digit(), then Advance(). When done(), the
 // selection is the keys <= min(threshold, within): the fewest keys from the

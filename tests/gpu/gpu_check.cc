@@ -889,6 +889,7 @@ std::vector<float> SamplerRows(Rng& r, int rows, int V) {
     for (int t = 0; t < V / 100; ++t) row[r.Int(V)] = -INFINITY;
     if (i % 3 == 0) row[r.Int(V)] = NAN;
     if (i % 2 == 0) row[r.Int(V)] = 8.0f * scale;  // a peak
+    if (i == 5) row[r.Int(V)] = INFINITY;          // the sampler's fallback: that token, probability 1
   }
   return l;
 }

@@ -23,12 +23,7 @@ __device__ __forceinline__ float Val(const float* l, int j) {
   return isnan(v) ? -INFINITY : v;
 }
 
-// Cutoffs below the top logit (1, 2, 4, ... 32 units): the top-k and top-p
-// candidates usually lie close to the top, so the select can skip the rest
-// of the row once a cutoff is known to hold enough of them.
-constexpr int kCuts = 6;
-__device__ __forceinline__ float CutBelow(float top, int c) { return top - static_cast<float>(1 << c); }
-// The largest key of any value >= c.
+// The largest key of any value >= c (select.h's cutoffs as keys).
 __device__ __forceinline__ uint64_t CutKey(float c) {
   return (static_cast<uint64_t>(OrderBits(c)) << 32) | 0xffffffffull;
 }
@@ -88,6 +83,8 @@ __global__ void __launch_bounds__(kRowThreads) SampleRowsKernel(float* logits, i
       z = BlockSumD(z, scratch);
       conf = isfinite(top) && z > 0 ? static_cast<float>(1.0 / z) : 0.0f;
     }
+  } else if (top > 0 && !isfinite(top)) {
+    // A +inf logit: the first one, with probability 1 (the CPU's Argmax).
   } else if (!isfinite(top)) {
     // Everything -inf: the first token that is not NaN, with probability 1.
     if (tid == 0) ints[0] = INT_MAX;
@@ -108,40 +105,40 @@ __global__ void __launch_bounds__(kRowThreads) SampleRowsKernel(float* logits, i
     const bool top_k = r.top_k > 0 && r.top_k < V, top_p = r.top_p < 1.0f;
     uint64_t thr = kSelectAll;
     if (top_k) {
-      int cnt[kCuts] = {};
+      int cnt[kSelectCuts] = {};
       for (int j = tid; j < V; j += kRowThreads) {
         const float v = Val(l, j);
 #pragma unroll
-        for (int c = 0; c < kCuts; ++c) cnt[c] += v >= CutBelow(top, c);
+        for (int c = 0; c < kSelectCuts; ++c) cnt[c] += v >= SelectCut(top, c);
       }
       uint64_t within = kSelectAll;
-      for (int c = 0; c < kCuts; ++c) {
+      for (int c = 0; c < kSelectCuts; ++c) {
         const double n = BlockSumD(static_cast<double>(cnt[c]), scratch);
-        if (within == kSelectAll && n >= r.top_k) within = CutKey(CutBelow(top, c));
+        if (within == kSelectAll && n >= r.top_k) within = CutKey(SelectCut(top, c));
       }
       thr = BlockSelect(
           V, [&](int j) { return OrderKey(Val(l, j), j); }, [](int) { return 1.0; }, /*counting=*/true,
           static_cast<double>(r.top_k), within, &sel);
     }
     auto in = [&](float v, int j) { return thr == kSelectAll || OrderKey(v, j) <= thr; };
-    double sum = 0, mass[kCuts] = {};
+    double sum = 0, mass[kSelectCuts] = {};
     for (int j = tid; j < V; j += kRowThreads) {
       const float v = Val(l, j);
       if (!in(v, j)) continue;
       const double w = weight(v);
       sum += w;
 #pragma unroll
-      for (int c = 0; c < kCuts; ++c) mass[c] += v >= CutBelow(top, c) ? w : 0.0;
+      for (int c = 0; c < kSelectCuts; ++c) mass[c] += v >= SelectCut(top, c) ? w : 0.0;
     }
     sum = BlockSumD(sum, scratch);
     if (top_p) {
       const double target = static_cast<double>(r.top_p) * sum;
       uint64_t within = thr;
       bool cut = false;
-      for (int c = 0; c < kCuts; ++c) {
+      for (int c = 0; c < kSelectCuts; ++c) {
         const double m = BlockSumD(mass[c], scratch);
         if (!cut && m >= target) {
-          const uint64_t k = CutKey(CutBelow(top, c));
+          const uint64_t k = CutKey(SelectCut(top, c));
           within = k < thr ? k : thr;
           cut = true;
         }
