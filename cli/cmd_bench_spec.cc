@@ -87,6 +87,8 @@ int BenchSpec(const std::vector<std::string>& args) {
   c.AddInt("max-tokens", 128, "tokens generated per prompt", 1, 1 << 16);
   c.AddDouble("temperature", 0.0, "sampling temperature for every prompt (0: greedy; outputs then compared)", 0.0,
               10.0);
+  c.AddInt("top-k", 0, "top-k for every prompt (0: off)", 0, 1 << 24);
+  c.AddDouble("top-p", 1.0, "top-p for every prompt (1: off)", 1e-6, 1.0);
   c.AddString("ks", "1,2,3,4,6,8", "fixed k values to compare");
   c.AddInt("draft-max", 8, "adaptive mode's largest k", 1, 32);
   c.AddDouble("min-confidence", -1.0,
@@ -142,6 +144,8 @@ int BenchSpec(const std::vector<std::string>& args) {
     p.label = t.label;
     p.tokens = tok.Encode(t.text, true, false);
     p.sampling.temperature = static_cast<float>(c.GetDouble("temperature"));
+    p.sampling.top_k = static_cast<int32_t>(c.GetInt("top-k"));
+    p.sampling.top_p = static_cast<float>(c.GetDouble("top-p"));
     p.sampling.seed = 1;
     p.max_tokens = static_cast<int>(c.GetInt("max-tokens"));
     if (p.tokens.empty()) return Fail("a prompt encodes to no tokens");
@@ -218,6 +222,16 @@ int BenchSpec(const std::vector<std::string>& args) {
                 1e3 * r.draft_seconds, 1e3 * r.verify_seconds,
                 1e3 * (r.seconds - r.prefill_seconds - r.draft_seconds - r.verify_seconds),
                 static_cast<long long>(captures[m]));
+  }
+  std::printf("step anatomy (median run), measured by the run: ms per step of draft forwards, verify forward, "
+              "acceptance, transport, host; overhead = transport + host\n");
+  std::printf("  %-14s %8s %8s %8s %8s %8s %9s\n", "mode", "draft", "verify", "accept", "transp.", "host",
+              "overhead");
+  for (const BenchResult& r : res) {
+    const double ms = r.steps > 0 ? 1e3 / static_cast<double>(r.steps) : 0.0;
+    std::printf("  %-14s %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f\n", r.mode.c_str(), r.time.draft_forward * ms,
+                r.time.verify_forward * ms, r.time.accept * ms, r.time.transport * ms, r.time.host * ms,
+                r.time.overhead() * ms);
   }
   std::printf("adaptive's acceptance prior at the end of its median run: %s\n", res.back().acceptance_prior.c_str());
   // Measured, then as the cost table prices the same choices.

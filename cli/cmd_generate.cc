@@ -34,6 +34,9 @@ void AddRequestFlags(Config* c) {
   c->AddInt("draft-max", 8, "adaptive: most draft tokens per step (in process)", 1, 64);
   c->AddDouble("min-confidence", -1.0, "the draft stops below this top probability (-1: 0 fixed, learned adaptive)",
                -1.0, 1.0);
+  c->AddString("acceptance-prior", "",
+               "in process, adaptive: start from this acceptance prior (the 'acceptance prior' line of specd stats, "
+               "bench-spec or a previous generate); empty: learned as the request runs");
   c->AddBool("no-speculation", false, "target-only decoding for this request");
   c->AddInt("timeout-ms", 0, "request deadline in milliseconds (0: none)", 0, 1ll << 40);
   c->AddBool("print-ids", false, "print the generated token ids on stdout after the text");
@@ -71,8 +74,11 @@ api::Request RequestFromFlags(const Config& c, bool chat) {
   return r;
 }
 
-absl::StatusOr<std::unique_ptr<api::Generator>> MakeGenerator(const Config& c) {
+// `local` (in process only) gets the LocalGenerator, for its acceptance prior.
+absl::StatusOr<std::unique_ptr<api::Generator>> MakeGenerator(const Config& c, api::LocalGenerator** local) {
   if (!c.GetString("coordinator").empty()) {
+    if (!c.GetString("acceptance-prior").empty())
+      return absl::InvalidArgumentError("--acceptance-prior is for in-process generation (the coordinator has its own)");
 #if defined(SPECD_HAVE_CLIENT)
     SPECD_ASSIGN_OR_RETURN(auto cl, ConnectFromFlags(c));
     return std::unique_ptr<api::Generator>(std::move(cl));
@@ -88,6 +94,8 @@ absl::StatusOr<std::unique_ptr<api::Generator>> MakeGenerator(const Config& c) {
   d.draft_max = static_cast<int>(c.GetInt("draft-max"));
   d.min_confidence = static_cast<float>(c.GetDouble("min-confidence"));
   SPECD_ASSIGN_OR_RETURN(auto g, api::LocalGenerator::Create(opts, c.GetString("draft"), d));
+  if (!c.GetString("acceptance-prior").empty()) SPECD_RETURN_IF_ERROR(g->LoadAcceptancePrior(c.GetString("acceptance-prior")));
+  *local = g.get();
   return std::unique_ptr<api::Generator>(std::move(g));
 }
 
@@ -102,7 +110,8 @@ int Run(const std::vector<std::string>& args, const char* program, bool chat) {
   SetLogLevel(lvl);
   chat = chat || c.GetBool("chat");
   if (c.GetString("prompt").empty()) return Fail("--prompt is required (and must not be empty)");
-  auto gen = MakeGenerator(c);
+  api::LocalGenerator* local = nullptr;
+  auto gen = MakeGenerator(c, &local);
   if (!gen.ok()) return Fail(gen.status());
   const api::Request req = RequestFromFlags(c, chat);
   if (c.GetBool("print-prompt-ids")) {
@@ -127,6 +136,7 @@ int Run(const std::vector<std::string>& args, const char* program, bool chat) {
   }
   std::fprintf(stderr, "prompt: %d tokens (prefill %.3f s); %s\n", sum->prompt_tokens, sum->prefill_seconds,
                api::FormatSummary(*sum).c_str());
+  if (local && sum->adaptive) std::fprintf(stderr, "acceptance prior: %s\n", local->AcceptancePriorText().c_str());
   return 0;
 }
 

@@ -16,7 +16,7 @@
 #include <functional>
 #include <mutex>
 
-#include "common/engine/spec_loop.h"
+#include "common/spec/loop.h"
 #include "common/util/status.h"
 
 namespace specd {

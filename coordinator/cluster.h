@@ -22,7 +22,7 @@
 #include <thread>
 #include <vector>
 
-#include "common/engine/spec_loop.h"
+#include "common/spec/loop.h"
 #include "common/gguf/gguf.h"
 #include "common/tokenizer/tokenizer.h"
 #include "proto/rpc/security.h"

@@ -26,6 +26,7 @@ Frontend::Frontend(Cluster* cluster, const FrontendOptions& opts)
   // A random start keeps ids apart from sequences a previous coordinator left.
   std::random_device rd;
   next_seq_ = static_cast<int32_t>(rd() & 0x3fffffff) + 1;
+  if (!opts.acceptance_prior.empty()) status_ = prior_.Load(opts.acceptance_prior);
   AddCollectors();
 }
 

@@ -2,7 +2,7 @@
 // services over one shared state: the Cluster, the live speculation
 // settings, admission control and the request statistics. Each request is
 // admitted (coordinator/admission.h), then runs RunSpeculative
-// (common/engine/spec_loop.h) in the caller's thread with gRPC clients of the
+// (common/spec/loop.h) in the caller's thread with gRPC clients of the
 // two workers; the workers batch the concurrent calls (continuous batching),
 // and adaptive requests share one measured cost table (SpecCosts). The gRPC
 // Coordinator service below and the HTTP API (coordinator/http_api.h) are
@@ -32,9 +32,10 @@ namespace specd {
 struct FrontendOptions {
   int k = 4;                 // fixed mode's drafts per step
   bool speculation = true;
-  bool adaptive = true;      // choose k per step (spec_policy.h), up to draft_max
+  bool adaptive = true;      // choose k per step (common/spec/policy.h), up to draft_max
   int draft_max = 8;
   float min_confidence = -1.0f;  // the draft stops below this top probability; < 0: 0 fixed, learned adaptive
+  std::string acceptance_prior;  // AcceptancePrior::Load text new requests start from (empty: none)
   int max_batch = 0;         // requests running at once (0: the target's sequence slots)
   int max_queue = 64;        // requests waiting for admission; more get RESOURCE_EXHAUSTED
   int max_seq_len = 0;       // per-request context (0: the target's max-seq-len)
@@ -49,6 +50,8 @@ struct FrontendOptions {
 class Frontend : public api::Generator {
  public:
   Frontend(Cluster* cluster, const FrontendOptions& opts);
+  // Not OK when the options could not be applied (a bad acceptance prior).
+  const absl::Status& status() const { return status_; }
 
   // api::Generator (any thread). Waits for the target (up to the deadline
   // and --target-wait-ms), then for admission.
@@ -96,6 +99,7 @@ class Frontend : public api::Generator {
   SpecCosts costs_;         // call times measured by every request (adaptive length)
   AcceptancePrior prior_;   // acceptance measured by every adaptive request (its starting estimates)
   ServiceStats stats_;
+  absl::Status status_;
 };
 
 // The gRPC Coordinator service: requests and events in their wire form.

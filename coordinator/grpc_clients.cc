@@ -51,8 +51,8 @@ absl::Status GrpcTargetClient::Open(int32_t seq, const std::vector<int32_t>& tok
   return gs.ok() ? absl::OkStatus() : Failed(gs, "Open", seq, deadline);
 }
 
-absl::StatusOr<TargetStep> GrpcTargetClient::Verify(int32_t seq, const std::vector<int32_t>& proposal,
-                                                    const ExchangeRef& ref, Deadline deadline) {
+absl::StatusOr<Verdict> GrpcTargetClient::Verify(int32_t seq, const std::vector<int32_t>& proposal,
+                                                 const ExchangeRef& ref, Deadline deadline) {
   v1::VerifyRequest req;
   req.set_seq(seq);
   req.mutable_tokens()->Add(proposal.begin(), proposal.end());
@@ -63,7 +63,8 @@ absl::StatusOr<TargetStep> GrpcTargetClient::Verify(int32_t seq, const std::vect
   SetDeadline(&ctx, deadline, t_.target);
   const grpc::Status gs = cluster_->target_stub().Verify(&ctx, req, &resp);
   if (!gs.ok()) return Failed(gs, "Verify", seq, deadline);
-  return TargetStep{resp.accepted(), rpc::ToVector(resp.appended()), rpc::LogprobsFromProto(resp.logprobs())};
+  return Verdict{resp.accepted(), rpc::ToVector(resp.appended()), rpc::LogprobsFromProto(resp.logprobs()),
+                 VerifyFigures{resp.forward_seconds(), resp.accept_seconds(), resp.worker_seconds()}};
 }
 
 void GrpcTargetClient::Release(int32_t seq) {
@@ -103,27 +104,27 @@ absl::Status GrpcDraftClient::Open(int32_t seq, const std::vector<int32_t>& toke
   return absl::OkStatus();
 }
 
-absl::StatusOr<DraftProposal> GrpcDraftClient::Propose(int32_t seq, int64_t base_len,
-                                                       const std::vector<int32_t>& new_tokens, int k,
-                                                       float min_confidence, Deadline deadline) {
+absl::StatusOr<Proposal> GrpcDraftClient::Propose(const ProposeRequest& pr, Deadline deadline) {
   const std::optional<DraftView> d = cluster_->draft();
   if (!d) return absl::UnavailableError("the draft worker is not available");
   if (d->epoch != epoch_) return absl::AbortedError("the draft was replaced since the sequence was opened");
   v1::ProposeRequest req;
-  req.set_seq(seq);
-  req.set_base_len(base_len);
-  req.mutable_new_tokens()->Add(new_tokens.begin(), new_tokens.end());
-  req.set_k(std::min(k, d->k_max));
-  req.set_min_confidence(min_confidence);
+  req.set_seq(pr.seq);
+  req.set_base_len(pr.base_len);
+  req.mutable_new_tokens()->Add(pr.new_tokens.begin(), pr.new_tokens.end());
+  req.set_k(std::min(pr.k, d->k_max));
+  req.set_min_confidence(pr.min_confidence);
+  req.set_want_confidence(pr.want_confidence);
   v1::ProposeResponse resp;
   grpc::ClientContext ctx;
   SetDeadline(&ctx, deadline, t_.draft);
   const grpc::Status gs = cluster_->draft_stub()->Propose(&ctx, req, &resp);
   if (!gs.ok()) return Failed(gs, "Propose", deadline);
-  DraftProposal p;
+  Proposal p;
   p.tokens = rpc::ToVector(resp.tokens());
   p.confidence.assign(resp.confidences().begin(), resp.confidences().end());
   p.ref = ExchangeRef{resp.slot(), resp.generation()};
+  p.figures = ProposeFigures{resp.forwards(), resp.forward_seconds(), resp.worker_seconds()};
   return p;
 }
 

@@ -5,7 +5,8 @@
 #pragma once
 #include <chrono>
 
-#include "common/engine/spec_loop.h"
+#include "common/spec/proposer.h"
+#include "common/spec/verifier.h"
 #include "coordinator/cluster.h"
 
 namespace specd {
@@ -17,13 +18,13 @@ struct CallTimeouts {
   std::chrono::milliseconds release{2000};
 };
 
-class GrpcTargetClient : public TargetClient {
+class GrpcTargetClient : public Verifier {
  public:
   GrpcTargetClient(Cluster* cluster, const CallTimeouts& t) : cluster_(cluster), t_(t) {}
   absl::Status Open(int32_t seq, const std::vector<int32_t>& tokens, const SamplingParams& sampling,
                     Deadline deadline) override;
-  absl::StatusOr<TargetStep> Verify(int32_t seq, const std::vector<int32_t>& proposal, const ExchangeRef& ref,
-                                    Deadline deadline) override;
+  absl::StatusOr<Verdict> Verify(int32_t seq, const std::vector<int32_t>& proposal, const ExchangeRef& ref,
+                                 Deadline deadline) override;
   void Release(int32_t seq) override;
 
  private:
@@ -34,13 +35,12 @@ class GrpcTargetClient : public TargetClient {
 
 // Uses the draft only while the Cluster says it is usable, and only in the
 // draft epoch the sequence was opened in (ABORTED otherwise: reopen).
-class GrpcDraftClient : public DraftClient {
+class GrpcDraftClient : public Proposer {
  public:
   GrpcDraftClient(Cluster* cluster, const CallTimeouts& t) : cluster_(cluster), t_(t) {}
   absl::Status Open(int32_t seq, const std::vector<int32_t>& tokens, const SamplingParams& sampling,
                     Deadline deadline) override;
-  absl::StatusOr<DraftProposal> Propose(int32_t seq, int64_t base_len, const std::vector<int32_t>& new_tokens, int k,
-                                        float min_confidence, Deadline deadline) override;
+  absl::StatusOr<Proposal> Propose(const ProposeRequest& req, Deadline deadline) override;
   void Release(int32_t seq) override;
 
  private:

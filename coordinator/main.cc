@@ -24,6 +24,9 @@ int Main(int argc, char** argv) {
               "--draft-max, falling back to target-only when drafting does not pay");
   cfg.AddInt("draft-max", 8, "adaptive mode: most draft tokens per step (also capped by the draft's --k-max)", 1, 64);
   cfg.AddBool("speculation", true, "use the draft (false: target-only decoding)");
+  cfg.AddString("acceptance-prior", "",
+                "adaptive mode: the acceptance prior new requests start from until the service has learned its own "
+                "(the 'acceptance prior' line of specd stats or bench-spec; empty: none)");
   cfg.AddDouble("min-confidence", -1.0,
                 "the draft stops a proposal below this top probability (0: never; -1: 0 in fixed mode, learned in "
                 "adaptive mode)",
@@ -78,6 +81,7 @@ int Main(int argc, char** argv) {
   fo.draft_max = static_cast<int>(cfg.GetInt("draft-max"));
   fo.speculation = cfg.GetBool("speculation");
   fo.min_confidence = static_cast<float>(cfg.GetDouble("min-confidence"));
+  fo.acceptance_prior = cfg.GetString("acceptance-prior");
   fo.max_batch = static_cast<int>(cfg.GetInt("max-batch"));
   fo.max_queue = static_cast<int>(cfg.GetInt("max-queue"));
   fo.max_seq_len = static_cast<int>(cfg.GetInt("max-seq-len"));
@@ -95,6 +99,7 @@ int Main(int argc, char** argv) {
   if (!cluster.ok()) return rpc::ExitWith(kProgram, cluster.status(), 2);
   (*cluster)->Start();
   Frontend frontend(cluster->get(), fo);
+  if (absl::Status st = frontend.status(); !st.ok()) return rpc::ExitWith(kProgram, st, 2);
   CoordinatorService public_api(&frontend);
   AdminService admin(&frontend);
   std::unique_ptr<api::HttpApi> http;

@@ -26,6 +26,12 @@ ServiceStats::ServiceStats(size_t recent) : recent_max_(recent) {
                           ExponentialBuckets(1, 2, 14));
   k_h_ = r.AddHistogram("specd_drafts_per_step", "Draft tokens verified per step (0: target-only step).",
                         metrics::LinearBuckets(0, 1, 17));
+  const char* parts[5] = {"draft_forward", "verify_forward", "accept", "transport", "host"};
+  for (int i = 0; i < 5; ++i)
+    time_c_[i] = r.AddCounter("specd_step_seconds_total",
+                              "Where the steps' time went: draft forwards, verify forward, acceptance, transport "
+                              "(RPC, queueing), host work.",
+                              {{"part", parts[i]}});
   for (const char* reason : {"eos", "stop", "length", "cancelled", "deadline", "error"})
     r.AddCounter("specd_requests_total", "Finished requests by how they ended.", {{"reason", reason}});
   for (const char* reason : {"queue_full", "invalid"})
@@ -74,6 +80,7 @@ void ServiceStats::Record(const RequestOutcome& o) {
     draft_failures_ += st.draft_failures;
     seconds_ += st.elapsed_seconds;
     queue_seconds_ += o.queue_seconds;
+    time_.Add(st.time);
     if (k_hist_.size() < st.k_hist.size()) k_hist_.resize(st.k_hist.size(), 0);
     for (size_t k = 0; k < st.k_hist.size(); ++k) k_hist_[k] += st.k_hist[k];
     recent_.push_front(rec);
@@ -90,6 +97,9 @@ void ServiceStats::Record(const RequestOutcome& o) {
   drafted_c_->Inc(static_cast<double>(st.proposed));
   accepted_c_->Inc(static_cast<double>(st.accepted));
   draft_failures_c_->Inc(st.draft_failures);
+  const double parts_s[5] = {st.time.draft_forward, st.time.verify_forward, st.time.accept, st.time.transport,
+                             st.time.host};
+  for (int i = 0; i < 5; ++i) time_c_[i]->Inc(parts_s[i]);
   duration_h_->Observe(st.elapsed_seconds);
   queue_h_->Observe(o.queue_seconds);
   if (o.ttft_seconds > 0) ttft_h_->Observe(o.ttft_seconds);
@@ -108,6 +118,8 @@ void ServiceStats::Record(const RequestOutcome& o) {
                   << Kv("ttft_ms", absl::StrFormat("%.1f", o.ttft_seconds * 1e3))
                   << Kv("elapsed_ms", absl::StrFormat("%.1f", st.elapsed_seconds * 1e3))
                   << Kv("draft_failures", st.draft_failures)
+                  << Kv("overhead_ms_per_step",
+                        absl::StrFormat("%.3f", st.steps ? 1e3 * st.time.overhead() / st.steps : 0.0))
                   << (failed ? Kv("error", r.status.ToString()) : Kv("error", ""));
 }
 
@@ -126,6 +138,7 @@ void ServiceStats::Fill(v1::StatsResponse* resp) const {
   resp->set_draft_failures(draft_failures_);
   resp->set_mean_queue_seconds(requests_ ? queue_seconds_ / requests_ : 0.0);
   for (int64_t n : k_hist_) resp->add_k_histogram(n);
+  rpc::StepTimeToProto(time_, steps_, resp->mutable_step_time());
   for (const v1::RequestRecord& r : recent_) *resp->add_recent() = r;
 }
 

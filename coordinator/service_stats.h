@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "common/engine/spec_loop.h"
+#include "common/spec/loop.h"
 #include "common/metrics/metrics.h"
 #include "proto/specd.pb.h"
 
@@ -44,6 +44,7 @@ class ServiceStats {
   int64_t requests_ = 0, failed_ = 0, prompt_tokens_ = 0, tokens_ = 0, steps_ = 0, spec_steps_ = 0, proposed_ = 0,
           accepted_ = 0, spec_appended_ = 0, draft_failures_ = 0;
   double seconds_ = 0, queue_seconds_ = 0;
+  StepTimes time_;
   std::vector<int64_t> k_hist_;
   std::deque<v1::RequestRecord> recent_;
   size_t recent_max_;
@@ -52,6 +53,7 @@ class ServiceStats {
   metrics::Counter *prompt_tokens_c_, *completion_tokens_c_, *spec_steps_c_, *plain_steps_c_, *drafted_c_,
       *accepted_c_, *draft_failures_c_;
   metrics::Histogram *duration_h_, *queue_h_, *ttft_h_, *k_h_, *tps_h_;
+  metrics::Counter *time_c_[5];  // specd_step_seconds_total by part
 };
 
 }  // namespace specd

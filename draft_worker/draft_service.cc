@@ -15,8 +15,8 @@ absl::StatusOr<std::unique_ptr<DraftService>> DraftService::Create(const DraftWo
   s->path_ = opts.engine.model_path;
   s->loads_ = 1;
   DraftService* self = s.get();
-  s->StartThread([self](const std::vector<LocalDraft::ProposeJob>& jobs) { return self->RunBatch(jobs); },
-                 [](const LocalDraft::ProposeJob& j) { return static_cast<int64_t>(j.seq); }, opts.scheduler);
+  s->StartThread([self](const std::vector<ProposeRequest>& jobs) { return self->RunBatch(jobs); },
+                 [](const ProposeRequest& j) { return static_cast<int64_t>(j.seq); }, opts.scheduler);
   s->FollowExporter();
   return s;
 }
@@ -94,9 +94,9 @@ absl::StatusOr<DraftService::Loaded> DraftService::Load(const std::string& path,
 }
 
 std::vector<absl::StatusOr<Proposed>> DraftService::RunBatch(
-    const std::vector<LocalDraft::ProposeJob>& jobs) {
+    const std::vector<ProposeRequest>& jobs) {
   if (absl::Status st = HostReady(); !st.ok()) return std::vector<absl::StatusOr<Proposed>>(jobs.size(), st);
-  std::vector<absl::StatusOr<DraftProposal>> res = cur_.draft->ProposeBatch(jobs);
+  std::vector<absl::StatusOr<Proposal>> res = cur_.draft->ProposeBatch(jobs);
   std::vector<absl::StatusOr<Proposed>> out;
   out.reserve(res.size());
   for (size_t i = 0; i < res.size(); ++i) {
@@ -138,14 +138,24 @@ grpc::Status DraftService::Info(grpc::ServerContext* ctx, const v1::InfoRequest*
 
 grpc::Status DraftService::Propose(grpc::ServerContext* ctx, const v1::ProposeRequest* req, v1::ProposeResponse* resp) {
   if (auto st = rpc::Authorize(ctx); !st.ok()) return st;
-  LocalDraft::ProposeJob job{req->seq(), req->base_len(), ToVector(req->new_tokens()), req->k(), req->min_confidence()};
+  ProposeRequest job;
+  job.seq = req->seq();
+  job.base_len = req->base_len();
+  job.new_tokens = ToVector(req->new_tokens());
+  job.k = req->k();
+  job.min_confidence = req->min_confidence();
+  job.want_confidence = req->want_confidence();
   auto r = thread_->Submit(std::move(job));
   if (!r.ok()) return ToGrpc(r.status());
-  for (int32_t t : r->proposal.tokens) resp->add_tokens(t);
-  for (float c : r->proposal.confidence) resp->add_confidences(c);
-  resp->set_slot(r->proposal.ref.slot);
-  resp->set_generation(r->proposal.ref.generation);
+  const Proposal& p = r->proposal;
+  resp->mutable_tokens()->Add(p.tokens.begin(), p.tokens.end());
+  resp->mutable_confidences()->Add(p.confidence.begin(), p.confidence.end());
+  resp->set_slot(p.ref.slot);
+  resp->set_generation(p.ref.generation);
   resp->set_length(r->length);
+  resp->set_forwards(p.figures.forwards);
+  resp->set_forward_seconds(p.figures.forward_seconds);
+  resp->set_worker_seconds(p.figures.worker_seconds);
   return grpc::Status::OK;
 }
 

@@ -22,16 +22,15 @@ struct DraftWorkerOptions {
   EngineOptions engine;
   int k_max = 8;
   std::string shm_kind = "auto";  // LocalDraft::Create's kinds
-  rpc::SchedulerOptions scheduler;  // batch size, prefill chunk
+  SchedulerOptions scheduler;  // batch size, prefill chunk
 };
 
 struct Proposed {
-  DraftProposal proposal;
+  Proposal proposal;
   int64_t length = 0;  // committed tokens after the sync
 };
 
-class DraftService final
-    : public rpc::WorkerBase<v1::DraftWorker::Service, LocalDraft, LocalDraft::ProposeJob, Proposed> {
+class DraftService final : public rpc::WorkerBase<v1::DraftWorker::Service, LocalDraft, ProposeRequest, Proposed> {
  public:
   static absl::StatusOr<std::unique_ptr<DraftService>> Create(const DraftWorkerOptions& opts);
   ~DraftService() override {
@@ -59,7 +58,7 @@ class DraftService final
   // empty), plans memory with the exchange buffer included, then creates
   // the engine and the buffer.
   absl::StatusOr<Loaded> Load(const std::string& path, const std::string& expected_digest) const;
-  std::vector<absl::StatusOr<Proposed>> RunBatch(const std::vector<LocalDraft::ProposeJob>& jobs);
+  std::vector<absl::StatusOr<Proposed>> RunBatch(const std::vector<ProposeRequest>& jobs);
   void FillInfo(v1::InfoResponse* out) const;  // engine thread only
   // Points the watch at the current model's exporter (engine thread, or
   // before the thread starts); creates the watch when the model maps weights.

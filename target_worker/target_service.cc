@@ -25,7 +25,7 @@ absl::StatusOr<std::unique_ptr<TargetService>> TargetService::Create(const Targe
 
 std::vector<absl::StatusOr<Verified>> TargetService::RunBatch(
     const std::vector<LocalTarget::VerifyJob>& jobs) {
-  std::vector<absl::StatusOr<TargetStep>> res = target_->VerifyBatch(jobs);
+  std::vector<absl::StatusOr<Verdict>> res = target_->VerifyBatch(jobs);
   std::vector<absl::StatusOr<Verified>> out;
   out.reserve(res.size());
   for (size_t i = 0; i < res.size(); ++i) {
@@ -62,9 +62,12 @@ grpc::Status TargetService::Verify(grpc::ServerContext* ctx, const v1::VerifyReq
   auto r = thread_->Submit(std::move(job));
   if (!r.ok()) return ToGrpc(r.status());
   resp->set_accepted(r->step.n_accepted);
-  for (int32_t t : r->step.appended) resp->add_appended(t);
+  resp->mutable_appended()->Add(r->step.appended.begin(), r->step.appended.end());
   rpc::LogprobsToProto(r->step.logprobs, resp->mutable_logprobs());
   resp->set_length(r->length);
+  resp->set_forward_seconds(r->step.figures.forward_seconds);
+  resp->set_accept_seconds(r->step.figures.accept_seconds);
+  resp->set_worker_seconds(r->step.figures.worker_seconds);
   return grpc::Status::OK;
 }
 

@@ -12,12 +12,12 @@ namespace specd {
 
 struct TargetWorkerOptions {
   EngineOptions engine;
-  rpc::SchedulerOptions scheduler;  // batch size, prefill chunk
+  SchedulerOptions scheduler;  // batch size, prefill chunk
   bool prefer_host = false;         // --exchange-path host
 };
 
 struct Verified {
-  TargetStep step;
+  Verdict step;
   int64_t length = 0;  // committed tokens after the step
 };
 

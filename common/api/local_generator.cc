@@ -24,6 +24,16 @@ absl::StatusOr<std::unique_ptr<LocalGenerator>> LocalGenerator::Create(const Eng
   return g;
 }
 
+absl::Status LocalGenerator::LoadAcceptancePrior(const std::string& text) {
+  std::lock_guard<std::mutex> l(mu_);
+  return prior_.Load(text);
+}
+
+std::string LocalGenerator::AcceptancePriorText() {
+  std::lock_guard<std::mutex> l(mu_);
+  return prior_.ToString();
+}
+
 absl::StatusOr<std::vector<int32_t>> LocalGenerator::Tokenize(const std::string& text, bool add_special,
                                                               bool parse_special) {
   return tokenizer().Encode(text, add_special, parse_special);

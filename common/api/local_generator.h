@@ -1,6 +1,6 @@
 // The request API in process: a target engine and an optional draft engine
 // in this process, the same speculative loop the coordinator runs
-// (common/engine/spec_loop.h) on LocalTarget / LocalDraft. `specd generate`
+// (common/spec/loop.h) on LocalTarget / LocalDraft. `specd generate`
 // without --coordinator uses it. One request at a time (the engines are not
 // thread-safe); measured step costs and acceptance carry over between
 // requests, as in the coordinator.
@@ -27,6 +27,10 @@ class LocalGenerator : public Generator {
   absl::StatusOr<std::vector<int32_t>> Tokenize(const std::string& text, bool add_special = true,
                                                 bool parse_special = false) override;
   const Tokenizer& tokenizer() const { return target_engine_->tokenizer(); }
+  // The acceptance adaptive requests start from: loaded (AcceptancePrior::Load
+  // text, e.g. the 'acceptance prior' line of specd stats), then learned.
+  absl::Status LoadAcceptancePrior(const std::string& text);
+  std::string AcceptancePriorText();
 
  private:
   LocalGenerator() = default;

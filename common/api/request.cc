@@ -123,6 +123,7 @@ Summary ToSummary(const SpecResult& r, int prompt_tokens, bool adaptive) {
   s.prefill_seconds = r.stats.prefill_seconds;
   s.k_histogram = r.stats.k_hist;
   s.adaptive = adaptive;
+  s.step_time = r.stats.time;
   s.text = r.text;
   s.tokens = r.tokens;
   s.chunks = r.stats.steps;
@@ -143,6 +144,7 @@ std::string FormatSummary(const Summary& s) {
   if (s.time_to_first_token_seconds > 0)
     out += absl::StrFormat("; first token %.0f ms (queue %.0f ms)", 1e3 * s.time_to_first_token_seconds,
                            1e3 * s.queue_seconds);
+  if (s.steps > 0) out += "\nstep time " + s.step_time.PerStep(s.steps);
   return out;
 }
 

@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "common/engine/spec_loop.h"
+#include "common/spec/loop.h"
 #include "common/sampler/sampler.h"
 #include "common/tokenizer/tokenizer.h"
 #include "common/util/status.h"
@@ -83,6 +83,7 @@ struct Summary {
   double prefill_seconds = 0;
   std::vector<int64_t> k_histogram;        // steps by drafts verified (index 0: target-only)
   bool adaptive = false;
+  StepTimes step_time;                     // the steps taken apart (summed over `steps`)
   // Everything streamed, concatenated.
   std::string text;
   std::vector<int32_t> tokens;

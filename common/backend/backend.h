@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "common/gguf/ggml_types.h"
+#include "common/sampler/sampler.h"
 #include "common/util/status.h"
 
 namespace specd {
@@ -71,9 +72,13 @@ struct BatchSeq {
 
 // A ragged batch. tokens/pos/seq_index have one entry per token; seqs lists the
 // distinct sequences. out_rows selects the tokens whose logits are wanted, in
-// the order the logits come back.
+// the order the logits come back. `fed` (empty, or one entry per token) names
+// tokens that are read from backend memory when the batch runs, e.g. a token
+// an earlier Sample wrote on the device: the host never sees it
+// (tokens[t] is then a placeholder).
 struct Batch {
   std::vector<int32_t> tokens;
+  std::vector<const int32_t*> fed;
   std::vector<int32_t> pos;
   std::vector<int32_t> seq_index;   // index into seqs
   std::vector<BatchSeq> seqs;
@@ -90,6 +95,37 @@ struct RopeParams {
   int n_dims = 0;          // rotated dims per head (<= head_dim)
   float freq_base = 10000.0f;
   float freq_scale = 1.0f; // 1 / linear scaling factor
+};
+
+// One logits row turned into a token by the sampler's rule (common/sampler):
+// ProcessLogits, then the draw SampleDist(dist, Uniform01(seed, stream,
+// counter)) (greedy: the argmax).
+struct SampleRow {
+  int row = 0;  // logits row of the current batch's outputs
+  SamplingParams params;
+  uint64_t stream = 0, counter = 0;
+  // The tokens before this one, for the repetition penalty: `recent` (host),
+  // then n_recent_dev tokens at recent_dev (backend memory: tokens sampled
+  // by earlier passes).
+  std::vector<int32_t> recent;
+  const int32_t* recent_dev = nullptr;
+  int n_recent_dev = 0;
+  int32_t* token = nullptr;      // backend memory: the token drawn
+  float* confidence = nullptr;   // backend memory, or null: Confidence() (sampler.h)
+  float* probs = nullptr;        // backend memory, or null: the processed distribution, vocab floats (dense)
+};
+
+// One sequence's verify: the acceptance rule (common/spec/acceptance.h) on
+// the target's processed distributions of logits rows row0..row0+k.
+struct AcceptRows {
+  int row0 = 0;
+  int k = 0;
+  SamplingParams params;
+  int64_t pos0 = 0;                // position of x_1 (the random numbers' counter)
+  std::vector<int32_t> recent;     // tokens before x_1 (penalty window); row t also sees x_1..x_t
+  std::vector<int32_t> proposals;  // x_1..x_k
+  const float* q = nullptr;        // backend memory: k dense draft rows; null: one-hot at the proposals
+  int32_t* out = nullptr;          // backend memory: {n_accepted, next_token, bonus}
 };
 
 struct AttentionParams {
@@ -169,8 +205,32 @@ class Backend {
   // out[i, :] = x[out_rows[i], :]  (the batch's out_rows), rows of `dim`.
   virtual void GatherOutRows(const float* x, int dim, float* out) = 0;
 
+  // ---- speculative steps: sampling and acceptance where the logits are ----
+  // Both follow the rules of common/sampler and common/spec/acceptance.h: the
+  // CPU backend calls those implementations, the CUDA backend runs kernels
+  // that follow them (same random numbers; sums in another order). Results
+  // go to backend memory; nothing waits. `logits`: the address
+  // Model::Forward returned for the current batch.
+  virtual void Sample(const float* logits, int vocab, const std::vector<SampleRow>& rows) = 0;
+  virtual void Accept(const float* logits, int vocab, const std::vector<AcceptRows>& seqs) = 0;
+  // Backend memory for small results and rows (zeroed); lives as long as the backend.
+  virtual absl::StatusOr<void*> AllocBuffer(size_t bytes) = 0;
+  // Enqueues a copy of host memory to backend memory, ordered before later ops.
+  virtual absl::Status WriteBytes(const void* host, void* dst, size_t bytes) = 0;
+  // Whether backend addresses are host addresses (CPU): results can be read
+  // where they are, and every op has finished when it returns.
+  virtual bool HostMemory() const = 0;
+  // Timing marks in the queued work: Mark() notes this point, and after a
+  // wait (ReadBytes, ReadToHost, Synchronize) Seconds(a, b) is the time the
+  // work between two marks took; ClearMarks() drops them.
+  virtual int Mark() = 0;
+  virtual double Seconds(int a, int b) = 0;
+  virtual void ClearMarks() = 0;
+
   // Copies n floats from a backend address to host memory; waits for all work.
   virtual absl::Status ReadToHost(const float* src, float* host, size_t n) = 0;
+  // Copies bytes from backend memory to host memory; waits for all work.
+  virtual absl::Status ReadBytes(const void* src, void* host, size_t bytes) = 0;
   // Waits for all queued work; reports any asynchronous (device) error.
   virtual absl::Status Synchronize() = 0;
 

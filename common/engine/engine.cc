@@ -3,7 +3,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <map>
 #include <sstream>
 
@@ -386,15 +385,16 @@ void Engine::Release(int32_t id) { kv_.Release(id); }
 
 absl::Status Engine::Truncate(int32_t id, int64_t len) { return kv_.Truncate(id, len); }
 
-absl::Status Engine::Run(const std::vector<Feed>& feeds, std::vector<float>* logits) {
+absl::Status Engine::Enqueue(const std::vector<Feed>& feeds, const PassFn& on_pass, bool split_timing) {
   const int V = vocab_size();
   // Validate everything first, so that a bad feed changes nothing.
   std::map<int32_t, int64_t> start_len;
-  size_t total_rows = 0;
   for (const Feed& f : feeds) {
     if (!kv_.Exists(f.seq)) return absl::NotFoundError(absl::StrCat("sequence ", f.seq, " does not exist"));
     if (start_len.count(f.seq)) return absl::InvalidArgumentError(absl::StrCat("sequence ", f.seq, " fed twice in one run"));
     if (f.tokens.empty()) return absl::InvalidArgumentError("empty feed");
+    if (!f.fed.empty() && f.fed.size() != f.tokens.size())
+      return absl::InvalidArgumentError("feed's fed[] differs in length from its tokens");
     if (f.n_logits < 0 || f.n_logits > static_cast<int>(f.tokens.size()))
       return absl::InvalidArgumentError("n_logits exceeds the tokens fed");
     if (f.n_logits > opts_.max_out_rows)
@@ -407,7 +407,6 @@ absl::Status Engine::Run(const std::vector<Feed>& feeds, std::vector<float>* log
       return absl::OutOfRangeError(absl::StrCat("sequence ", f.seq, " would reach ", len + f.tokens.size(),
                                                 " positions (max-seq-len ", opts_.max_seq_len, ")"));
     start_len[f.seq] = len;
-    total_rows += static_cast<size_t>(f.n_logits);
   }
   // Lengths only change at the end, so truncating to the start length frees
   // whatever blocks Reserve added.
@@ -421,19 +420,26 @@ absl::Status Engine::Run(const std::vector<Feed>& feeds, std::vector<float>* log
       return st;
     }
   }
-  const size_t base = logits->size();
-  logits->resize(base + total_rows * V);
 
   // Pack tokens into forward passes: at most max_batch_tokens tokens and
-  // max_out_rows logits rows each. A feed may span several passes (chunked prefill).
-  size_t fi = 0, ti = 0, row_cursor = 0;
+  // max_out_rows logits rows each. A feed may span several passes (chunked
+  // prefill), but its logits rows are all in one (they are the last tokens
+  // of the feed: when they do not fit behind what the pass holds, the pass
+  // ends there).
+  size_t fi = 0, ti = 0;
   std::map<int32_t, int64_t> fed;  // tokens of each feed already placed
   for (const Feed& f : feeds) fed[f.seq] = 0;
-  std::vector<size_t> row_dest;
+  std::vector<PassRows> rows;
+  Batch b;
   while (fi < feeds.size()) {
-    Batch b;
-    row_dest.clear();
-    int outs = 0;
+    b.tokens.clear();
+    b.fed.clear();
+    b.pos.clear();
+    b.seq_index.clear();
+    b.seqs.clear();
+    b.out_rows.clear();
+    rows.clear();
+    bool any_fed = false;
     while (fi < feeds.size() && b.n_tokens() < opts_.max_batch_tokens) {
       const Feed& f = feeds[fi];
       const int64_t n = static_cast<int64_t>(f.tokens.size());
@@ -442,16 +448,17 @@ absl::Status Engine::Run(const std::vector<Feed>& feeds, std::vector<float>* log
       s.slot = f.seq;
       const int si = static_cast<int>(b.seqs.size());
       while (ti < static_cast<size_t>(n) && b.n_tokens() < opts_.max_batch_tokens) {
-        const bool want = static_cast<int64_t>(ti) >= first_logit;
-        if (want && outs >= opts_.max_out_rows) break;
+        if (f.n_logits > 0 && static_cast<int64_t>(ti) == first_logit) {
+          if (b.n_out() + f.n_logits > opts_.max_out_rows || b.n_tokens() + f.n_logits > opts_.max_batch_tokens) break;
+          rows.push_back(PassRows{fi, b.n_out()});
+        }
         b.tokens.push_back(f.tokens[ti]);
+        const int32_t* from = f.fed.empty() ? nullptr : f.fed[ti];
+        b.fed.push_back(from);
+        any_fed |= from != nullptr;
         b.pos.push_back(static_cast<int32_t>(start_len[f.seq] + static_cast<int64_t>(ti)));
         b.seq_index.push_back(si);
-        if (want) {
-          b.out_rows.push_back(b.n_tokens() - 1);
-          row_dest.push_back(row_cursor++);
-          ++outs;
-        }
+        if (static_cast<int64_t>(ti) >= first_logit) b.out_rows.push_back(b.n_tokens() - 1);
         ++ti;
       }
       const int64_t placed = static_cast<int64_t>(ti) - fed[f.seq];
@@ -468,33 +475,72 @@ absl::Status Engine::Run(const std::vector<Feed>& feeds, std::vector<float>* log
         break;  // batch full (tokens or logits rows): the rest of this feed goes in the next pass
       }
     }
-    const auto t0 = std::chrono::steady_clock::now();
+    if (!any_fed) b.fed.clear();
+    std::array<int, 3> m = {backend_->Mark(), -1, -1};
     auto out = model_->Forward(b);
     if (!out.ok()) {
       rollback();
-      logits->resize(base);
       return out.status();
     }
-    if (b.n_out() > 0) {
-      // Rows come back in batch order; they were allotted consecutive destinations.
-      float* dst = logits->data() + base + row_dest.front() * V;
-      absl::Status st = backend_->ReadToHost(*out, dst, static_cast<size_t>(b.n_out()) * V);
-      if (!st.ok()) {
-        rollback();
-        logits->resize(base);
-        return st;
-      }
-    } else {
-      SPECD_RETURN_IF_ERROR(backend_->Synchronize());
-    }
+    if (split_timing) m[1] = backend_->Mark();
+    if (on_pass && !rows.empty()) on_pass(*out, rows);
+    m[2] = backend_->Mark();
+    marks_.push_back(m);
     counters_.forwards += 1;
     counters_.tokens += b.n_tokens();
-    counters_.forward_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
   for (const Feed& f : feeds) {
     SPECD_RETURN_IF_ERROR(kv_.SetLength(f.seq, start_len[f.seq] + static_cast<int64_t>(f.tokens.size())));
   }
   return absl::OkStatus();
+}
+
+absl::Status Engine::Read(const void* src, void* host, size_t bytes, Timing* timing) {
+  const absl::Status st = bytes > 0 ? backend_->ReadBytes(src, host, bytes) : backend_->Synchronize();
+  Timing t;
+  for (const auto& m : marks_) {
+    if (m[1] >= 0) {
+      t.forward += backend_->Seconds(m[0], m[1]);
+      t.after += backend_->Seconds(m[1], m[2]);
+    } else {
+      t.forward += backend_->Seconds(m[0], m[2]);
+    }
+  }
+  marks_.clear();
+  backend_->ClearMarks();
+  counters_.forward_seconds += t.forward + t.after;
+  if (timing) *timing = t;
+  return st;
+}
+
+absl::Status Engine::Run(const std::vector<Feed>& feeds, std::vector<float>* logits) {
+  const size_t V = static_cast<size_t>(vocab_size());
+  size_t total_rows = 0;
+  for (const Feed& f : feeds) total_rows += static_cast<size_t>(std::max(f.n_logits, 0));
+  const size_t base = logits->size();
+  logits->resize(base + total_rows * V);
+  // Feed i's rows go after the rows of the feeds before it.
+  std::vector<size_t> dest(feeds.size(), 0);
+  for (size_t i = 1; i < feeds.size(); ++i) dest[i] = dest[i - 1] + static_cast<size_t>(std::max(feeds[i - 1].n_logits, 0));
+  std::map<int32_t, int64_t> start_len;
+  for (const Feed& f : feeds) start_len[f.seq] = kv_.Length(f.seq);
+  absl::Status copy;
+  absl::Status st = Enqueue(feeds, [&](const float* out, const std::vector<PassRows>& rows) {
+    for (const PassRows& r : rows) {
+      if (!copy.ok()) return;
+      copy = backend_->ReadToHost(out + static_cast<size_t>(r.row0) * V, logits->data() + base + dest[r.feed] * V,
+                                  static_cast<size_t>(feeds[r.feed].n_logits) * V);
+    }
+  });
+  if (st.ok()) {
+    st = copy;
+    if (st.ok()) st = Read(nullptr, nullptr, 0);
+    if (!st.ok()) {  // a device error after the lengths moved on: back to where they were
+      for (const auto& [seq, len] : start_len) (void)kv_.Truncate(seq, len);
+    }
+  }
+  if (!st.ok()) logits->resize(base);
+  return st;
 }
 
 }  // namespace specd

@@ -13,6 +13,8 @@
 // it holds identically instead of loading a second copy
 // (common/engine/weight_sharing.h); the ledger shows those apart.
 #pragma once
+#include <array>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -140,22 +142,49 @@ class Engine {
   bool Exists(int32_t id) const { return kv_.Exists(id); }
   int active_sequences() const { return static_cast<int>(kv_.Sequences().size()); }
 
-  // Tokens to append to one sequence's KV; logits are returned for the last
+  // Tokens to append to one sequence's KV; logits are computed for the last
   // n_logits of them.
   struct Feed {
     int32_t seq = 0;
     std::vector<int32_t> tokens;
     int n_logits = 1;
+    // Empty, or per token: read it from this backend address when the pass
+    // runs (a token sampled on the device; tokens[i] is then a placeholder).
+    std::vector<const int32_t*> fed;
   };
-  // Runs all feeds (as few forward passes as the batch limits allow) and
-  // appends the logits rows to `logits` in feed order (sum of n_logits rows of
-  // vocab floats). On error every sequence keeps its previous length.
+  // Where a feed's logits rows are in a pass: rows row0 .. row0 + n_logits - 1.
+  struct PassRows {
+    size_t feed = 0;
+    int row0 = 0;
+  };
+  // Gets each pass's logits (a backend address, valid during the call) and the
+  // feeds whose rows it holds, to enqueue work on them (Backend::Sample, Accept).
+  using PassFn = std::function<void(const float* logits, const std::vector<PassRows>& rows)>;
+
+  // Runs all feeds in as few forward passes as the batch limits allow, each
+  // feed's logits rows within one pass, and calls on_pass after each pass.
+  // Does not wait for the device (Read does). On error every sequence keeps
+  // its previous length.
+  // split_timing: mark the end of each forward so that Timing tells the
+  // forwards from what on_pass enqueued (on CUDA this keeps the two out of
+  // one graph; leave it off where that split is not wanted).
+  absl::Status Enqueue(const std::vector<Feed>& feeds, const PassFn& on_pass, bool split_timing = false);
+  // The device time of the work enqueued since the last Read: the forwards,
+  // and what on_pass enqueued after them.
+  struct Timing {
+    double forward = 0, after = 0;
+  };
+  // Waits for the enqueued work, then copies `bytes` of backend memory to
+  // `host` (none: just waits); `timing` (optional) gets the work's Timing.
+  absl::Status Read(const void* src, void* host, size_t bytes, Timing* timing = nullptr);
+  // Runs all feeds and appends the logits rows to `logits` in feed order
+  // (sum of n_logits rows of vocab floats): the reference path.
   absl::Status Run(const std::vector<Feed>& feeds, std::vector<float>* logits);
 
   // Counters since start.
   struct Counters {
     int64_t forwards = 0, tokens = 0;
-    double forward_seconds = 0;
+    double forward_seconds = 0;  // device time of the forwards (and the sampling enqueued with them)
   };
   const Counters& counters() const { return counters_; }
 
@@ -184,6 +213,9 @@ class Engine {
   KvBlockManager kv_{0, 16};
   MemoryLedger ledger_;
   Counters counters_;
+  // Marks around the passes enqueued since the last Read: {pass start, after
+  // the forward (-1: not split), after on_pass}.
+  std::vector<std::array<int, 3>> marks_;
 };
 
 // Parses "f32", "f16", "q8_0" (case-insensitive).

@@ -26,14 +26,10 @@ std::optional<DeviceExchangeHooks> Hooks() {
 class CudaRowsExport final : public DeviceRowsExport {
  public:
   CudaRowsExport(ExchangeBuffer* xb, std::unique_ptr<cuda_ipc::RowsExport> rows) : xb_(xb), rows_(std::move(rows)) {}
-  absl::Status Enqueue(int slot, int rows) override {
-    const float* src = xb_->HostRows(slot);
-    if (!src || rows < 0 || rows > xb_->k_max())
-      return absl::OutOfRangeError(absl::StrCat("device-row copy of slot ", slot, ", ", rows, " rows"));
-    return rows_->Enqueue(src, xb_->DeviceSlotOffset(slot),
-                          sizeof(float) * static_cast<size_t>(rows) * static_cast<size_t>(xb_->vocab()));
+  float* Rows(int slot) override {
+    if (slot < 0 || slot >= xb_->n_slots()) return nullptr;
+    return reinterpret_cast<float*>(static_cast<uint8_t*>(rows_->buffer().ptr) + xb_->DeviceSlotOffset(slot));
   }
-  absl::Status Wait() override { return rows_->Wait(); }
   std::string Describe() const override {
     return absl::StrCat("CUDA IPC device rows on device ", rows_->buffer().device, ", ",
                         Config::FormatBytes(static_cast<int64_t>(rows_->buffer().bytes)),
@@ -45,18 +41,16 @@ class CudaRowsExport final : public DeviceRowsExport {
   std::unique_ptr<cuda_ipc::RowsExport> rows_;
 };
 
-class CudaAcceptor final : public DeviceAcceptor {
+class CudaRowsImport final : public DeviceRowsImport {
  public:
-  CudaAcceptor(const ExchangeBuffer& xb, std::unique_ptr<cuda_ipc::RowsImport> rows) : xb_(xb), rows_(std::move(rows)) {}
-  absl::StatusOr<AcceptResult> Accept(int slot, const std::vector<TokenDist>& p, std::span<const int32_t> proposals,
-                                      uint64_t seed, int64_t pos0) override {
+  CudaRowsImport(const ExchangeBuffer& xb, std::unique_ptr<cuda_ipc::RowsImport> rows) : xb_(xb), rows_(std::move(rows)) {}
+  absl::StatusOr<const float*> Rows(int slot) override {
     if (slot < 0 || slot >= xb_.n_slots()) return absl::OutOfRangeError(absl::StrCat("no exchange slot ", slot));
-    return rows_->Accept(xb_.DeviceSlotOffset(slot), p, proposals.data(), static_cast<int>(proposals.size()), seed,
-                         pos0);
+    return reinterpret_cast<const float*>(reinterpret_cast<const uint8_t*>(rows_->rows()) + xb_.DeviceSlotOffset(slot));
   }
   std::string Describe() const override {
     return absl::StrCat("CUDA IPC, acceptance on the GPU (", rows_->in_process() ? "same process" : "handle opened",
-                        ", staging ", Config::FormatBytes(static_cast<int64_t>(rows_->staging_bytes())), ")");
+                        ")");
   }
 
  private:
@@ -105,7 +99,7 @@ absl::StatusOr<std::unique_ptr<DeviceRowsExport>> ExportDeviceRows(const Engine&
 #endif
 }
 
-absl::StatusOr<std::unique_ptr<DeviceAcceptor>> OpenDeviceRows(const Engine& engine, const ExchangeBuffer& xb) {
+absl::StatusOr<std::unique_ptr<DeviceRowsImport>> OpenDeviceRows(const Engine& engine, const ExchangeBuffer& xb) {
   if (auto h = Hooks()) return h->open_rows(engine, xb);
   SPECD_RETURN_IF_ERROR(DeviceExchangeSupport(engine));
   const ExchangeDeviceRows* d = xb.device_rows();
@@ -114,10 +108,9 @@ absl::StatusOr<std::unique_ptr<DeviceAcceptor>> OpenDeviceRows(const Engine& eng
   // Both workers must see the same GPU: the handle names memory on the
   // draft's device, opened here on the target's.
   const int device = engine.options().backend.device;
-  const int rows = std::min(xb.k_max() + 1, engine.options().max_out_rows);
-  SPECD_ASSIGN_OR_RETURN(auto imp, cuda_ipc::RowsImport::Open(d->handle, device, d->bytes, d->owner_pid,
-                                                              d->owner_ptr, rows, xb.vocab()));
-  return std::unique_ptr<DeviceAcceptor>(new CudaAcceptor(xb, std::move(imp)));
+  SPECD_ASSIGN_OR_RETURN(auto imp,
+                         cuda_ipc::RowsImport::Open(d->handle, device, d->bytes, d->owner_pid, d->owner_ptr));
+  return std::unique_ptr<DeviceRowsImport>(new CudaRowsImport(xb, std::move(imp)));
 #else
   return absl::UnimplementedError("unreachable");
 #endif

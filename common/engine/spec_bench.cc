@@ -45,7 +45,7 @@ absl::StatusOr<BenchResult> RunSpecBench(const BenchPair& pair, const std::vecto
   auto price = [&](const StepEvent& ev) {
     if (table.known) {
       res.modeled_seconds +=
-          table.Verify(ev.proposed) + (ev.draft_used ? table.Draft(ev.forwards) : 0.0) + table.Resume(ev.caught_up);
+          (ev.draft_used ? table.Step(ev.forwards, ev.proposed) : table.TargetOnly()) + table.Resume(ev.caught_up);
     }
     return true;
   };
@@ -70,6 +70,7 @@ absl::StatusOr<BenchResult> RunSpecBench(const BenchPair& pair, const std::vecto
     res.prefill_seconds += r.stats.prefill_seconds;
     res.draft_seconds += r.stats.draft_seconds;
     res.verify_seconds += r.stats.verify_seconds;
+    res.time.Add(r.stats.time);
     res.steps += r.stats.steps;
     res.speculative_steps += r.stats.speculative_steps;
     res.proposed += r.stats.proposed;
@@ -101,8 +102,9 @@ absl::Status CalibrateCosts(const BenchPair& pair, const std::vector<int32_t>& p
   const int64_t max_len = std::min(pair.target->engine()->options().max_seq_len,
                                    pair.draft->engine()->options().max_seq_len);
   std::vector<std::vector<double>> draft_t(static_cast<size_t>(k_max) + 1), verify_t(static_cast<size_t>(k_max) + 1);
-  using Clock = std::chrono::steady_clock;
-  auto secs = [](Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); };
+  // The forward costs the workers report, as the loop feeds them to SpecCosts.
+  auto draft_secs = [](const Proposal& p) { return p.figures.forward_seconds; };
+  auto verify_secs = [](const Verdict& v) { return v.figures.forward_seconds + v.figures.accept_seconds; };
   absl::Status st;
   for (int rep = -1; rep < reps && st.ok(); ++rep) {  // rep -1: warm-up, not recorded
     for (int k = 0; k <= k_max && st.ok(); ++k) {
@@ -110,28 +112,24 @@ absl::Status CalibrateCosts(const BenchPair& pair, const std::vector<int32_t>& p
         st = absl::OutOfRangeError("calibration ran out of context; use a shorter prompt or a larger --max-seq-len");
         break;
       }
-      DraftProposal prop;
+      Proposal prop;
       if (k > 0) {
         const std::vector<int32_t> fresh(committed.begin() + synced, committed.end());
-        const auto t = Clock::now();
-        auto p = pair.draft->Propose(kSeq, synced, fresh, k, 0.0f, kNoDeadline);
-        const double d = secs(t);
+        auto p = pair.draft->Propose({kSeq, synced, fresh, k, 0.0f}, kNoDeadline);
         if (!p.ok()) {
           st = p.status();
           break;
         }
         synced = static_cast<int64_t>(committed.size());
         prop = *std::move(p);
-        if (rep >= 0) draft_t[static_cast<size_t>(k)].push_back(d);
+        if (rep >= 0) draft_t[static_cast<size_t>(k)].push_back(draft_secs(prop));
       }
-      const auto t = Clock::now();
       auto v = pair.target->Verify(kSeq, prop.tokens, prop.ref, kNoDeadline);
-      const double d = secs(t);
       if (!v.ok()) {
         st = v.status();
         break;
       }
-      if (rep >= 0) verify_t[static_cast<size_t>(static_cast<int>(prop.tokens.size()))].push_back(d);
+      if (rep >= 0) verify_t[static_cast<size_t>(static_cast<int>(prop.tokens.size()))].push_back(verify_secs(*v));
       committed.insert(committed.end(), v->appended.begin(), v->appended.end());
     }
   }
@@ -149,13 +147,12 @@ absl::Status CalibrateCosts(const BenchPair& pair, const std::vector<int32_t>& p
       }
       if (!st.ok()) break;
       const std::vector<int32_t> fresh(committed.begin() + synced, committed.end());
-      const auto t = Clock::now();
-      auto p = pair.draft->Propose(kSeq, synced, fresh, 1, 0.0f, kNoDeadline);
-      resume_t[g].push_back(secs(t));
+      auto p = pair.draft->Propose({kSeq, synced, fresh, 1, 0.0f}, kNoDeadline);
       if (!p.ok()) {
         st = p.status();
         break;
       }
+      resume_t[g].push_back(draft_secs(*p));
       synced = static_cast<int64_t>(committed.size());
       auto v = pair.target->Verify(kSeq, p->tokens, p->ref, kNoDeadline);
       if (!v.ok()) st = v.status();

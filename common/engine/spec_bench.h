@@ -1,5 +1,5 @@
 // In-process measurement of speculation modes: the request loop of
-// spec_loop.h on a LocalTarget / LocalDraft pair, one request at a time
+// common/spec/loop.h on a LocalTarget / LocalDraft pair, one request at a time
 // (batch 1), with tokens/s, acceptance, mean accepted length and the k
 // histogram per mode and per prompt. `specd bench-spec` and the tuner use it.
 //
@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "common/engine/spec_local.h"
-#include "common/engine/spec_loop.h"
-#include "common/engine/spec_policy.h"
+#include "common/spec/loop.h"
+#include "common/spec/policy.h"
 
 namespace specd {
 
@@ -54,6 +54,7 @@ struct BenchResult {
   // Where `seconds` went: target prefill, Propose calls (draft catch-up
   // included), Verify calls; the rest is the loop's own work.
   double prefill_seconds = 0, draft_seconds = 0, verify_seconds = 0;
+  StepTimes time;  // the steps taken apart (StepTimes: forwards, acceptance, transport, host)
   int64_t steps = 0, speculative_steps = 0, proposed = 0, accepted = 0, spec_appended = 0;
   std::vector<int64_t> k_hist;  // steps by drafts verified (0: target-only steps)
   std::vector<BenchPromptResult> prompts;

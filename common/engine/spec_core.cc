@@ -1,8 +1,6 @@
 #include "common/engine/spec_core.h"
 
 #include <algorithm>
-#include <cmath>
-#include <cstring>
 #include <set>
 
 #include "common/sampler/rng.h"
@@ -130,89 +128,165 @@ std::vector<int32_t> SeqCore::Sequences() const {
 }
 
 namespace {
-float TopProb(const TokenDist& d) {
-  float m = 0;
-  for (float p : d.probs) m = std::max(m, p);
-  return m;
+
+bool Penalized(const SamplingParams& p) { return p.repetition_penalty != 1.0f && p.repetition_window > 0; }
+
+// The committed tokens the repetition penalty looks at (none without a penalty).
+std::vector<int32_t> PenaltyWindow(const SamplingParams& p, const std::vector<int32_t>& committed) {
+  if (!Penalized(p)) return {};
+  const size_t n = std::min(committed.size(), static_cast<size_t>(p.repetition_window));
+  return std::vector<int32_t>(committed.end() - static_cast<int64_t>(n), committed.end());
 }
-// The model's own top probability (softmax at temperature 1): greedy
-// decoding's processed distribution is one-hot and says nothing about it.
-float SoftmaxTop(const float* logits, int n) {
-  float mx = logits[0];
-  for (int i = 1; i < n; ++i) mx = std::max(mx, logits[i]);
-  double z = 0;
-  for (int i = 0; i < n; ++i) z += std::exp(static_cast<double>(logits[i] - mx));
-  return z > 0 ? static_cast<float>(1.0 / z) : 0.0f;
-}
+
 }  // namespace
 
-std::vector<Proposal> DraftCore::Propose(const std::vector<ProposeRequest>& reqs, const std::vector<float*>& q_out) {
+absl::Status DraftCore::EnsureResults(size_t n) {
+  if (n <= cap_) return absl::OkStatus();
+  // Once, for the most any batch can hold: backend buffers live as long as the backend.
+  const size_t cap = std::max(n, static_cast<size_t>(engine_->options().max_seqs) * kMaxDraftTokens);
+  SPECD_ASSIGN_OR_RETURN(void* buf, engine_->backend()->AllocBuffer(cap * (sizeof(int32_t) + sizeof(float))));
+  tokens_dev_ = static_cast<int32_t*>(buf);
+  conf_dev_ = reinterpret_cast<float*>(tokens_dev_ + cap);
+  cap_ = cap;
+  return absl::OkStatus();
+}
+
+std::vector<DraftResult> DraftCore::Propose(const std::vector<DraftJob>& jobs, CoreTimes* times) {
   const int V = engine_->vocab_size();
   const int64_t max_len = engine_->options().max_seq_len;
-  std::vector<Proposal> out(reqs.size());
+  std::vector<DraftResult> out(jobs.size());
   std::vector<size_t> active;
-  for (size_t i = 0; i < reqs.size(); ++i) {
-    out[i].seq = reqs[i].seq;
-    auto it = seqs_.find(reqs[i].seq);
+  int kmax = 0;
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    out[i].seq = jobs[i].seq;
+    auto it = seqs_.find(jobs[i].seq);
     if (it == seqs_.end()) {
-      out[i].status = absl::NotFoundError(absl::StrCat("sequence ", reqs[i].seq, " is not open"));
-    } else if (reqs[i].k < 0 || (reqs[i].k > 0 && q_out[i] == nullptr)) {
-      out[i].status = absl::InvalidArgumentError("bad proposal length or buffer");
-    } else if (static_cast<int64_t>(it->second.committed.size()) + reqs[i].k >= max_len) {
-      out[i].status = absl::OutOfRangeError(absl::StrCat("sequence ", reqs[i].seq, " would exceed max-seq-len"));
-    } else if (reqs[i].k > 0) {
+      out[i].status = absl::NotFoundError(absl::StrCat("sequence ", jobs[i].seq, " is not open"));
+    } else if (jobs[i].k < 0 || jobs[i].k > kMaxDraftTokens) {
+      out[i].status = absl::InvalidArgumentError(absl::StrCat("bad proposal length ", jobs[i].k));
+    } else if (static_cast<int64_t>(it->second.committed.size()) + jobs[i].k >= max_len) {
+      out[i].status = absl::OutOfRangeError(absl::StrCat("sequence ", jobs[i].seq, " would exceed max-seq-len"));
+    } else if (jobs[i].k > 0) {
       active.push_back(i);
+      kmax = std::max(kmax, jobs[i].k);
     }
   }
-  std::vector<float> logits;
-  TokenDist dist;
-  std::vector<int32_t> recent;
-  for (int step = 0; !active.empty(); ++step) {
-    std::vector<Engine::Feed> feeds;
-    for (size_t i : active) {
-      SeqState& s = seqs_[reqs[i].seq];
+  if (active.empty()) return out;
+  if (absl::Status st = EnsureResults(jobs.size() * static_cast<size_t>(kmax)); !st.ok()) {
+    for (size_t i : active) out[i].status = st;
+    return out;
+  }
+  Backend* be = engine_->backend();
+  // Results of job i, step t at [i * kmax + t]; nothing waits for them until the end.
+  auto at = [&](size_t i, int t) { return i * static_cast<size_t>(kmax) + static_cast<size_t>(t); };
+  const bool host = be->HostMemory();
+  std::vector<int> steps(jobs.size(), 0);  // steps job i took part in
+  std::vector<size_t> running = active;
+  std::vector<Engine::Feed> feeds;
+  std::vector<SampleRow> rows;
+  absl::Status enqueue_error;
+  std::vector<int64_t> caught_up(jobs.size(), 0);  // step 0's feed: committed tokens not yet in the KV
+  for (int step = 0; !running.empty(); ++step) {
+    feeds.clear();
+    for (size_t i : running) {
+      const SeqState& s = seqs_[jobs[i].seq];
       Engine::Feed f;
-      f.seq = reqs[i].seq;
-      if (step == 0) f.tokens.assign(s.committed.begin() + static_cast<int64_t>(s.fed.size()), s.committed.end());
-      else f.tokens.push_back(out[i].tokens.back());
+      f.seq = jobs[i].seq;
+      if (step == 0) {
+        f.tokens.assign(s.committed.begin() + static_cast<int64_t>(s.fed.size()), s.committed.end());
+        caught_up[i] = static_cast<int64_t>(f.tokens.size());
+      } else {
+        f.tokens.push_back(0);  // placeholder: the token the last step sampled, read where it is
+        f.fed.push_back(tokens_dev_ + at(i, step - 1));
+      }
       f.n_logits = 1;
       feeds.push_back(std::move(f));
     }
-    logits.clear();
-    absl::Status st = engine_->Run(feeds, &logits);
-    if (!st.ok()) {
-      // The proposals made so far stay valid; a failed step just ends them.
-      for (size_t i : active) {
-        if (out[i].tokens.empty()) out[i].status = st;
+    absl::Status st = engine_->Enqueue(feeds, [&](const float* logits, const std::vector<Engine::PassRows>& pass) {
+      rows.clear();
+      for (const Engine::PassRows& r : pass) {
+        const size_t i = running[r.feed];
+        const DraftJob& j = jobs[i];
+        const SeqState& s = seqs_[j.seq];
+        SampleRow row;
+        row.row = r.row0;
+        row.params = s.sampling;
+        row.stream = kRngDraft;
+        row.counter = s.committed.size() + static_cast<uint64_t>(step);
+        row.recent = PenaltyWindow(s.sampling, s.committed);
+        if (Penalized(s.sampling)) {
+          row.recent_dev = tokens_dev_ + at(i, 0);
+          row.n_recent_dev = step;
+        }
+        row.token = tokens_dev_ + at(i, step);
+        if (j.want_confidence || j.min_confidence > 0) row.confidence = conf_dev_ + at(i, step);
+        if (j.q) row.probs = j.q + static_cast<size_t>(step) * static_cast<size_t>(V);
+        rows.push_back(std::move(row));
       }
+      be->Sample(logits, V, rows);
+    });
+    if (!st.ok()) {
+      enqueue_error = st;  // the steps before stay valid
       break;
     }
     std::vector<size_t> next;
-    for (size_t j = 0; j < active.size(); ++j) {
-      const size_t i = active[j];
-      SeqState& s = seqs_[reqs[i].seq];
-      s.fed.insert(s.fed.end(), feeds[j].tokens.begin(), feeds[j].tokens.end());
-      recent.assign(s.committed.begin(), s.committed.end());
-      recent.insert(recent.end(), out[i].tokens.begin(), out[i].tokens.end());
-      const float* row = logits.data() + j * static_cast<size_t>(V);
-      ProcessLogits(row, V, s.sampling, recent, &dist);
-      const float conf = s.sampling.greedy() ? SoftmaxTop(row, V) : TopProb(dist);
-      if (step > 0 && conf < reqs[i].min_confidence) continue;  // not confident: stop before this token
-      float* q = q_out[i] + static_cast<size_t>(step) * V;
-      std::memset(q, 0, sizeof(float) * V);
-      for (size_t t = 0; t < dist.ids.size(); ++t) q[dist.ids[t]] = dist.probs[t];
-      const uint64_t pos = s.committed.size() + static_cast<uint64_t>(step);
-      const int32_t x = s.sampling.greedy() ? dist.ids[0] : SampleDist(dist, Uniform01(s.sampling.seed, kRngDraft, pos));
-      out[i].tokens.push_back(x);
-      out[i].confidence.push_back(conf);
-      if (static_cast<int>(out[i].tokens.size()) < reqs[i].k) next.push_back(i);
+    for (size_t i : running) {
+      ++steps[i];
+      const DraftJob& j = jobs[i];
+      if (steps[i] >= j.k) continue;
+      // Host results are there already: stop before an unsure token now
+      // (its forward is spent; the next one is not).
+      if (host && step > 0 && j.min_confidence > 0 && conf_dev_[at(i, step)] < j.min_confidence) continue;
+      next.push_back(i);
     }
-    active.swap(next);
+    running.swap(next);
+  }
+  // One wait for everything: the tokens and confidences of every step.
+  results_host_.resize(2 * cap_);
+  Engine::Timing timing;
+  const absl::Status st = engine_->Read(tokens_dev_, results_host_.data(), results_host_.size() * sizeof(int32_t), &timing);
+  const int32_t* tokens_host = results_host_.data();
+  const float* conf_host = reinterpret_cast<const float*>(results_host_.data() + cap_);
+  if (times) times->forward = timing.forward + timing.after;
+  for (size_t i : active) {
+    SeqState& s = seqs_[jobs[i].seq];
+    DraftResult& r = out[i];
+    const DraftJob& j = jobs[i];
+    r.forwards = steps[i];
+    if (!st.ok()) {  // a device error: the step's KV is unusable
+      (void)engine_->Truncate(j.seq, static_cast<int64_t>(s.fed.size()));
+      r.status = st;
+      continue;
+    }
+    if (steps[i] == 0) {
+      r.status = enqueue_error;
+      continue;
+    }
+    // The KV now holds the caught-up tokens and every token fed after it
+    // (those after a cut too: the next Sync drops them).
+    s.fed.insert(s.fed.end(), s.committed.begin() + static_cast<int64_t>(s.fed.size()),
+                 s.committed.begin() + static_cast<int64_t>(s.fed.size()) + caught_up[i]);
+    for (int t = 0; t + 1 < steps[i]; ++t) s.fed.push_back(tokens_host[at(i, t)]);
+    const bool want_conf = j.want_confidence || j.min_confidence > 0;
+    for (int t = 0; t < steps[i]; ++t) {
+      if (t > 0 && j.min_confidence > 0 && conf_host[at(i, t)] < j.min_confidence) break;  // not sure: stop before it
+      r.tokens.push_back(tokens_host[at(i, t)]);
+      if (want_conf) r.confidence.push_back(conf_host[at(i, t)]);
+    }
+    // Tokens out of range would mean a broken device result: never pass them on.
+    for (int32_t x : r.tokens) {
+      if (x < 0 || x >= V) {
+        r.tokens.clear();
+        r.confidence.clear();
+        r.status = absl::InternalError(absl::StrCat("the draft's sampler returned token ", x));
+        break;
+      }
+    }
   }
   return out;
 }
 
-std::vector<VerifyResult> TargetCore::Verify(const std::vector<VerifyRequest>& reqs) {
+std::vector<VerifyResult> TargetCore::Verify(const std::vector<VerifyRequest>& reqs, CoreTimes* times) {
   const int V = engine_->vocab_size();
   const int64_t max_len = engine_->options().max_seq_len;
   std::vector<VerifyResult> out(reqs.size());
@@ -229,10 +303,6 @@ std::vector<VerifyResult> TargetCore::Verify(const std::vector<VerifyRequest>& r
     }
     const SeqState& s = it->second;
     const int k = static_cast<int>(r.proposals.size());
-    if (k > 0 && r.q == nullptr && !r.accept) {
-      out[i].status = absl::InvalidArgumentError("proposals without draft probabilities");
-      continue;
-    }
     if (k + 1 > engine_->options().max_out_rows) {
       out[i].status = absl::InvalidArgumentError(absl::StrCat(k, " proposals exceed the verify limit of ",
                                                               engine_->options().max_out_rows - 1));
@@ -257,45 +327,91 @@ std::vector<VerifyResult> TargetCore::Verify(const std::vector<VerifyRequest>& r
     ok.push_back(i);
   }
   if (ok.empty()) return out;
-  std::vector<float> logits;
-  absl::Status st = engine_->Run(feeds, &logits);
+  constexpr size_t kWords = 4;  // {n_accepted, next_token, bonus, unused}
+  if (ok.size() * kWords > cap_) {
+    const size_t cap = std::max(ok.size(), static_cast<size_t>(engine_->options().max_seqs)) * kWords;
+    auto buf = engine_->backend()->AllocBuffer(cap * sizeof(int32_t));
+    if (!buf.ok()) {
+      for (size_t i : ok) out[i].status = buf.status();
+      return out;
+    }
+    results_dev_ = static_cast<int32_t*>(*buf);
+    cap_ = cap;
+  }
+  Backend* be = engine_->backend();
+  // Logprobs are of the raw logits: the rows of the sequences that ask for
+  // them come to the host (a wait in the pass; only then).
+  std::vector<size_t> logprob_at(ok.size(), 0);
+  size_t logprob_floats = 0;
+  for (size_t j = 0; j < ok.size(); ++j) {
+    if (seqs_[reqs[ok[j]].seq].sampling.logprobs < 0) continue;
+    logprob_at[j] = logprob_floats;
+    logprob_floats += static_cast<size_t>(feeds[j].n_logits) * static_cast<size_t>(V);
+  }
+  logprob_rows_.resize(logprob_floats);
+  absl::Status copied;
+  std::vector<AcceptRows> accepts;
+  absl::Status st = engine_->Enqueue(
+      feeds,
+      [&](const float* logits, const std::vector<Engine::PassRows>& pass) {
+        for (const Engine::PassRows& p : pass) {
+          if (!copied.ok() || seqs_[reqs[ok[p.feed]].seq].sampling.logprobs < 0) continue;
+          copied = be->ReadToHost(logits + static_cast<size_t>(p.row0) * V, logprob_rows_.data() + logprob_at[p.feed],
+                                  static_cast<size_t>(feeds[p.feed].n_logits) * V);
+        }
+        accepts.clear();
+        for (const Engine::PassRows& p : pass) {
+          const VerifyRequest& r = reqs[ok[p.feed]];
+          const SeqState& s = seqs_[r.seq];
+          AcceptRows a;
+          a.row0 = p.row0;
+          a.k = static_cast<int>(r.proposals.size());
+          a.params = s.sampling;
+          a.pos0 = static_cast<int64_t>(s.committed.size());
+          a.recent = PenaltyWindow(s.sampling, s.committed);
+          a.proposals = r.proposals;
+          a.q = r.q;
+          a.out = results_dev_ + p.feed * kWords;
+          accepts.push_back(std::move(a));
+        }
+        be->Accept(logits, V, accepts);
+      },
+      /*split_timing=*/true);
   if (!st.ok()) {
     for (size_t i : ok) out[i].status = st;
     return out;
   }
-  size_t row = 0;
-  std::vector<TokenDist> p;
-  std::vector<int32_t> recent;
+  results_host_.resize(ok.size() * kWords);
+  Engine::Timing timing;
+  st = engine_->Read(results_dev_, results_host_.data(), results_host_.size() * sizeof(int32_t), &timing);
+  if (st.ok()) st = copied;
+  if (times) {
+    times->forward = timing.forward;
+    times->accept = timing.after;
+  }
   for (size_t j = 0; j < ok.size(); ++j) {
     const size_t i = ok[j];
     const VerifyRequest& r = reqs[i];
     SeqState& s = seqs_[r.seq];
     const int k = static_cast<int>(r.proposals.size());
-    p.assign(k + 1, TokenDist{});
-    recent.assign(s.committed.begin(), s.committed.end());
-    for (int t = 0; t <= k; ++t) {
-      ProcessLogits(logits.data() + (row + t) * static_cast<size_t>(V), V, s.sampling, recent, &p[t]);
-      if (t < k) recent.push_back(r.proposals[t]);
-    }
-    row += static_cast<size_t>(k) + 1;
-    const int64_t pos0 = static_cast<int64_t>(s.committed.size());
-    absl::StatusOr<AcceptResult> accepted =
-        k > 0 && r.accept ? r.accept(p, s.sampling.seed, pos0)
-                          : VerifyProposals(p, r.q, r.proposals.data(), k, V, s.sampling.seed, pos0);
     s.fed.insert(s.fed.end(), feeds[j].tokens.begin(), feeds[j].tokens.end());
-    if (!accepted.ok()) {  // nothing committed: drop the step's KV again
+    absl::Status why = st;
+    const int32_t* res = results_host_.data() + j * kWords;
+    if (why.ok() && (res[0] < 0 || res[0] > k || res[1] < 0 || res[1] >= V))
+      why = absl::InternalError(absl::StrCat("the acceptance returned accepted ", res[0], ", token ", res[1], " for k ", k));
+    if (why.ok() && r.still_valid) why = r.still_valid();
+    if (!why.ok()) {  // nothing committed: drop the step's KV again
       const absl::Status rs = Reconcile(r.seq, s);
-      out[i].status = rs.ok() ? accepted.status() : rs;
+      out[i].status = rs.ok() ? why : rs;
       continue;
     }
-    const AcceptResult& ar = *accepted;
-    out[i].n_accepted = ar.n_accepted;
-    out[i].appended.assign(r.proposals.begin(), r.proposals.begin() + ar.n_accepted);
-    out[i].appended.push_back(ar.next_token);
+    out[i].n_accepted = res[0];
+    out[i].appended.assign(r.proposals.begin(), r.proposals.begin() + res[0]);
+    out[i].appended.push_back(res[1]);
     if (s.sampling.logprobs >= 0) {  // row t scored the token at position pos0 + t
+      const float* rows = logprob_rows_.data() + logprob_at[j];
       for (size_t t = 0; t < out[i].appended.size(); ++t)
-        out[i].logprobs.push_back(LogprobOf(logits.data() + (row - k - 1 + t) * static_cast<size_t>(V), V,
-                                            out[i].appended[t], s.sampling.logprobs));
+        out[i].logprobs.push_back(LogprobOf(rows + t * static_cast<size_t>(V), V, out[i].appended[t], s.sampling.logprobs));
     }
     s.committed.insert(s.committed.end(), out[i].appended.begin(), out[i].appended.end());
     out[i].status = Reconcile(r.seq, s);

@@ -2,18 +2,22 @@
 // draft and target workers keep, and their two operations.
 //
 //   DraftCore::Propose   k tokens x_1..x_k drawn from the draft's processed
-//                        distributions q_1..q_k, which are written to the
-//                        exchange buffer (never sent over gRPC).
+//                        distributions q_1..q_k (written, when dense, to
+//                        backend memory the exchange buffer names; never sent
+//                        over gRPC).
 //   TargetCore::Verify   one batched forward over the pending token(s) and
 //                        x_1..x_k (k+1 logits rows), the acceptance rule of
 //                        common/spec/acceptance.h, KV rollback to the accepted
 //                        length. k = 0 is plain target-only decoding.
 //
-// Both take a batch of sequences, so one forward serves every active request
-// (continuous batching). A sequence's state is its committed tokens (prompt +
-// output); the KV cache holds a prefix of them (and, in the draft, possibly
-// rejected proposals, dropped at the next Sync). The last committed token is
-// never in the KV: it is the input of the next step.
+// Sampling and acceptance run where the logits are (Backend::Sample,
+// Backend::Accept): on a GPU nothing of vocabulary size reaches the host;
+// only token ids and small figures do. Both take a batch of sequences, so
+// one forward serves every active request (continuous batching). A
+// sequence's state is its committed tokens (prompt + output); the KV cache
+// holds a prefix of them (and, in the draft, possibly rejected or cut
+// proposals, dropped at the next Sync). The last committed token is never in
+// the KV: it is the input of the next step.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -75,39 +79,64 @@ class SeqCore {
   uint64_t next_open_id_ = 1;
 };
 
-struct ProposeRequest {
-  int32_t seq = 0;
-  int k = 4;
-  // Adaptive length: stop early once the draft's top probability falls under
-  // this (0 = always propose k).
-  float min_confidence = 0.0f;
+// What a DraftCore::Propose or TargetCore::Verify batch spent (seconds of
+// device time: Engine::Timing).
+struct CoreTimes {
+  double forward = 0;  // forwards (the draft's: with the sampling enqueued with them)
+  double accept = 0;   // the target's sampling and acceptance
 };
 
-struct Proposal {
+// The most tokens one proposal drafts (the exchange buffer's kMaxK).
+constexpr int kMaxDraftTokens = 256;
+
+struct DraftJob {
+  int32_t seq = 0;
+  int k = 4;
+  // Adaptive length: stop before a token whose confidence (sampler.h
+  // Confidence) falls under this (0 = always propose k).
+  float min_confidence = 0.0f;
+  bool want_confidence = false;  // report confidences (implied by min_confidence > 0)
+  // Backend memory for the k dense q rows (a sampled draft, read by the
+  // target); null: no rows written (greedy: q is one-hot at the tokens).
+  float* q = nullptr;
+};
+
+struct DraftResult {
   int32_t seq = 0;
   std::vector<int32_t> tokens;     // x_1..x_k' (k' <= k)
-  std::vector<float> confidence;   // the draft's top probability at each step
+  std::vector<float> confidence;   // per token (empty unless asked for)
+  int forwards = 0;                // forwards this sequence took part in
   absl::Status status;
 };
 
 class DraftCore : public SeqCore {
  public:
   using SeqCore::SeqCore;
-  // Fills `q_out[i]` (each must hold vocab floats for k rows) with the dense
-  // processed draft distributions of request i. One forward per draft step
-  // for all sequences still proposing.
-  std::vector<Proposal> Propose(const std::vector<ProposeRequest>& reqs, const std::vector<float*>& q_out);
+  // One forward per draft step for all sequences still proposing. Each
+  // token is sampled where the logits are and fed to the next step there
+  // (Backend::Sample, Batch::fed), so on a device the k steps are enqueued
+  // with no host round trip and one wait at the end; the proposal is then cut
+  // before the first unsure token (its forwards were spent). Where the
+  // results are in host memory (the CPU backend) a sequence stops at once
+  // instead.
+  std::vector<DraftResult> Propose(const std::vector<DraftJob>& jobs, CoreTimes* times = nullptr);
+
+ private:
+  absl::Status EnsureResults(size_t n);
+  // Backend memory: cap_ tokens, then cap_ confidences (floats); read back in one copy.
+  int32_t* tokens_dev_ = nullptr;
+  float* conf_dev_ = nullptr;
+  size_t cap_ = 0;
+  std::vector<int32_t> results_host_;  // the same layout
 };
 
 struct VerifyRequest {
   int32_t seq = 0;
   std::vector<int32_t> proposals;  // x_1..x_k (may be empty: target-only step)
-  const float* q = nullptr;        // k x vocab draft probabilities
-  // When set (k > 0), applies the acceptance rule instead of VerifyProposals
-  // on `q`: the CUDA IPC path, where q stays on the device. Gets the k+1
-  // processed target distributions, the seed and the position of x_1. An
-  // error fails this sequence's step and leaves the sequence as it was.
-  std::function<absl::StatusOr<AcceptResult>(const std::vector<TokenDist>& p, uint64_t seed, int64_t pos0)> accept;
+  const float* q = nullptr;        // backend memory: k dense draft rows; null: one-hot at the proposals
+  // When the acceptance read q in place (rows the draft may rewrite): checked
+  // after it; an error fails this sequence's step and leaves it as it was.
+  std::function<absl::Status()> still_valid;
 };
 
 struct VerifyResult {
@@ -122,7 +151,17 @@ struct VerifyResult {
 class TargetCore : public SeqCore {
  public:
   using SeqCore::SeqCore;
-  std::vector<VerifyResult> Verify(const std::vector<VerifyRequest>& reqs);
+  // One forward over every request's pending token and proposals, the
+  // target's sampling and the acceptance rule where the logits are
+  // (Backend::Accept); only the decisions come back (and the raw logits rows
+  // of the sequences that ask for logprobs).
+  std::vector<VerifyResult> Verify(const std::vector<VerifyRequest>& reqs, CoreTimes* times = nullptr);
+
+ private:
+  int32_t* results_dev_ = nullptr;  // backend memory: 4 ints per request
+  size_t cap_ = 0;
+  std::vector<int32_t> results_host_;
+  std::vector<float> logprob_rows_;  // raw logits rows of the sequences that ask for logprobs
 };
 
 }  // namespace specd

@@ -1,5 +1,6 @@
 #include "common/engine/spec_local.h"
 
+#include <chrono>
 #include <set>
 
 #include "common/util/log.h"
@@ -40,6 +41,11 @@ absl::StatusOr<std::unique_ptr<LocalDraft>> LocalDraft::Create(Engine* engine, i
                         << Kv("error", st.ToString());
     }
   }
+  if (!d->dev_ && !engine->backend()->HostMemory()) {
+    // The sampler writes where the logits are; the rows are copied to the host rows after.
+    SPECD_ASSIGN_OR_RETURN(void* rows, engine->backend()->AllocBuffer(d->xb_->DeviceRowsBytes()));
+    d->rows_ = static_cast<float*>(rows);
+  }
   d->path_ = d->dev_ ? absl::StrCat("device (", d->dev_->Describe(), ")") : absl::StrCat("host (", why_host, ")");
   SPECD_LOG(INFO) << "draft exchange path: " << (d->dev_ ? "device" : "host") << Kv("kind", d->xb_->kind())
                   << Kv("exchange", d->xb_->name()) << Kv("detail", d->path_);
@@ -71,14 +77,14 @@ bool LocalDraft::ReleaseSeq(int32_t seq) {
   return true;
 }
 
-std::vector<absl::StatusOr<DraftProposal>> LocalDraft::ProposeBatch(const std::vector<ProposeJob>& jobs) {
-  std::vector<absl::StatusOr<DraftProposal>> out(jobs.size(), absl::UnknownError("not run"));
-  std::vector<ProposeRequest> reqs;
-  std::vector<float*> q_out;
+std::vector<absl::StatusOr<Proposal>> LocalDraft::ProposeBatch(const std::vector<ProposeRequest>& jobs) {
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<absl::StatusOr<Proposal>> out(jobs.size(), absl::UnknownError("not run"));
+  std::vector<DraftJob> reqs;
   std::vector<size_t> job_of;
   std::set<int32_t> seen;
   for (size_t i = 0; i < jobs.size(); ++i) {
-    const ProposeJob& j = jobs[i];
+    const ProposeRequest& j = jobs[i];
     auto it = slot_of_.find(j.seq);
     if (it == slot_of_.end()) {
       out[i] = absl::NotFoundError(absl::StrCat("sequence ", j.seq, " is not open on the draft"));
@@ -96,27 +102,23 @@ std::vector<absl::StatusOr<DraftProposal>> LocalDraft::ProposeBatch(const std::v
       out[i] = st;
       continue;
     }
-    reqs.push_back(ProposeRequest{j.seq, j.k, j.min_confidence});
-    q_out.push_back(xb_->BeginWrite(it->second));
+    const int slot = it->second;
+    float* host_rows = xb_->BeginWrite(slot);  // the slot is being written until Publish
+    DraftJob dj{j.seq, j.k, j.min_confidence, j.want_confidence, nullptr};
+    // Greedy: q is one-hot at the tokens, no rows. Sampled: the sampler writes
+    // them where the target reads them best.
+    if (!core_.Get(j.seq)->sampling.greedy()) {
+      if (dev_) dj.q = dev_->Rows(slot);
+      else if (rows_) dj.q = rows_ + xb_->DeviceSlotOffset(slot) / sizeof(float);
+      else dj.q = host_rows;
+    }
+    reqs.push_back(dj);
     job_of.push_back(i);
   }
   if (reqs.empty()) return out;
-  std::vector<Proposal> props = core_.Propose(reqs, q_out);
-  if (dev_) {
-    // Kind "cuda": the rows reach the device before any generation is published.
-    absl::Status st;
-    for (size_t n = 0; n < props.size() && st.ok(); ++n) {
-      if (props[n].status.ok() && !props[n].tokens.empty())
-        st = dev_->Enqueue(slot_of_[jobs[job_of[n]].seq], static_cast<int>(props[n].tokens.size()));
-    }
-    if (st.ok()) st = dev_->Wait();
-    if (!st.ok()) {
-      SPECD_LOG(WARN) << "copying proposals to the device failed" << Kv("error", st.ToString());
-      for (auto& p : props) {
-        if (p.status.ok()) p.status = absl::InternalError(absl::StrCat("draft device rows: ", st.message()));
-      }
-    }
-  }
+  CoreTimes times;
+  std::vector<DraftResult> props = core_.Propose(reqs, &times);
+  const size_t V = static_cast<size_t>(xb_->vocab());
   for (size_t n = 0; n < props.size(); ++n) {
     const size_t i = job_of[n];
     if (!props[n].status.ok()) {
@@ -124,19 +126,39 @@ std::vector<absl::StatusOr<DraftProposal>> LocalDraft::ProposeBatch(const std::v
       continue;
     }
     const int slot = slot_of_[jobs[i].seq];
-    DraftProposal p;
+    uint32_t rows = 0;
+    if (reqs[n].q && !props[n].tokens.empty()) {
+      rows = dev_ ? ExchangeBuffer::kRowsDevice : (rows_ ? 0u : ExchangeBuffer::kRowsHost);
+      // Host rows from the sampler's rows: when they are not on the host and
+      // a reader needs them there (no device rows, or a target that asked).
+      if (!(rows & ExchangeBuffer::kRowsHost) && (!dev_ || xb_->host_rows_requested())) {
+        const size_t bytes = sizeof(float) * props[n].tokens.size() * V;
+        if (absl::Status st = engine()->Read(reqs[n].q, xb_->BeginWrite(slot), bytes); !st.ok()) {
+          out[i] = absl::InternalError(absl::StrCat("copying the draft's rows to the host: ", st.message()));
+          continue;
+        }
+        rows |= ExchangeBuffer::kRowsHost;
+      }
+    }
+    Proposal p;
     p.tokens = std::move(props[n].tokens);
     p.confidence = std::move(props[n].confidence);
     p.ref.slot = slot;
-    p.ref.generation = xb_->Publish(slot, jobs[i].seq, p.tokens);
+    p.ref.generation = xb_->Publish(slot, jobs[i].seq, p.tokens, rows);
+    p.figures.forwards = props[n].forwards;
+    p.figures.forward_seconds = times.forward;
     out[i] = std::move(p);
+  }
+  // Every proposal of the batch waited for all of it.
+  const double worker = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  for (auto& p : out) {
+    if (p.ok()) p->figures.worker_seconds = worker;
   }
   return out;
 }
 
-absl::StatusOr<DraftProposal> LocalDraft::Propose(int32_t seq, int64_t base_len, const std::vector<int32_t>& new_tokens,
-                                                  int k, float min_confidence, Deadline) {
-  return std::move(ProposeBatch({ProposeJob{seq, base_len, new_tokens, k, min_confidence}})[0]);
+absl::StatusOr<Proposal> LocalDraft::Propose(const ProposeRequest& req, Deadline) {
+  return std::move(ProposeBatch({req})[0]);
 }
 
 // ---------------------------------------------------------------- LocalTarget
@@ -152,7 +174,7 @@ absl::Status LocalTarget::Attach(const std::string& kind, const std::string& nam
     return absl::FailedPreconditionError(absl::StrCat("draft exchange buffer '", name, "' has vocabulary digest ",
                                                       xb->vocab_digest(), "; the target's is ", digest_));
   // The device path when both sides can have it; the host rows otherwise.
-  std::unique_ptr<DeviceAcceptor> dev;
+  std::unique_ptr<DeviceRowsImport> dev;
   std::string why_host;
   if (!xb->device_rows()) {
     why_host = "the draft exports host rows only (kind posix)";
@@ -175,40 +197,68 @@ absl::Status LocalTarget::Attach(const std::string& kind, const std::string& nam
   dev_ = std::move(dev);
   logged_first_device_ = false;
   path_ = dev_ ? absl::StrCat("device (", dev_->Describe(), ")") : absl::StrCat("host (", why_host, ")");
+  if (!dev_ && xb_->device_rows()) RequestHostRows();
   SPECD_LOG(INFO) << "target exchange path: " << (dev_ ? "device" : "host") << Kv("kind", xb_->kind())
                   << Kv("exchange", name) << Kv("detail", path_);
   return absl::OkStatus();
 }
 
-absl::StatusOr<AcceptResult> LocalTarget::AcceptOnDevice(const VerifyJob& j, const std::vector<TokenDist>& p,
-                                                         uint64_t seed, int64_t pos0) {
-  if (dev_) {
-    auto r = dev_->Accept(j.ref.slot, p, j.tokens, seed, pos0);
-    // The rows were read in place: they count only if the slot still holds them.
-    if (r.ok() && !xb_->Current(j.ref))
-      return absl::FailedPreconditionError(absl::StrCat("draft proposal in exchange slot ", j.ref.slot,
-                                                        " generation ", j.ref.generation,
-                                                        " is unusable: the draft rewrote the slot while it was read"));
-    if (r.ok()) {
-      ++counts_.device;
-      if (!logged_first_device_) {
-        logged_first_device_ = true;
-        SPECD_LOG(INFO) << "first acceptance on the device" << Kv("exchange", xb_->name())
-                        << Kv("proposed", j.tokens.size()) << Kv("accepted", r->n_accepted);
-      }
-      return r;
-    }
-    // The host rows hold the same proposal: finish this step there, and stay there.
-    ++counts_.device_failures;
-    SPECD_LOG(WARN) << "device acceptance failed; verifying from host rows from now on" << Kv("error", r.status().ToString());
-    dev_.reset();
-    path_ = absl::StrCat("host (device acceptance failed: ", r.status().message(), ")");
+void LocalTarget::RequestHostRows() {
+  if (xb_->host_rows_requested()) return;
+  if (xb_->RequestHostRows()) {
+    SPECD_LOG(INFO) << "asked the draft for host rows" << Kv("exchange", xb_->name());
+  } else {
+    SPECD_LOG(WARN) << "cannot ask the draft for host rows (its exchange buffer is mapped read-only); sampled "
+                       "proposals with device rows only will be refused"
+                    << Kv("exchange", xb_->name());
   }
-  std::vector<float> q;
-  SPECD_RETURN_IF_ERROR(xb_->Read(j.ref, j.seq, j.tokens, &q));
-  ++counts_.host;
-  return VerifyProposals(p, q.data(), j.tokens.data(), static_cast<int>(j.tokens.size()), engine()->vocab_size(), seed,
-                         pos0);
+}
+
+absl::Status LocalTarget::RowsFor(const VerifyJob& j, const float** q, Rows* from) {
+  *q = nullptr;
+  *from = Rows::kOneHot;
+  if (j.ref.slot < 0) return absl::OkStatus();  // a deterministic proposal: no rows anywhere
+  if (!xb_) return absl::FailedPreconditionError("no draft exchange buffer is attached to the target");
+  SPECD_ASSIGN_OR_RETURN(const uint32_t rows, xb_->Check(j.ref, j.seq, j.tokens));
+  if (rows == 0) return absl::OkStatus();  // a greedy draft: one-hot
+  if (dev_ && (rows & ExchangeBuffer::kRowsDevice)) {
+    auto r = dev_->Rows(j.ref.slot);
+    if (r.ok()) {
+      *q = *r;
+      *from = Rows::kDevice;
+      return absl::OkStatus();
+    }
+    // The host rows from now on (this proposal has them only if a host reader asked before).
+    ++counts_.device_failures;
+    SPECD_LOG(WARN) << "reading the draft's device rows failed; verifying from host rows from now on"
+                    << Kv("error", r.status().ToString());
+    dev_.reset();
+    path_ = absl::StrCat("host (device rows failed: ", r.status().message(), ")");
+    RequestHostRows();
+  }
+  if (!(rows & ExchangeBuffer::kRowsHost)) {
+    RequestHostRows();
+    return absl::FailedPreconditionError(absl::StrCat(
+        "draft proposal in exchange slot ", j.ref.slot, " generation ", j.ref.generation,
+        " is unusable: its rows are on the device only (the draft was asked for host rows from now on)"));
+  }
+  const float* host = xb_->HostRows(j.ref.slot);
+  *from = Rows::kHost;
+  if (engine()->backend()->HostMemory()) {
+    *q = host;  // in place
+    return absl::OkStatus();
+  }
+  // A target on a device reading host rows: upload them (the fallback path).
+  const size_t bytes = xb_->DeviceRowsBytes();
+  if (stage_bytes_ < bytes) {
+    SPECD_ASSIGN_OR_RETURN(void* buf, engine()->backend()->AllocBuffer(bytes));
+    stage_ = static_cast<float*>(buf);
+    stage_bytes_ = bytes;
+  }
+  float* dst = stage_ + xb_->DeviceSlotOffset(j.ref.slot) / sizeof(float);
+  SPECD_RETURN_IF_ERROR(engine()->backend()->WriteBytes(host, dst, sizeof(float) * j.tokens.size() * xb_->vocab()));
+  *q = dst;
+  return absl::OkStatus();
 }
 
 absl::Status LocalTarget::OpenSeq(int32_t seq, const std::vector<int32_t>& tokens, const SamplingParams& sampling,
@@ -227,11 +277,12 @@ bool LocalTarget::ReleaseSeq(int32_t seq) {
   return true;
 }
 
-std::vector<absl::StatusOr<TargetStep>> LocalTarget::VerifyBatch(const std::vector<VerifyJob>& jobs) {
-  std::vector<absl::StatusOr<TargetStep>> out(jobs.size(), absl::UnknownError("not run"));
-  std::vector<std::vector<float>> q(jobs.size());
+std::vector<absl::StatusOr<Verdict>> LocalTarget::VerifyBatch(const std::vector<VerifyJob>& jobs) {
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<absl::StatusOr<Verdict>> out(jobs.size(), absl::UnknownError("not run"));
   std::vector<VerifyRequest> reqs;
   std::vector<size_t> job_of;
+  std::vector<Rows> from;
   std::set<int32_t> seen;
   for (size_t i = 0; i < jobs.size(); ++i) {
     const VerifyJob& j = jobs[i];
@@ -243,50 +294,60 @@ std::vector<absl::StatusOr<TargetStep>> LocalTarget::VerifyBatch(const std::vect
       out[i] = absl::InvalidArgumentError(absl::StrCat("sequence ", j.seq, " verified twice in one batch"));
       continue;
     }
+    VerifyRequest vr{j.seq, j.tokens, nullptr, {}};
+    Rows rows = Rows::kOneHot;
     if (!j.tokens.empty()) {
-      if (!xb_) {
-        out[i] = absl::FailedPreconditionError("no draft exchange buffer is attached to the target");
-        continue;
-      }
-      if (dev_) {
-        // Device path: checked now, read in place by the device after the forward.
-        if (absl::Status st = xb_->Check(j.ref, j.seq, j.tokens); !st.ok()) {
-          out[i] = st;
-          continue;
-        }
-        VerifyRequest vr{j.seq, j.tokens, nullptr, {}};
-        vr.accept = [this, &j](const std::vector<TokenDist>& p, uint64_t seed, int64_t pos0) {
-          return AcceptOnDevice(j, p, seed, pos0);
-        };
-        reqs.push_back(std::move(vr));
-        job_of.push_back(i);
-        continue;
-      }
-      // A snapshot: the draft may reuse the slot once this returns.
-      if (absl::Status st = xb_->Read(j.ref, j.seq, j.tokens, &q[i]); !st.ok()) {
+      if (absl::Status st = RowsFor(j, &vr.q, &rows); !st.ok()) {
         out[i] = st;
         continue;
       }
-      ++counts_.host;
+      if (vr.q) {
+        // Read in place after this check: they count only if the slot still holds them.
+        const ExchangeRef ref = j.ref;
+        vr.still_valid = [this, ref]() -> absl::Status {
+          if (xb_->Current(ref)) return absl::OkStatus();
+          return absl::FailedPreconditionError(absl::StrCat("draft proposal in exchange slot ", ref.slot, " generation ",
+                                                            ref.generation,
+                                                            " is unusable: the draft rewrote the slot while it was read"));
+        };
+      }
     }
-    reqs.push_back(VerifyRequest{j.seq, j.tokens, j.tokens.empty() ? nullptr : q[i].data(), {}});
+    reqs.push_back(std::move(vr));
     job_of.push_back(i);
+    from.push_back(rows);
   }
   if (reqs.empty()) return out;
-  std::vector<VerifyResult> res = core_.Verify(reqs);
+  CoreTimes times;
+  std::vector<VerifyResult> res = core_.Verify(reqs, &times);
+  const double worker = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   for (size_t n = 0; n < res.size(); ++n) {
     const size_t i = job_of[n];
     if (!res[n].status.ok()) {
       out[i] = res[n].status;
       continue;
     }
-    out[i] = TargetStep{res[n].n_accepted, std::move(res[n].appended), std::move(res[n].logprobs)};
+    if (!jobs[i].tokens.empty()) {
+      switch (from[n]) {
+        case Rows::kOneHot: ++counts_.one_hot; break;
+        case Rows::kHost: ++counts_.host; break;
+        case Rows::kDevice:
+          ++counts_.device;
+          if (!logged_first_device_) {
+            logged_first_device_ = true;
+            SPECD_LOG(INFO) << "first acceptance on the device" << Kv("exchange", xb_->name())
+                            << Kv("proposed", jobs[i].tokens.size()) << Kv("accepted", res[n].n_accepted);
+          }
+          break;
+      }
+    }
+    out[i] = Verdict{res[n].n_accepted, std::move(res[n].appended), std::move(res[n].logprobs),
+                     VerifyFigures{times.forward, times.accept, worker}};
   }
   return out;
 }
 
-absl::StatusOr<TargetStep> LocalTarget::Verify(int32_t seq, const std::vector<int32_t>& proposal, const ExchangeRef& ref,
-                                               Deadline) {
+absl::StatusOr<Verdict> LocalTarget::Verify(int32_t seq, const std::vector<int32_t>& proposal, const ExchangeRef& ref,
+                                            Deadline) {
   return std::move(VerifyBatch({VerifyJob{seq, proposal, ref}})[0]);
 }
 

@@ -2,9 +2,16 @@
 //
 //   LocalDraft   DraftCore + the exchange buffer it writes (a slot per open
 //                sequence). The draft worker serves its gRPC calls with it;
-//                in-process users call it directly as a DraftClient.
-//   LocalTarget  TargetCore + the draft's exchange buffer, attached by handle
-//                (read-only). The target worker serves Verify with it.
+//                in-process users call it directly as a Proposer.
+//   LocalTarget  TargetCore + the draft's exchange buffer, attached by handle.
+//                The target worker serves Verify with it; in-process users
+//                call it as a Verifier.
+//
+// Where a proposal's q rows go: a greedy draft writes none (q is one-hot at
+// its tokens); a sampled one has its sampler write them to the device rows
+// (kind "cuda": exchange_device.h) or, on the CPU, to the host rows; a draft
+// on the GPU without device rows, or whose target asked for host rows, also
+// copies them to the host rows.
 //
 // Both take batches (ProposeBatch / VerifyBatch: one forward per draft step or
 // per verify for all sequences), which the workers' schedulers fill from
@@ -17,12 +24,13 @@
 
 #include "common/engine/exchange_device.h"
 #include "common/engine/spec_core.h"
-#include "common/engine/spec_loop.h"
+#include "common/spec/proposer.h"
+#include "common/spec/verifier.h"
 #include "common/shm/exchange.h"
 
 namespace specd {
 
-class LocalDraft : public DraftClient {
+class LocalDraft : public Proposer {
  public:
   // `engine` must outlive this. The buffer has engine->options().max_seqs slots.
   // shm_kind: "posix" (host rows), "cuda" (host rows + CUDA IPC device rows;
@@ -47,24 +55,16 @@ class LocalDraft : public DraftClient {
     return core_.Prefill(slices);
   }
 
-  struct ProposeJob {
-    int32_t seq = 0;
-    int64_t base_len = 0;
-    std::vector<int32_t> new_tokens;
-    int k = 0;
-    float min_confidence = 0.0f;
-  };
-  // Syncs each job's sequence, then proposes for all of them in one batch and
-  // publishes each proposal in its sequence's slot.
-  std::vector<absl::StatusOr<DraftProposal>> ProposeBatch(const std::vector<ProposeJob>& jobs);
+  // Syncs each request's sequence, then proposes for all of them in one
+  // batch and publishes each proposal in its sequence's slot.
+  std::vector<absl::StatusOr<Proposal>> ProposeBatch(const std::vector<ProposeRequest>& jobs);
 
-  // DraftClient: in-process calls do not wait, so deadlines are not needed.
+  // Proposer: in-process calls do not wait, so deadlines are not needed.
   absl::Status Open(int32_t seq, const std::vector<int32_t>& tokens, const SamplingParams& sampling,
                     Deadline) override {
     return OpenSeq(seq, tokens, sampling);
   }
-  absl::StatusOr<DraftProposal> Propose(int32_t seq, int64_t base_len, const std::vector<int32_t>& new_tokens, int k,
-                                        float min_confidence, Deadline) override;
+  absl::StatusOr<Proposal> Propose(const ProposeRequest& req, Deadline) override;
   void Release(int32_t seq) override { ReleaseSeq(seq); }
 
  private:
@@ -72,13 +72,14 @@ class LocalDraft : public DraftClient {
   DraftCore core_;
   std::unique_ptr<ExchangeBuffer> xb_;
   std::unique_ptr<DeviceRowsExport> dev_;  // kind "cuda" (destroyed before xb_)
+  float* rows_ = nullptr;                  // no device rows, backend not host memory: the sampler's rows
   std::string path_;
   int k_max_ = 0;
   std::map<int32_t, int> slot_of_;  // open sequence -> exchange slot
   std::vector<int> free_slots_;
 };
 
-class LocalTarget : public TargetClient {
+class LocalTarget : public Verifier {
  public:
   explicit LocalTarget(Engine* engine);
   Engine* engine() const { return core_.engine(); }
@@ -96,9 +97,10 @@ class LocalTarget : public TargetClient {
   // "device (...)" or "host (...)": how the attached buffer is verified.
   const std::string& exchange_path() const { return path_; }
   struct PathCounts {
-    int64_t device = 0;           // steps accepted on the device
-    int64_t host = 0;             // steps accepted on the host
-    int64_t device_failures = 0;  // device errors (each step then ran on the host)
+    int64_t device = 0;           // steps that read the draft's rows on the device
+    int64_t host = 0;             // steps that read the draft's host rows
+    int64_t one_hot = 0;          // steps whose q was one-hot (greedy, deterministic proposers): no rows
+    int64_t device_failures = 0;  // device-rows errors (then the host rows, from the next proposal on)
   };
   const PathCounts& path_counts() const { return counts_; }
 
@@ -113,31 +115,35 @@ class LocalTarget : public TargetClient {
   struct VerifyJob {
     int32_t seq = 0;
     std::vector<int32_t> tokens;  // the proposal (empty: target-only step)
-    ExchangeRef ref;
+    ExchangeRef ref;              // slot < 0: q one-hot at the tokens (no exchange rows)
   };
-  // Reads each proposal's probabilities from the exchange buffer
-  // (FAILED_PRECONDITION when stale or absent, sequence untouched), then
-  // verifies all of them in one forward.
-  std::vector<absl::StatusOr<TargetStep>> VerifyBatch(const std::vector<VerifyJob>& jobs);
+  // Checks each proposal against the exchange buffer (FAILED_PRECONDITION
+  // when stale or absent, sequence untouched), then verifies all of them in
+  // one forward, reading their q rows in place.
+  std::vector<absl::StatusOr<Verdict>> VerifyBatch(const std::vector<VerifyJob>& jobs);
 
-  // TargetClient
+  // Verifier
   absl::Status Open(int32_t seq, const std::vector<int32_t>& tokens, const SamplingParams& sampling,
                     Deadline) override {
     return OpenSeq(seq, tokens, sampling);
   }
-  absl::StatusOr<TargetStep> Verify(int32_t seq, const std::vector<int32_t>& proposal, const ExchangeRef& ref,
-                                    Deadline) override;
+  absl::StatusOr<Verdict> Verify(int32_t seq, const std::vector<int32_t>& proposal, const ExchangeRef& ref,
+                                 Deadline) override;
   void Release(int32_t seq) override { ReleaseSeq(seq); }
 
  private:
-  // The device acceptance of job `j` (the CUDA IPC path); falls back to the
-  // host rows if the device fails.
-  absl::StatusOr<AcceptResult> AcceptOnDevice(const VerifyJob& j, const std::vector<TokenDist>& p, uint64_t seed,
-                                              int64_t pos0);
+  enum class Rows { kOneHot, kDevice, kHost };
+  // Where job `j`'s q rows are for this target (checked against the slot):
+  // sets *q (null: one-hot) and *from.
+  absl::Status RowsFor(const VerifyJob& j, const float** q, Rows* from);
+  // Reading host rows: tells the draft to write them from now on (logged once).
+  void RequestHostRows();
   TargetCore core_;
   std::string digest_;
   std::unique_ptr<ExchangeBuffer> xb_;
-  std::unique_ptr<DeviceAcceptor> dev_;  // device rows mapped (destroyed before xb_)
+  std::unique_ptr<DeviceRowsImport> dev_;  // device rows mapped (destroyed before xb_)
+  float* stage_ = nullptr;                 // host rows uploaded (a target whose backend is not host memory)
+  size_t stage_bytes_ = 0;
   bool prefer_host_ = false;
   std::string path_;
   PathCounts counts_;

@@ -2,8 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
-#include <numeric>
 #include <sstream>
+
+#include "common/sampler/select.h"
 
 namespace specd {
 
@@ -81,12 +82,46 @@ int32_t Argmax(const float* logits, int n) {
   return best;
 }
 
+namespace {
+
+// Runs a RadixSelect over `keys` (those <= within) with weights w (counting:
+// weight 1 each) to `target`; returns its threshold.
+uint64_t SelectThreshold(const std::vector<uint64_t>& keys, const std::vector<double>& w, double target,
+                         bool counting, uint64_t within) {
+  RadixSelect s = RadixSelect::Start();
+  double weight[kSelectBuckets];
+  uint32_t count[kSelectBuckets];
+  while (!s.done()) {
+    std::fill(std::begin(weight), std::end(weight), 0.0);
+    std::fill(std::begin(count), std::end(count), 0u);
+    for (size_t j = 0; j < keys.size(); ++j) {
+      const uint64_t k = keys[j];
+      if (k > within || !s.Matches(k)) continue;
+      const int d = s.Digit(k);
+      weight[d] += counting ? 1.0 : w[j];
+      ++count[d];
+    }
+    s.Advance(weight, count, target, counting);
+  }
+  // A bucket's threshold may reach past `within` (keys not taken part in).
+  return std::min(s.threshold, within);
+}
+
+}  // namespace
+
 void ProcessLogits(const float* logits, int vocab, const SamplingParams& p, std::span<const int32_t> recent,
                    TokenDist* out) {
   out->ids.clear();
   out->probs.clear();
-  // Repetition penalty touches only the recent tokens, so work on a sparse copy.
-  std::vector<std::pair<int32_t, float>> penalized;
+  // Scratch kept across calls: no allocation per token once warm.
+  thread_local std::vector<std::pair<int32_t, float>> penalized;
+  thread_local std::vector<float> row;
+  thread_local std::vector<int32_t> cand;
+  thread_local std::vector<double> w;
+  thread_local std::vector<uint64_t> keys;
+  // Repetition penalty touches only the recent tokens: a sparse list, then a
+  // penalized copy of the row (only when there is a penalty).
+  penalized.clear();
   if (p.repetition_penalty != 1.0f && p.repetition_window > 0 && !recent.empty()) {
     const size_t start = recent.size() > static_cast<size_t>(p.repetition_window)
                              ? recent.size() - p.repetition_window
@@ -105,12 +140,14 @@ void ProcessLogits(const float* logits, int vocab, const SamplingParams& p, std:
       v = l > 0 ? l / p.repetition_penalty : l * p.repetition_penalty;
     }
   }
+  const float* src = logits;
+  if (!penalized.empty()) {
+    row.assign(logits, logits + vocab);
+    for (const auto& [id, v] : penalized) row[id] = v;
+    src = row.data();
+  }
   auto logit = [&](int32_t id) -> float {
-    if (!penalized.empty()) {
-      auto it = std::lower_bound(penalized.begin(), penalized.end(), std::make_pair(id, -INFINITY));
-      if (it != penalized.end() && it->first == id) return it->second;
-    }
-    const float v = logits[id];
+    const float v = src[id];
     return std::isnan(v) ? -INFINITY : v;
   };
 
@@ -131,87 +168,105 @@ void ProcessLogits(const float* logits, int vocab, const SamplingParams& p, std:
     return;
   }
 
-  // Only top-k and top-p need the candidates in order; plain temperature and
-  // min-p sampling skip the O(V log V) sort (a 152k vocabulary is common).
-  std::vector<int32_t> cand;
-  const bool need_order = p.top_p < 1.0f || (p.top_k > 0 && p.top_k < vocab);
-  if (need_order) {
-    cand.resize(vocab);
-    std::iota(cand.begin(), cand.end(), 0);
-    auto better = [&](int32_t a, int32_t b) {
-      const float la = logit(a), lb = logit(b);
-      return la > lb || (la == lb && a < b);
-    };
-    if (p.top_k > 0 && p.top_k < vocab) {
-      std::partial_sort(cand.begin(), cand.begin() + p.top_k, cand.end(), better);
-      cand.resize(p.top_k);
-    } else {
-      std::sort(cand.begin(), cand.end(), better);
-    }
-  } else {
-    cand.reserve(vocab);
-    for (int i = 0; i < vocab; ++i) {
-      if (std::isfinite(logit(i))) cand.push_back(i);
-    }
-    if (cand.empty()) cand.push_back(Argmax(logits, vocab));
-  }
+  // Softmax weights at temperature, relative to the top logit (weight 1), in
+  // double for stable sums.
   double top = -INFINITY;
-  for (int32_t id : cand) top = std::max(top, static_cast<double>(logit(id)));
-  // Softmax at temperature, in double for stable sums.
-  const double inv_t = 1.0 / static_cast<double>(p.temperature);
-  std::vector<double> w(cand.size());
-  double sum = 0;
-  for (size_t i = 0; i < cand.size(); ++i) {
-    const double l = static_cast<double>(logit(cand[i]));
-    w[i] = std::isfinite(l) ? std::exp((l - top) * inv_t) : 0.0;
-    sum += w[i];
-  }
-  if (!(sum > 0)) {  // everything -inf: fall back to the best token
+  for (int i = 0; i < vocab; ++i) top = std::max(top, static_cast<double>(logit(i)));
+  auto fallback = [&] {  // everything -inf: the best token
     out->ids.push_back(Argmax(logits, vocab));
     out->probs.push_back(1.0f);
-    return;
-  }
-  // top-p: smallest prefix (in order) with mass >= top_p, at least one token.
-  size_t n = cand.size();
-  if (p.top_p < 1.0f) {
-    double acc = 0;
-    for (size_t i = 0; i < cand.size(); ++i) {
-      acc += w[i] / sum;
-      if (acc >= p.top_p) {
-        n = i + 1;
+  };
+  if (!std::isfinite(top)) return fallback();
+  const double inv_t = 1.0 / static_cast<double>(p.temperature);
+  auto weight = [&](float v) { return std::isfinite(v) ? std::exp((static_cast<double>(v) - top) * inv_t) : 0.0; };
+  const bool top_k = p.top_k > 0 && p.top_k < vocab, top_p = p.top_p < 1.0f;
+  // The candidates, in id order: with top-k or top-p the ids at or above the
+  // nearest cutoff below the top that holds enough of them (select.h), else
+  // every id. Without top-k the weights of all ids are summed (in id order).
+  const float ftop = static_cast<float>(top);
+  float cut = -INFINITY;
+  double sum = 0;
+  if (top_k) {
+    int count[kSelectCuts] = {};
+    for (int i = 0; i < vocab; ++i) {
+      const float v = logit(i);
+      for (int c = 0; c < kSelectCuts; ++c) count[c] += v >= SelectCut(ftop, c);
+    }
+    for (int c = 0; c < kSelectCuts; ++c) {
+      if (count[c] >= p.top_k) {
+        cut = SelectCut(ftop, c);
+        break;
+      }
+    }
+  } else {
+    double mass[kSelectCuts] = {};
+    for (int i = 0; i < vocab; ++i) {
+      const float v = logit(i);
+      const double wi = weight(v);
+      sum += wi;
+      for (int c = 0; c < kSelectCuts; ++c) mass[c] += v >= SelectCut(ftop, c) ? wi : 0.0;
+    }
+    for (int c = 0; top_p && c < kSelectCuts; ++c) {
+      if (mass[c] >= static_cast<double>(p.top_p) * sum) {
+        cut = SelectCut(ftop, c);
         break;
       }
     }
   }
-  cand.resize(n);
-  w.resize(n);
+  cand.clear();
+  w.clear();
+  keys.clear();
+  for (int i = 0; i < vocab; ++i) {
+    const float v = logit(i);
+    if (!(v >= cut)) continue;
+    cand.push_back(i);
+    w.push_back(weight(v));
+    if (top_k || top_p) keys.push_back(OrderKey(v, i));
+  }
+  // top-k, then top-p over what top-k kept: thresholds in the sampler's
+  // order (select.h), no sort.
+  uint64_t thr = kSelectAll;
+  auto in = [&](size_t j) { return thr == kSelectAll || keys[j] <= thr; };
+  if (top_k) {
+    thr = SelectThreshold(keys, w, static_cast<double>(p.top_k), /*counting=*/true, kSelectAll);
+    for (size_t j = 0; j < cand.size(); ++j) sum += in(j) ? w[j] : 0.0;
+  }
+  if (!(sum > 0)) return fallback();
+  // top-p: the fewest tokens from the front with mass >= top_p (at least one).
+  if (top_p) thr = SelectThreshold(keys, w, static_cast<double>(p.top_p) * sum, /*counting=*/false, thr);
   // min-p: drop tokens under min_p x the top probability (the top has weight 1).
-  if (p.min_p > 0.0f) {
-    size_t m = 0;
-    for (size_t i = 0; i < n; ++i) {
-      if (w[i] >= static_cast<double>(p.min_p)) {
-        cand[m] = cand[i];
-        w[m] = w[i];
-        ++m;
-      }
-    }
-    n = m;
-  }
+  const double min_w = static_cast<double>(p.min_p);
+  auto kept_w = [&](size_t j) { return in(j) && w[j] >= min_w && w[j] > 0; };
   double kept = 0;
-  for (size_t i = 0; i < n; ++i) kept += w[i];
-  std::vector<std::pair<int32_t, float>> sel;
-  sel.reserve(n);
-  for (size_t i = 0; i < n; ++i) {
-    const float pr = static_cast<float>(w[i] / kept);
-    if (pr > 0.0f) sel.push_back({cand[i], pr});
+  for (size_t j = 0; j < cand.size(); ++j) {
+    if (kept_w(j)) kept += w[j];
   }
-  std::sort(sel.begin(), sel.end());
-  out->ids.reserve(sel.size());
-  out->probs.reserve(sel.size());
-  for (auto& [id, pr] : sel) {
-    out->ids.push_back(id);
-    out->probs.push_back(pr);
+  for (size_t j = 0; j < cand.size(); ++j) {
+    if (!kept_w(j)) continue;
+    const float pr = static_cast<float>(w[j] / kept);
+    if (pr > 0.0f) {
+      out->ids.push_back(cand[j]);
+      out->probs.push_back(pr);
+    }
   }
+}
+
+float Confidence(const float* logits, int vocab, const SamplingParams& p, const TokenDist& dist) {
+  if (!p.greedy()) {
+    float m = 0;
+    for (float pr : dist.probs) m = std::max(m, pr);
+    return m;
+  }
+  // Softmax at temperature 1: float exponentials summed in double (a figure
+  // for the length policy, not part of any decision about the output).
+  float mx = -INFINITY;
+  for (int i = 0; i < vocab; ++i) {
+    if (logits[i] > mx) mx = logits[i];
+  }
+  if (!std::isfinite(mx)) return 0.0f;
+  double z = 0;
+  for (int i = 0; i < vocab; ++i) z += std::exp(logits[i] - mx);  // NaN and -inf add nothing useful
+  return z > 0 ? static_cast<float>(1.0 / z) : 0.0f;
 }
 
 int32_t SampleDist(const TokenDist& dist, double u) {

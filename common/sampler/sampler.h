@@ -55,9 +55,16 @@ struct TokenDist {
 
 // Applies, in order: repetition penalty over `recent` (last window tokens),
 // temperature, top-k, top-p (nucleus), min-p (relative to the top probability),
-// and renormalizes. Deterministic; ties broken by lower token id.
+// and renormalizes. Deterministic; ties broken by lower token id; NaN logits
+// count as -inf. top-k and top-p are thresholds in that order, found without
+// sorting (select.h); softmax weights are double, summed in id order.
 void ProcessLogits(const float* logits, int vocab, const SamplingParams& p, std::span<const int32_t> recent,
                    TokenDist* out);
+
+// How sure the draft is of its token: the processed distribution's top
+// probability; for greedy decoding (one-hot) the model's own top
+// probability, the softmax at temperature 1 of `logits`.
+float Confidence(const float* logits, int vocab, const SamplingParams& p, const TokenDist& dist);
 
 // Draws from `dist` with uniform u in [0, 1) by inverse CDF in id order.
 int32_t SampleDist(const TokenDist& dist, double u);

@@ -26,6 +26,7 @@ struct Header {
   int64_t dev_owner_pid;
   uint64_t dev_owner_ptr;
   char dev_handle[ExchangeBuffer::kDeviceHandleBytes];
+  uint32_t host_rows_wanted;  // atomic: a reader asked for host rows
 };
 static_assert(sizeof(Header) <= kHeaderBytes);
 
@@ -34,6 +35,8 @@ struct SlotHead {
   uint64_t generation;
   int32_t seq;
   int32_t k;
+  uint32_t rows;  // ExchangeBuffer::kRows* flags
+  uint32_t reserved;
 };
 static_assert(std::atomic_ref<uint64_t>::is_always_lock_free);
 
@@ -100,7 +103,14 @@ absl::StatusOr<std::unique_ptr<ExchangeBuffer>> ExchangeBuffer::Create(const std
 absl::StatusOr<std::unique_ptr<ExchangeBuffer>> ExchangeBuffer::Attach(const std::string& kind, const std::string& name) {
   std::unique_ptr<ExchangeBuffer> x(new ExchangeBuffer());
   // A "cuda" buffer's header, tokens and generations are POSIX shared memory.
-  SPECD_ASSIGN_OR_RETURN(x->buf_, OpenSharedBuffer(kind == "cuda" ? "posix" : kind, name, /*writable=*/false));
+  // Writable when allowed, for the host-rows request word only.
+  const std::string shm_kind = kind == "cuda" ? "posix" : kind;
+  auto rw = OpenSharedBuffer(shm_kind, name, /*writable=*/true);
+  if (rw.ok()) {
+    x->buf_ = std::move(*rw);
+  } else {
+    SPECD_ASSIGN_OR_RETURN(x->buf_, OpenSharedBuffer(shm_kind, name, /*writable=*/false));
+  }
   if (x->buf_->size() < kHeaderBytes)
     return absl::InvalidArgumentError(absl::StrCat("exchange buffer '", name, "' is too small for its header"));
   Header h;
@@ -186,7 +196,7 @@ uint8_t* ExchangeBuffer::Slot(int slot) const {
 }
 
 float* ExchangeBuffer::BeginWrite(int slot) {
-  if (slot < 0 || slot >= n_slots_ || !buf_->writable()) return nullptr;
+  if (slot < 0 || slot >= n_slots_ || !buf_->writable() || !buf_->owner()) return nullptr;
   uint8_t* p = Slot(slot);
   auto gen = Gen(p);
   const uint64_t g = gen.load(std::memory_order_relaxed);
@@ -195,13 +205,14 @@ float* ExchangeBuffer::BeginWrite(int slot) {
   return reinterpret_cast<float*>(p + probs_offset_);
 }
 
-uint64_t ExchangeBuffer::Publish(int slot, int32_t seq, std::span<const int32_t> tokens) {
-  if (slot < 0 || slot >= n_slots_ || !buf_->writable()) return 0;
+uint64_t ExchangeBuffer::Publish(int slot, int32_t seq, std::span<const int32_t> tokens, uint32_t rows) {
+  if (slot < 0 || slot >= n_slots_ || !buf_->writable() || !buf_->owner()) return 0;
   uint8_t* p = Slot(slot);
   auto* head = reinterpret_cast<SlotHead*>(p);
   const size_t k = std::min(tokens.size(), static_cast<size_t>(k_max_));
   head->seq = seq;
   head->k = static_cast<int32_t>(k);
+  head->rows = rows;
   if (k) std::memcpy(p + sizeof(SlotHead), tokens.data(), k * sizeof(int32_t));
   auto gen = Gen(p);
   const uint64_t next = (gen.load(std::memory_order_relaxed) | 1) + 1;
@@ -209,7 +220,24 @@ uint64_t ExchangeBuffer::Publish(int slot, int32_t seq, std::span<const int32_t>
   return next;
 }
 
-absl::Status ExchangeBuffer::Check(const ExchangeRef& ref, int32_t seq, std::span<const int32_t> tokens) const {
+namespace {
+std::atomic_ref<uint32_t> HostRowsWord(void* mapping) {
+  return std::atomic_ref<uint32_t>(static_cast<Header*>(mapping)->host_rows_wanted);
+}
+}  // namespace
+
+bool ExchangeBuffer::host_rows_requested() const {
+  return HostRowsWord(const_cast<void*>(buf_->data())).load(std::memory_order_relaxed) != 0;
+}
+
+bool ExchangeBuffer::RequestHostRows() {
+  if (!buf_->writable()) return false;
+  HostRowsWord(buf_->data()).store(1, std::memory_order_relaxed);
+  return true;
+}
+
+absl::StatusOr<uint32_t> ExchangeBuffer::Check(const ExchangeRef& ref, int32_t seq,
+                                               std::span<const int32_t> tokens) const {
   if (ref.slot < 0 || ref.slot >= n_slots_)
     return Stale(ref, absl::StrCat("no such slot (the buffer has ", n_slots_, ")"));
   if (tokens.size() > static_cast<size_t>(k_max_))
@@ -226,9 +254,10 @@ absl::Status ExchangeBuffer::Check(const ExchangeRef& ref, int32_t seq, std::spa
     return Stale(ref, absl::StrCat("the slot holds ", head->k, " tokens, the request names ", tokens.size()));
   if (!tokens.empty() && std::memcmp(p + sizeof(SlotHead), tokens.data(), tokens.size() * sizeof(int32_t)) != 0)
     return Stale(ref, "the slot holds other tokens than the request names");
+  const uint32_t rows = head->rows;
   std::atomic_thread_fence(std::memory_order_acquire);
   if (gen.load(std::memory_order_relaxed) != g1) return Stale(ref, "the draft rewrote the slot while it was read");
-  return absl::OkStatus();
+  return rows;
 }
 
 bool ExchangeBuffer::Current(const ExchangeRef& ref) const {
@@ -239,7 +268,13 @@ bool ExchangeBuffer::Current(const ExchangeRef& ref) const {
 
 absl::Status ExchangeBuffer::Read(const ExchangeRef& ref, int32_t seq, std::span<const int32_t> tokens,
                                   std::vector<float>* q) const {
-  SPECD_RETURN_IF_ERROR(Check(ref, seq, tokens));
+  SPECD_ASSIGN_OR_RETURN(const uint32_t rows, Check(ref, seq, tokens));
+  if (rows == 0) {  // one-hot: no rows to copy
+    q->clear();
+    return absl::OkStatus();
+  }
+  if (!(rows & kRowsHost))
+    return Stale(ref, "its rows are on the device only (the draft writes host rows once asked: RequestHostRows)");
   const size_t n = tokens.size() * static_cast<size_t>(vocab_);
   q->resize(n);
   if (n) std::memcpy(q->data(), Slot(ref.slot) + probs_offset_, n * sizeof(float));

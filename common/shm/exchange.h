@@ -4,9 +4,15 @@
 // swap), with a slot per sequence it can hold. Layout (little-endian, every
 // part 64-byte aligned):
 //
-//   header   magic "SPXB", version, n_slots, k_max, vocab, vocab digest
-//   slot i   u64 generation (atomic), i32 seq, i32 k, i32 tokens[k_max],
+//   header   magic "SPXB", version, n_slots, k_max, vocab, vocab digest,
+//            device rows (below), u32 host-rows request (atomic)
+//   slot i   u64 generation (atomic), i32 seq, i32 k, u32 rows,
+//            i32 tokens[k_max],
 //            f32 probs[k_max][vocab]   (the draft's processed distributions)
+//
+// A slot's `rows` says where its q rows are: kRowsHost (the probs above),
+// kRowsDevice (the device rows below), both, or neither: then q_i is one-hot
+// at x_i (a draft decoding greedily writes no rows at all).
 //
 // Device rows (kind "cuda"): when the draft runs on the CUDA backend it also
 // keeps a copy of every slot's k_max x vocab rows in device memory exported
@@ -15,7 +21,11 @@
 // the shm name). The host rows above are written as before (they are the
 // staging buffer of the copy), so a target that cannot use the device rows
 // (CPU backend, IPC unavailable) reads the host rows: the same proposals.
-// Device slot s starts at s * k_max * vocab floats.
+// Such a reader sets the header's host-rows request, and from then on the
+// draft copies the rows it writes on the device to the host rows too (a
+// proposal published before that has device rows only, and is refused by
+// that reader with FAILED_PRECONDITION). Device slot s starts at
+// s * k_max * vocab floats.
 //
 // Writing a slot is a seqlock: the generation is odd while the draft writes
 // and is bumped to the next even value when the proposal is published. A
@@ -54,7 +64,10 @@ struct ExchangeDeviceRows {
 class ExchangeBuffer {
  public:
   static constexpr uint32_t kMagic = 0x42585053;  // "SPXB"
-  static constexpr uint32_t kVersion = 1;
+  static constexpr uint32_t kVersion = 2;
+  // Where a slot's q rows are (bit flags; none: one-hot at the tokens).
+  static constexpr uint32_t kRowsHost = 1;
+  static constexpr uint32_t kRowsDevice = 2;
   static constexpr int kMaxSlots = 1 << 16;
   static constexpr int kMaxK = 256;
   static constexpr int kMaxVocab = 1 << 24;
@@ -91,21 +104,30 @@ class ExchangeBuffer {
   // ---- writer (the draft) ----
   // Marks the slot as being written and returns its k_max x vocab rows.
   float* BeginWrite(int slot);
-  // Records the proposal and publishes it; returns its generation.
-  uint64_t Publish(int slot, int32_t seq, std::span<const int32_t> tokens);
+  // Records the proposal and where its rows are (kRows* flags; 0: one-hot)
+  // and publishes it; returns its generation.
+  uint64_t Publish(int slot, int32_t seq, std::span<const int32_t> tokens, uint32_t rows);
+  // Whether a reader asked for host rows (RequestHostRows).
+  bool host_rows_requested() const;
   // Records device rows in the header (once, before any reader attaches);
   // kind() becomes "cuda".
   absl::Status SetDeviceRows(const ExchangeDeviceRows& rows);
 
   // ---- reader (the target) ----
   // Copies the proposal's k x vocab probabilities into `q` after checking
-  // that `ref` is current and holds exactly `tokens` of sequence `seq`.
+  // that `ref` is current and holds exactly `tokens` of sequence `seq`, with
+  // host rows (FAILED_PRECONDITION otherwise; q is cleared for one-hot rows).
   absl::Status Read(const ExchangeRef& ref, int32_t seq, std::span<const int32_t> tokens, std::vector<float>* q) const;
-  // Read's checks without the copy: for readers that use the rows in place
-  // (the device rows), which then confirm with Current() after using them.
-  absl::Status Check(const ExchangeRef& ref, int32_t seq, std::span<const int32_t> tokens) const;
+  // Read's checks without the copy, for readers that use the rows in place
+  // and then confirm with Current() after using them; returns the slot's
+  // kRows* flags.
+  absl::StatusOr<uint32_t> Check(const ExchangeRef& ref, int32_t seq, std::span<const int32_t> tokens) const;
   // Whether the slot still holds generation ref.generation, published.
   bool Current(const ExchangeRef& ref) const;
+  // Asks the draft to write host rows for every proposal from now on (a
+  // reader that cannot use the device rows). False when this mapping is
+  // read-only (another user's buffer).
+  bool RequestHostRows();
 
  private:
   ExchangeBuffer() = default;

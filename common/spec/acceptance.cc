@@ -7,20 +7,23 @@ AcceptResult VerifyProposals(const std::vector<TokenDist>& p, const float* q_den
   AcceptResult r;
   for (int i = 0; i < k; ++i) {
     const int32_t x = proposals[i];
-    const float* q = q_dense + static_cast<size_t>(i) * vocab;
+    const float* q = q_dense ? q_dense + static_cast<size_t>(i) * vocab : nullptr;
+    auto q_of = [&](int32_t id) { return q ? q[id] : OneHot(x, id); };
     const float px = p[i].Prob(x);
-    const float qx = (x >= 0 && x < vocab) ? q[x] : 0.0f;
+    const float qx = (x >= 0 && x < vocab) ? q_of(x) : 0.0f;
     const uint64_t ctr = static_cast<uint64_t>(pos0 + i);
     if (AcceptProposal(px, qx, Uniform01(seed, kRngAccept, ctr))) {
       ++r.n_accepted;
       continue;
     }
     // Rejected: draw from the residual over p_i's support (zero elsewhere).
-    TokenDist res;
+    thread_local TokenDist res;  // reused: no allocation per step once warm
+    res.ids.clear();
+    res.probs.clear();
     double total = 0;
     for (size_t j = 0; j < p[i].ids.size(); ++j) {
       const int32_t id = p[i].ids[j];
-      const float w = ResidualWeight(p[i].probs[j], q[id]);
+      const float w = ResidualWeight(p[i].probs[j], q_of(id));
       if (w > 0) {
         res.ids.push_back(id);
         res.probs.push_back(w);

@@ -29,6 +29,9 @@ SPECD_HD bool AcceptProposal(float p_x, float q_x, double u) {
 // Unnormalized residual mass of a token after a rejection.
 SPECD_HD float ResidualWeight(float p, float q) { return p > q ? p - q : 0.0f; }
 
+// q_i(j) when q_i is one-hot at x_i.
+SPECD_HD float OneHot(int32_t x, int32_t j) { return j == x ? 1.0f : 0.0f; }
+
 struct AcceptResult {
   int n_accepted = 0;       // proposals kept (0..k)
   int32_t next_token = -1;  // correction (on rejection) or bonus (all accepted)
@@ -36,8 +39,11 @@ struct AcceptResult {
 };
 
 // Host form. p: k+1 target distributions; q_dense: k rows of `vocab` draft
-// probabilities (the exchange buffer's layout); pos0: sequence position of
-// the first proposal (random numbers are keyed by position, see rng.h).
+// probabilities (the exchange buffer's layout), or null when each q_i is
+// one-hot at x_i (a deterministic proposer, or a draft decoding greedily:
+// then x_i is accepted with probability p_i(x_i) and a rejection draws from
+// p_i without x_i); pos0: sequence position of the first proposal (random
+// numbers are keyed by position, see rng.h).
 AcceptResult VerifyProposals(const std::vector<TokenDist>& p, const float* q_dense, const int32_t* proposals,
                              int k, int vocab, uint64_t seed, int64_t pos0);
 

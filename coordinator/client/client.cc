@@ -215,6 +215,7 @@ absl::StatusOr<Stats> Client::GetStats(std::chrono::milliseconds timeout) {
   s.k_histogram.assign(r.k_histogram().begin(), r.k_histogram().end());
   s.step_costs = r.step_costs();
   s.acceptance_prior = r.acceptance_prior();
+  s.step_time = rpc::StepTimeFromProto(r.step_time());
   for (const v1::RequestRecord& q : r.recent()) {
     RequestRecord rec;
     rec.id = q.id();
@@ -301,6 +302,7 @@ std::string FormatStats(const Stats& s) {
   os << "k histogram (drafts verified per step: share of steps): " << KHist(s.k_histogram) << "\n";
   if (!s.step_costs.empty()) os << "step costs: " << s.step_costs << "\n";
   if (!s.acceptance_prior.empty()) os << "acceptance prior: " << s.acceptance_prior << "\n";
+  if (s.steps > 0) os << "step time " << s.step_time.PerStep(s.steps) << "\n";
   os << absl::StrFormat("batches: %.2f sequences per verify, %.2f per draft proposal\n", s.verify_batch_mean,
                         s.draft_batch_mean);
   os << absl::StrFormat("draft: %d failures, %d reconnects, %d swaps\n", s.draft_failures, s.draft_reconnects,

@@ -92,6 +92,7 @@ struct Stats {
   std::vector<int64_t> k_histogram;  // steps by drafts verified (index 0: target-only)
   std::string step_costs;            // the measured call times the adaptive policy uses
   std::string acceptance_prior;      // the acceptance a new adaptive request starts from
+  StepTimes step_time;               // the finished requests' steps taken apart (summed over `steps`)
   std::vector<RequestRecord> recent;  // newest first
 };
 

@@ -168,6 +168,7 @@ void SummaryToProto(const api::Summary& s, v1::GenerationSummary* out) {
   for (int64_t n : s.k_histogram) out->add_k_histogram(n);
   out->set_adaptive(s.adaptive);
   out->set_prefill_seconds(s.prefill_seconds);
+  StepTimeToProto(s.step_time, s.steps, out->mutable_step_time());
 }
 
 void SummaryFromProto(const v1::GenerationSummary& in, api::Summary* s) {
@@ -189,6 +190,7 @@ void SummaryFromProto(const v1::GenerationSummary& in, api::Summary* s) {
   s->prefill_seconds = in.prefill_seconds();
   s->k_histogram.assign(in.k_histogram().begin(), in.k_histogram().end());
   s->adaptive = in.adaptive();
+  s->step_time = StepTimeFromProto(in.step_time());
 }
 
 void LedgerToProto(const MemoryLedger& l, v1::MemoryLedger* out) {
@@ -204,6 +206,25 @@ void LedgerToProto(const MemoryLedger& l, v1::MemoryLedger* out) {
   out->set_shared_from_pid(l.shared_from);
   out->set_others(l.others);
   out->set_unplanned(l.unplanned);
+}
+
+void StepTimeToProto(const StepTimes& t, int64_t steps, v1::StepTime* out) {
+  out->set_steps(steps);
+  out->set_draft_forward(t.draft_forward);
+  out->set_verify_forward(t.verify_forward);
+  out->set_accept(t.accept);
+  out->set_transport(t.transport);
+  out->set_host(t.host);
+}
+
+StepTimes StepTimeFromProto(const v1::StepTime& t) {
+  StepTimes s;
+  s.draft_forward = t.draft_forward();
+  s.verify_forward = t.verify_forward();
+  s.accept = t.accept();
+  s.transport = t.transport();
+  s.host = t.host();
+  return s;
 }
 
 void ExchangeToProto(const ExchangeBuffer& x, v1::ExchangeHandle* out) {

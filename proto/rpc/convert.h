@@ -7,6 +7,7 @@
 #include "common/engine/engine.h"
 #include "common/sampler/sampler.h"
 #include "common/shm/exchange.h"
+#include "common/spec/loop.h"
 #include "proto/specd.pb.h"
 
 namespace specd::rpc {
@@ -36,6 +37,8 @@ void SummaryToProto(const api::Summary& s, v1::GenerationSummary* out);
 void SummaryFromProto(const v1::GenerationSummary& in, api::Summary* s);
 
 void LedgerToProto(const MemoryLedger& l, v1::MemoryLedger* out);
+void StepTimeToProto(const StepTimes& t, int64_t steps, v1::StepTime* out);
+StepTimes StepTimeFromProto(const v1::StepTime& t);
 void ExchangeToProto(const ExchangeBuffer& x, v1::ExchangeHandle* out);
 
 // The fields every worker reports about its engine (model, vocabulary,

@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "common/engine/spec_loop.h"
+#include "common/engine/scheduler.h"
+#include "common/spec/loop.h"
 #include "common/util/config.h"
-#include "proto/rpc/engine_thread.h"
 #include "proto/rpc/security.h"
 
 namespace specd::rpc {

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "proto/rpc/convert.h"
-#include "proto/rpc/engine_thread.h"
+#include "common/engine/scheduler.h"
 #include "proto/rpc/security.h"
 #include "proto/rpc/status.h"
 #include "proto/specd.grpc.pb.h"

@@ -5,6 +5,9 @@
 #   ipc     the CUDA IPC exchange through the three services (ipc_device_check.sh)
 #   spec    specd bench-spec: target-only vs fixed k vs adaptive on the mixed
 #           workload, CUDA backend, for the trained pair and a derived 1b pair
+#           (with the step anatomy: draft forwards, verify, acceptance,
+#           transport, host per step)
+#   specs   the same, sampled (temperature 0.7, top-p 0.9)
 #   cpuspec the same on the CPU backend (the lent machine's 16 idle cores): the
 #           trained pair and a derived 100m Q8_0 pair
 #   bench   gpu_check --bench (matvec/attention microbenchmarks, model decode/verify)
@@ -39,7 +42,7 @@ spec_pairs() {
     timeout 200 "$S" bench-spec $G --model "$C/models/pycode-target-10m-f16.gguf" \
       --draft "$C/models/pycode-draft-0.4m-f16.gguf" --max-tokens 128 --repeats 3 --ks 1,2,3,4,6,8 \
       > "$OUT/spec_pycode_$tag.txt" 2>&1
-    echo "rc=$?"; tail -n 14 "$OUT/spec_pycode_$tag.txt"
+    echo "rc=$?"; tail -n 34 "$OUT/spec_pycode_$tag.txt"
   fi
   local P=/tmp/pair$preset
   [ -f $P/target.gguf ] || timeout 240 "$S" make-model --preset "$preset" --type "$type" --pair --draft-layers 2 \
@@ -48,7 +51,7 @@ spec_pairs() {
   # shellcheck disable=SC2086
   timeout 200 "$S" bench-spec $G --model $P/target.gguf --draft $P/draft.gguf --max-tokens "$tokens" --repeats 3 \
     --ks 1,2,3,4,6 > "$OUT/spec_${preset}_$tag.txt" 2>&1
-  echo "rc=$?"; tail -n 12 "$OUT/spec_${preset}_$tag.txt"
+  echo "rc=$?"; tail -n 30 "$OUT/spec_${preset}_$tag.txt"
 }
 for stage in "$@"; do
   case $stage in
@@ -66,6 +69,8 @@ for stage in "$@"; do
       OUT=$OUT/e2e timeout ${E2E_S:-400} bash tests/gpu/e2e_device.sh bench 2>&1 | tail -n 80 ;;
     spec)
       spec_pairs cuda "--backend cuda" 1b Q4_K_M 128 ;;
+    specs)
+      spec_pairs cuda_sampled "--backend cuda --temperature 0.7 --top-p 0.9" 1b Q4_K_M 128 ;;
     cpuspec)
       spec_pairs cpu "--backend cpu --threads ${CPU_THREADS:-8}" 100m Q8_0 96 ;;
     bench27)

@@ -6,6 +6,8 @@
 //   gpu_check --bench        microbenchmarks (matvec GB/s, attention, copy
 //                            bandwidth) and 32B/3B-class decode/verify steps
 //   gpu_check --quick        correctness on a subset (one arch)
+//   gpu_check --spec         the speculative-step checks only (device sampler,
+//                            acceptance, proposal, lossless speculation)
 //
 // Correctness (every check prints PASS/FAIL with its numbers; exit 1 on any FAIL):
 //  * MatMul per weight type and column count vs the CPU backend (relative
@@ -24,6 +26,16 @@
 //    verify == 16-token batch bit for bit.
 //  * CUDA IPC export/open across processes; the device acceptance rule equal
 //    to VerifyProposals.
+//  * Speculative steps on the device (also alone: gpu_check --spec): the
+//    device sampler (Backend::Sample) vs the CPU sampler on the same rows and
+//    random numbers (greedy, temperature, top-k, top-p, min-p, repetition
+//    penalty; vocabularies of 5000 and 151936): same tokens, same
+//    probability rows and confidences; Backend::Accept vs the CPU's (dense and
+//    one-hot q, greedy and sampled): same decisions; a device-resident
+//    proposal (LocalDraft on CUDA) == the proposal sampled on the host from
+//    the same engine's logits; greedy speculation through LocalDraft /
+//    LocalTarget on CUDA == greedy target-only, and sampled speculation on
+//    the device rows == on the host rows.
 #include <cuda_profiler_api.h>
 #include <cuda_runtime.h>
 #include <sys/mman.h>
@@ -51,13 +63,16 @@
 #include "common/backend/cuda/cuda_ipc.h"
 #include "common/backend/cuda/kernels.h"
 #include "common/engine/engine.h"
+#include "common/engine/spec_local.h"
 #include "common/gguf/gguf.h"
 #include "common/modelgen/modelgen.h"
 #include "common/model/model.h"
 #include "common/quant/mmv_tiles.h"
 #include "common/quant/quant.h"
+#include "common/sampler/rng.h"
 #include "common/sampler/sampler.h"
 #include "common/spec/acceptance.h"
+#include "common/spec/loop.h"
 
 namespace specd {
 namespace {
@@ -954,6 +969,354 @@ void CheckAcceptance() {
   Check(same == trials, absl::StrCat("device acceptance rule == VerifyProposals in ", same, "/", trials, " trials"));
 }
 
+// ------------------------------------------------------------------ speculative steps on the device
+
+// Logits rows that exercise the sampler: a spread, ties, -inf, NaN and a peak.
+std::vector<float> SamplerRows(Rng& r, int rows, int V) {
+  std::vector<float> l(static_cast<size_t>(rows) * V);
+  for (int i = 0; i < rows; ++i) {
+    float* row = l.data() + static_cast<size_t>(i) * V;
+    const float scale = 1.0f + static_cast<float>(i % 4);
+    for (int j = 0; j < V; ++j) row[j] = r.Gauss() * scale;
+    for (int t = 0; t < V / 50; ++t) row[r.Int(V)] = 1.5f * scale;  // ties
+    for (int t = 0; t < V / 100; ++t) row[r.Int(V)] = -INFINITY;
+    if (i % 3 == 0) row[r.Int(V)] = NAN;
+    if (i % 2 == 0) row[r.Int(V)] = 8.0f * scale;  // a peak
+    if (i == 5) row[r.Int(V)] = INFINITY;          // the sampler's fallback: that token, probability 1
+  }
+  return l;
+}
+
+std::vector<std::pair<std::string, SamplingParams>> SamplerCases() {
+  std::vector<std::pair<std::string, SamplingParams>> c;
+  auto add = [&](const std::string& name, float t, int k, float p, float min_p, float pen) {
+    SamplingParams s;
+    s.temperature = t;
+    s.top_k = k;
+    s.top_p = p;
+    s.min_p = min_p;
+    s.repetition_penalty = pen;
+    s.repetition_window = 48;
+    s.seed = HashStr(name);
+    c.push_back({name, s});
+  };
+  add("greedy", 0, 0, 1, 0, 1);
+  add("greedy+penalty", 0, 0, 1, 0, 1.3f);
+  add("T=0.7", 0.7f, 0, 1, 0, 1);
+  add("T=1 top-k 40", 1, 40, 1, 0, 1);
+  add("T=0.8 top-p 0.9", 0.8f, 0, 0.9f, 0, 1);
+  add("T=1 top-k 50 top-p 0.95", 1, 50, 0.95f, 0, 1);
+  add("T=0.9 min-p 0.05", 0.9f, 0, 1, 0.05f, 1);
+  add("T=1.3 top-p 0.99 min-p 0.02", 1.3f, 0, 0.99f, 0.02f, 1);
+  add("T=0.8 top-p 0.9 penalty 1.2", 0.8f, 0, 0.9f, 0, 1.2f);
+  return c;
+}
+
+// Host data in a buffer of `be` (backend memory).
+template <class T>
+absl::StatusOr<T*> Upload(Backend* be, const std::vector<T>& host) {
+  SPECD_ASSIGN_OR_RETURN(void* d, be->AllocBuffer(std::max<size_t>(host.size(), 1) * sizeof(T)));
+  if (!host.empty()) SPECD_RETURN_IF_ERROR(be->WriteBytes(host.data(), d, host.size() * sizeof(T)));
+  return static_cast<T*>(d);
+}
+
+void CheckDeviceSampler() {
+  OpEnv dev;  // a CUDA backend with a current batch (the ops record against it)
+  CHECK_OK(dev.Init());
+  CpuBackend& cpu = dev.cpu;
+  Rng r(2024);
+  constexpr int kRows = 6, kDraws = 6;
+  for (int V : {5000, 151936}) {
+    const std::vector<float> logits = SamplerRows(r, kRows, V);
+    // The penalty window: 16 tokens on the host, then 4 "sampled earlier" in backend memory.
+    std::vector<int32_t> recent(16), earlier(4);
+    for (auto& t : recent) t = r.Int(V);
+    for (auto& t : earlier) t = r.Int(V);
+    recent[3] = recent[9];  // a repeat: penalized once
+    auto l_dev = Upload(dev.gpu.get(), logits);
+    auto earlier_dev = Upload(dev.gpu.get(), earlier);
+    auto out_dev = Upload(dev.gpu.get(), std::vector<float>(static_cast<size_t>(kRows) * (V + 2), 0.0f));
+    CHECK_OK(l_dev.status());
+    CHECK_OK(earlier_dev.status());
+    CHECK_OK(out_dev.status());
+    for (const auto& [name, params] : SamplerCases()) {
+      int tokens = 0, same = 0;
+      double prob_err = 0, conf_err = 0;
+      for (int d = 0; d < kDraws; ++d) {
+        // Device and host: the same rows, the same random numbers.
+        std::vector<float> host_l = logits, host_out(static_cast<size_t>(kRows) * (V + 2), 0.0f);
+        std::vector<SampleRow> on_dev(kRows), on_host(kRows);
+        for (int i = 0; i < kRows; ++i) {
+          for (auto* row : {&on_dev[i], &on_host[i]}) {
+            row->row = i;
+            row->params = params;
+            row->stream = kRngDraft;
+            row->counter = static_cast<uint64_t>(1000 * d + i);
+            row->recent = recent;
+            row->n_recent_dev = static_cast<int>(earlier.size());
+          }
+          float* od = *out_dev + static_cast<size_t>(i) * (V + 2);
+          float* oh = host_out.data() + static_cast<size_t>(i) * (V + 2);
+          on_dev[i].recent_dev = *earlier_dev;
+          on_host[i].recent_dev = earlier.data();
+          on_dev[i].token = reinterpret_cast<int32_t*>(od);
+          on_host[i].token = reinterpret_cast<int32_t*>(oh);
+          on_dev[i].confidence = od + 1;
+          on_host[i].confidence = oh + 1;
+          on_dev[i].probs = od + 2;
+          on_host[i].probs = oh + 2;
+        }
+        CHECK_OK(dev.gpu->WriteBytes(logits.data(), *l_dev, logits.size() * sizeof(float)));  // rows are penalized in place
+        dev.gpu->Sample(*l_dev, V, on_dev);
+        std::vector<float> got(host_out.size());
+        CHECK_OK(dev.gpu->ReadBytes(*out_dev, got.data(), got.size() * sizeof(float)));
+        cpu.Sample(host_l.data(), V, on_host);
+        for (int i = 0; i < kRows; ++i) {
+          const float* g = got.data() + static_cast<size_t>(i) * (V + 2);
+          const float* h = host_out.data() + static_cast<size_t>(i) * (V + 2);
+          ++tokens;
+          same += std::memcmp(g, h, sizeof(int32_t)) == 0;
+          conf_err = std::max(conf_err, std::fabs(static_cast<double>(g[1]) - h[1]) / std::max(1e-6, std::fabs(static_cast<double>(h[1]))));
+          for (int j = 0; j < V; ++j) prob_err = std::max(prob_err, std::fabs(static_cast<double>(g[2 + j]) - h[2 + j]));
+        }
+      }
+      Check(same == tokens && prob_err <= 1e-6 && conf_err <= 1e-4,
+            absl::StrCat("device sampler == CPU sampler, V=", V, ", ", name, ": tokens ", same, "/", tokens,
+                         ", max prob diff ", Fmt(prob_err), ", max confidence rel diff ", Fmt(conf_err)));
+    }
+  }
+}
+
+void CheckDeviceAccept() {
+  OpEnv dev;
+  CHECK_OK(dev.Init());
+  CpuBackend& cpu = dev.cpu;
+  Rng r(77);
+  constexpr int kMaxK = 7;
+  for (int V : {3000, 151936}) {
+    // Buffers for the largest k, reused by every trial.
+    auto t_dev = Upload(dev.gpu.get(), std::vector<float>(static_cast<size_t>(kMaxK + 1) * V));
+    auto q_dev = Upload(dev.gpu.get(), std::vector<float>(static_cast<size_t>(kMaxK) * V));
+    auto out_dev = Upload(dev.gpu.get(), std::vector<int32_t>(4));
+    CHECK_OK(t_dev.status());
+    CHECK_OK(q_dev.status());
+    CHECK_OK(out_dev.status());
+    for (const auto& [name, params] : SamplerCases()) {
+      int trials = 0, same = 0;
+      for (int trial = 0; trial < (V > 10000 ? 6 : 24); ++trial) {
+        const int k = 1 + r.Int(kMaxK);
+        const bool one_hot = trial % 3 == 0;
+        const std::vector<float> target = SamplerRows(r, k + 1, V);
+        // The draft: its own rows, sampled by the CPU sampler (its q rows and tokens).
+        const std::vector<float> draft = SamplerRows(r, k, V);
+        std::vector<float> q(static_cast<size_t>(k) * V, 0.0f);
+        std::vector<int32_t> proposals(k), recent(8);
+        for (auto& t : recent) t = r.Int(V);
+        std::vector<int32_t> ctx = recent;
+        for (int i = 0; i < k; ++i) {
+          TokenDist dist;
+          ProcessLogits(draft.data() + static_cast<size_t>(i) * V, V, params, ctx, &dist);
+          for (size_t j = 0; j < dist.ids.size(); ++j) q[static_cast<size_t>(i) * V + dist.ids[j]] = dist.probs[j];
+          // Half the time the target's own top token, so that acceptance runs deep.
+          proposals[i] = one_hot ? (r.U() < 0.5 ? Argmax(target.data() + static_cast<size_t>(i) * V, V) : r.Int(V))
+                                 : SampleDist(dist, Uniform01(params.seed, kRngDraft, static_cast<uint64_t>(trial * 64 + i)));
+          ctx.push_back(proposals[i]);
+        }
+        CHECK_OK(dev.gpu->WriteBytes(target.data(), *t_dev, target.size() * sizeof(float)));
+        CHECK_OK(dev.gpu->WriteBytes(q.data(), *q_dev, q.size() * sizeof(float)));
+        AcceptRows a;
+        a.k = k;
+        a.params = params;
+        a.params.seed = r.Next();
+        a.pos0 = r.Int(4000);
+        a.recent = recent;
+        a.proposals = proposals;
+        std::vector<int32_t> want(4, -7), got(4);
+        std::vector<float> host_t = target;
+        AcceptRows ah = a;
+        ah.q = one_hot ? nullptr : q.data();
+        ah.out = want.data();
+        cpu.Accept(host_t.data(), V, {ah});
+        a.q = one_hot ? nullptr : *q_dev;
+        a.out = *out_dev;
+        dev.gpu->Accept(*t_dev, V, {a});
+        CHECK_OK(dev.gpu->ReadBytes(*out_dev, got.data(), got.size() * sizeof(int32_t)));
+        ++trials;
+        same += got[0] == want[0] && got[1] == want[1] && got[2] == want[2];
+      }
+      Check(same == trials, absl::StrCat("device acceptance == CPU acceptance, V=", V, ", ", name, ": ", same, "/",
+                                         trials, " trials (dense and one-hot q)"));
+    }
+  }
+}
+
+// Generated models (with a tokenizer) on the CUDA backend.
+struct DevicePair {
+  std::string dir;
+  std::unique_ptr<Engine> target, draft;
+  absl::Status Make(int vocab) {
+    char tmpl[] = "/tmp/specd-gpu-spec-XXXXXX";
+    if (!mkdtemp(tmpl)) return absl::InternalError("mkdtemp failed");
+    dir = tmpl;
+    GenOptions g;
+    SPECD_ASSIGN_OR_RETURN(g.shape, PresetShape("tiny"));
+    g.shape.vocab_size = vocab;
+    g.weight_type = "Q8_0";
+    g.name = "gpu-spec-target";
+    SPECD_RETURN_IF_ERROR(GenerateModel(g, dir + "/target.gguf"));
+    DeriveOptions d;
+    d.layers = 1;
+    d.name = "gpu-spec-draft";
+    SPECD_RETURN_IF_ERROR(DeriveDraft(dir + "/target.gguf", d, dir + "/draft.gguf"));
+    EngineOptions o;
+    o.backend.name = "cuda";
+    o.max_seqs = 6;
+    o.max_seq_len = 512;
+    o.max_batch_tokens = 64;
+    o.model_path = dir + "/target.gguf";
+    SPECD_ASSIGN_OR_RETURN(target, Engine::Create(o));
+    o.model_path = dir + "/draft.gguf";
+    SPECD_ASSIGN_OR_RETURN(draft, Engine::Create(o));
+    return absl::OkStatus();
+  }
+  ~DevicePair() {
+    if (!dir.empty()) std::system(("rm -rf '" + dir + "'").c_str());
+  }
+};
+
+// Tokens sampled one forward at a time on `e`, the logits read to the host
+// and sampled by the CPU sampler: what a proposal must equal. q: dense rows.
+absl::Status HostProposal(Engine& e, const std::vector<int32_t>& prompt, const SamplingParams& sp, int k,
+                          std::vector<int32_t>* tokens, std::vector<float>* q) {
+  constexpr int32_t kSeq = 40;
+  SPECD_RETURN_IF_ERROR(e.NewSequence(kSeq));
+  const int V = e.vocab_size();
+  std::vector<int32_t> ctx = prompt;
+  Engine::Feed f{kSeq, prompt, 1, {}};
+  std::vector<float> logits;
+  TokenDist dist;
+  absl::Status st;
+  for (int i = 0; i < k && st.ok(); ++i) {
+    logits.clear();
+    st = e.Run({f}, &logits);
+    if (!st.ok()) break;
+    ProcessLogits(logits.data(), V, sp, ctx, &dist);
+    const int32_t x = sp.greedy() ? dist.ids[0]
+                                  : SampleDist(dist, Uniform01(sp.seed, kRngDraft, prompt.size() + static_cast<size_t>(i)));
+    tokens->push_back(x);
+    q->resize(q->size() + static_cast<size_t>(V), 0.0f);
+    for (size_t j = 0; j < dist.ids.size(); ++j) (*q)[q->size() - V + static_cast<size_t>(dist.ids[j])] = dist.probs[j];
+    ctx.push_back(x);
+    f.tokens = {x};
+  }
+  e.Release(kSeq);
+  return st;
+}
+
+std::vector<int32_t> HostGreedy(Engine& e, const std::vector<int32_t>& prompt, int n) {
+  std::vector<int32_t> tokens;
+  std::vector<float> q;
+  if (!HostProposal(e, prompt, SamplingParams{}, n, &tokens, &q).ok()) return {};
+  return tokens;
+}
+
+void CheckDeviceSpeculation() {
+  DevicePair pair;
+  CHECK_OK(pair.Make(4000));
+  Rng r(5150);
+  auto draft = LocalDraft::Create(pair.draft.get(), 8, "cuda");
+  CHECK_OK(draft.status());
+  Check((*draft)->exchange().kind() == "cuda", "LocalDraft on CUDA exports device rows: " + (*draft)->exchange_path());
+  // 1. The device-resident proposal == the proposal sampled on the host from
+  //    the same engine's logits (tokens; q rows through the host rows).
+  LocalTarget host_reader(pair.target.get());
+  host_reader.set_prefer_host(true);  // asks the draft for host rows: the q rows become readable here
+  CHECK_OK(host_reader.Attach((*draft)->exchange().kind(), (*draft)->exchange().name()));
+  auto reader = ExchangeBuffer::Attach("posix", (*draft)->exchange().name());
+  CHECK_OK(reader.status());
+  int cases = 0, same = 0;
+  double q_err = 0;
+  for (const auto& [name, sp] : SamplerCases()) {
+    std::vector<int32_t> prompt(20);
+    for (auto& t : prompt) t = r.Int(4000);
+    std::vector<int32_t> want;
+    std::vector<float> want_q;
+    CHECK_OK(HostProposal(*pair.draft, prompt, sp, 8, &want, &want_q));
+    CHECK_OK((*draft)->OpenSeq(1, prompt, sp));
+    auto p = (*draft)->Propose({1, static_cast<int64_t>(prompt.size()), {}, 8, 0.0f, true}, kNoDeadline);
+    CHECK_OK(p.status());
+    ++cases;
+    same += p->tokens == want;
+    if (!sp.greedy() && p->tokens == want) {
+      std::vector<float> q;
+      CHECK_OK((*reader)->Read(p->ref, 1, p->tokens, &q));
+      for (size_t j = 0; j < q.size() && j < want_q.size(); ++j)
+        q_err = std::max(q_err, std::fabs(static_cast<double>(q[j]) - want_q[j]));
+    }
+    if (p->tokens != want) std::printf("  %s: device proposal differs from the host's\n", name.c_str());
+    (*draft)->ReleaseSeq(1);
+  }
+  Check(same == cases && q_err <= 1e-6, absl::StrCat("device-resident proposal == host-sampled proposal: ", same, "/",
+                                                     cases, " sampling settings, q rows max diff ", Fmt(q_err)));
+  // 2. Greedy speculation on the device path == greedy target-only.
+  LocalTarget target(pair.target.get());
+  CHECK_OK(target.Attach((*draft)->exchange().kind(), (*draft)->exchange().name()));
+  Check(target.exchange_path().rfind("device", 0) == 0, "target on CUDA maps the device rows: " + target.exchange_path());
+  int runs = 0, lossless = 0;
+  int64_t accepted = 0, proposed = 0;
+  for (int pr = 0; pr < 4; ++pr) {
+    std::vector<int32_t> prompt(8 + 5 * pr);
+    for (auto& t : prompt) t = r.Int(4000);
+    const std::vector<int32_t> ref = HostGreedy(*pair.target, prompt, 40);
+    for (int k : {1, 3, 6, 8}) {
+      SpecRequest req;
+      req.seq = 2;
+      req.prompt = prompt;
+      req.max_tokens = 40;
+      req.ignore_eos = true;
+      req.k = k;
+      const SpecResult res = RunSpeculative(req, pair.target->tokenizer(), target, draft->get(), {});
+      ++runs;
+      lossless += res.status.ok() && res.tokens == ref;
+      accepted += res.stats.accepted;
+      proposed += res.stats.proposed;
+    }
+  }
+  Check(lossless == runs && target.path_counts().one_hot > 0,
+        absl::StrCat("greedy speculation on the device path == greedy target-only: ", lossless, "/", runs,
+                     " runs, acceptance ", accepted, "/", proposed));
+  // 3. Sampled speculation: the device rows decide as the host rows do.
+  int s_runs = 0, s_same = 0;
+  for (const auto& [name, sp] : SamplerCases()) {
+    if (sp.greedy()) continue;
+    std::vector<int32_t> prompt(12);
+    for (auto& t : prompt) t = r.Int(4000);
+    SpecRequest req;
+    req.seq = 3;
+    req.prompt = prompt;
+    req.sampling = sp;
+    req.max_tokens = 32;
+    req.ignore_eos = true;
+    req.k = 4;
+    const SpecResult on_device = RunSpeculative(req, pair.target->tokenizer(), target, draft->get(), {});
+    const SpecResult on_host = RunSpeculative(req, pair.target->tokenizer(), host_reader, draft->get(), {});
+    ++s_runs;
+    s_same += on_device.status.ok() && on_host.status.ok() && on_device.tokens == on_host.tokens &&
+              on_device.stats.draft_failures == 0;
+  }
+  Check(s_same == s_runs && target.path_counts().device > 0 && host_reader.path_counts().host > 0,
+        absl::StrCat("sampled speculation: device rows == host rows in ", s_same, "/", s_runs, " settings (device steps ",
+                     target.path_counts().device, ", host steps ", host_reader.path_counts().host, ")"));
+}
+
+int RunSpecChecks() {
+  CheckDeviceSampler();
+  CheckDeviceAccept();
+  CheckDeviceSpeculation();
+  std::printf("SUMMARY: %d checks, %d failed\n", g_checks, g_failures);
+  return g_failures == 0 ? 0 : 1;
+}
+
 // ------------------------------------------------------------------ benchmarks
 
 struct Timer {
@@ -1252,6 +1615,15 @@ class DeviceWeights final : public Backend {
   void GatherOutRows(const float* x, int dim, float* o) override { b_->GatherOutRows(x, dim, o); }
   absl::Status ReadToHost(const float* s, float* h, size_t n) override { return b_->ReadToHost(s, h, n); }
   absl::Status Synchronize() override { return b_->Synchronize(); }
+  void Sample(const float* l, int v, const std::vector<SampleRow>& r) override { b_->Sample(l, v, r); }
+  void Accept(const float* l, int v, const std::vector<AcceptRows>& a) override { b_->Accept(l, v, a); }
+  absl::StatusOr<void*> AllocBuffer(size_t n) override { return b_->AllocBuffer(n); }
+  absl::Status WriteBytes(const void* h, void* d, size_t n) override { return b_->WriteBytes(h, d, n); }
+  bool HostMemory() const override { return b_->HostMemory(); }
+  int Mark() override { return b_->Mark(); }
+  double Seconds(int a, int b) override { return b_->Seconds(a, b); }
+  void ClearMarks() override { b_->ClearMarks(); }
+  absl::Status ReadBytes(const void* s, void* h, size_t n) override { return b_->ReadBytes(s, h, n); }
 
  private:
   Backend* b_;
@@ -1547,6 +1919,9 @@ int RunChecks(const char* self, bool quick) {
   CheckIpc(self);
   CheckWeightSharing(self);
   CheckAcceptance();
+  CheckDeviceSampler();
+  CheckDeviceAccept();
+  CheckDeviceSpeculation();
   const std::vector<std::string> types = {"Q4_K", "Q5_K", "Q6_K", "Q8_0", "Q4_0", "Q4_1", "Q5_0",
                                           "Q5_1", "Q2_K", "Q3_K", "F16",  "BF16", "F32",  "Q4_K_M"};
   for (const Shape* s : {&kLlama, &kQwen2, &kQwen3}) {
@@ -1618,6 +1993,7 @@ int main(int argc, char** argv) {
     if (std::strcmp(argv[i], "--profile") == 0) return specd::RunProfile();
     if (std::strcmp(argv[i], "--profile-attn") == 0) return specd::ProfileAttention();
     if (std::strcmp(argv[i], "--profile-step") == 0) return specd::RunProfileStep();
+    if (std::strcmp(argv[i], "--spec") == 0) return specd::RunSpecChecks();
   }
   return bench ? specd::RunBench() : specd::RunChecks(argv[0], quick);
 }

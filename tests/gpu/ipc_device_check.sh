@@ -5,8 +5,9 @@
 #
 # Checks (one PASS/FAIL line each, then a verdict line; exit 1 on any FAIL):
 #   - both workers log the device path ("draft exchange path: device",
-#     "target exchange path: device") and the target accepts on the GPU
-#     ("first acceptance on the device"), with no device fault or fallback;
+#     "target exchange path: device") and the target accepts a sampled
+#     proposal against the device rows ("first acceptance on the device";
+#     greedy proposals carry no rows), with no device fault or fallback;
 #   - greedy speculative output (k 2, 4, 6) equals --no-speculation output;
 #   - sampled requests finish; `specd stats` shows acceptance > 0 and no
 #     draft failures;
@@ -117,7 +118,7 @@ round() {
   check "$n: draft logs the device path" logged "$L.draft.log" "draft exchange path: device"
   check "$n: target logs the device path" logged "$L.target.log" "target exchange path: device"
   check "$n: target accepted on the GPU" logged "$L.target.log" "first acceptance on the device"
-  check "$n: no device fault or host fallback" not_logged "$L.target.log" "device acceptance failed\|CUDA IPC open\|copying proposals to the device failed"
+  check "$n: no device fault or host fallback" not_logged "$L.target.log" "device rows failed\|CUDA IPC open\|asked the draft for host rows"
   check "$n: stats show acceptance" acceptance_positive "$d/stats.txt"
   check "$n: no draft failures" grep -q '^draft: 0 failures' "$d/stats.txt"
   grep -h "exchange path" "$L.draft.log" "$L.target.log" | sed 's/^/   /'
@@ -129,6 +130,8 @@ round() {
       test "$(count "$L.target.log" "target exchange path: device")" -ge 2
     gen "$d/g4.swap.txt" --prompt "$PROMPT" --max-tokens 96 --k 4 &&
       check "$n: greedy after the swap equals target-only" same_ids "$d/g4.swap.txt" "$d/ref.txt"
+    # shellcheck disable=SC2086
+    gen "$d/s0.swap.txt" --prompt "$PROMPT" --max-tokens 64 --k 4 ${SAMPLED[0]} || fail "$n: sampled request after the swap"
     check "$n: accepted on the GPU after the swap" test "$(count "$L.target.log" "first acceptance on the device")" -ge 2
   else
     fail "$n: swap-draft: $(tail -n 2 "$d/swap.txt")"

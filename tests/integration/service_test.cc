@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "common/engine/spec_local.h"
+#include "common/spec/loop.h"
 #include "tests/integration/service_harness.h"
 
 namespace specd::testing {
@@ -320,6 +321,12 @@ TEST_F(ServiceTest, ConcurrentRequestsAreBatchedAndStayLossless) {
   EXPECT_LT(s.target.batches, s.target.batched_requests);
   EXPECT_NE(s.step_costs.find("verify[1]="), std::string::npos) << s.step_costs;
   EXPECT_EQ(s.acceptance_prior.rfind("steps=", 0), 0u) << s.acceptance_prior;
+  // The steps taken apart through the services: both workers measured their
+  // forwards, and the RPCs show as transport.
+  EXPECT_GT(s.step_time.draft_forward, 0);
+  EXPECT_GT(s.step_time.verify_forward, 0);
+  EXPECT_GT(s.step_time.transport, 0);
+  EXPECT_NE(client::FormatStats(s).find("step time per step: draft forwards"), std::string::npos);
   EXPECT_TRUE(g_service->WaitNoSequences());
 }
 

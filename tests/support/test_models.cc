@@ -47,4 +47,14 @@ std::unique_ptr<Engine> MakeTestEngine(const std::string& path, int max_seqs) {
   return e.ok() ? std::move(*e) : nullptr;
 }
 
+SpecRequest FixedRequest(int32_t seq, const std::vector<int32_t>& prompt, int max_tokens, int k) {
+  SpecRequest req;
+  req.seq = seq;
+  req.prompt = prompt;
+  req.max_tokens = max_tokens;
+  req.ignore_eos = true;
+  req.k = k;
+  return req;
+}
+
 }  // namespace specd::testing

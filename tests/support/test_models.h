@@ -5,6 +5,7 @@
 
 #include "absl/status/status.h"
 #include "common/engine/engine.h"
+#include "common/spec/loop.h"
 #include "tests/support/test_util.h"
 
 namespace specd::testing {
@@ -26,5 +27,8 @@ const TestModels& SharedTestModels();
 // `max_seqs` sequences of up to 512 tokens, 64-token batches. Null (and a
 // test failure) when it cannot be created.
 std::unique_ptr<Engine> MakeTestEngine(const std::string& path, int max_seqs = 4);
+
+// A greedy request for `max_tokens` tokens (eos ignored) with fixed k.
+SpecRequest FixedRequest(int32_t seq, const std::vector<int32_t>& prompt, int max_tokens, int k);
 
 }  // namespace specd::testing

@@ -1,9 +1,10 @@
 // The "cuda" exchange kind without a GPU: the device-rows descriptor in the
 // exchange header, and the LocalDraft / LocalTarget wiring of the CUDA IPC
 // path against a stand-in device (host memory behind fake handles): path
-// selection and its log, copy-before-publish, in-place reads that detect a
-// rewrite, fallback to the host rows, re-attach after a swap. The real CUDA
-// implementation is exercised by tests/gpu/ipc_device_check.sh on a GPU.
+// selection and its log, rows written where the target reads them (none for
+// greedy), in-place reads that detect a rewrite, the host-rows request and
+// fallback, re-attach after a swap. The real CUDA implementation is
+// exercised by tests/gpu/ipc_device_check.sh and gpu_check on a GPU.
 #include <unistd.h>
 
 #include <cstring>
@@ -12,7 +13,7 @@
 
 #include "common/engine/exchange_device.h"
 #include "common/engine/spec_local.h"
-#include "common/engine/spec_loop.h"
+#include "common/spec/loop.h"
 #include "common/modelgen/modelgen.h"
 #include "gtest/gtest.h"
 #include "tests/support/test_models.h"
@@ -21,6 +22,7 @@
 namespace specd {
 namespace {
 
+using testing::FixedRequest;
 using testing::MakeTestEngine;
 using testing::SharedTestModels;
 using testing::TestModels;
@@ -84,19 +86,19 @@ TEST(ExchangeDeviceRows, CheckAndCurrentFollowTheGeneration) {
   EXPECT_EQ(x.HostRows(2), nullptr);
   rows[0] = 0.5f;
   const std::vector<int32_t> toks = {4, 5};
-  const ExchangeRef ref{1, x.Publish(1, 7, toks)};
+  const ExchangeRef ref{1, x.Publish(1, 7, toks, ExchangeBuffer::kRowsHost)};
   auto r = ExchangeBuffer::Attach("posix", x.name());
   ASSERT_TRUE(r.ok());
   EXPECT_TRUE((*r)->Check(ref, 7, toks).ok());
   EXPECT_TRUE((*r)->Current(ref));
-  EXPECT_EQ((*r)->Check(ref, 8, toks).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ((*r)->Check(ref, 8, toks).status().code(), absl::StatusCode::kFailedPrecondition);
   const std::vector<int32_t> fewer = {4};
-  EXPECT_EQ((*r)->Check(ref, 7, fewer).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ((*r)->Check(ref, 7, fewer).status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_FALSE((*r)->Current(ExchangeRef{1, ref.generation + 2}));
   EXPECT_FALSE((*r)->Current(ExchangeRef{9, ref.generation}));
   x.BeginWrite(1);  // the draft starts rewriting
   EXPECT_FALSE((*r)->Current(ref));
-  EXPECT_EQ((*r)->Check(ref, 7, toks).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ((*r)->Check(ref, 7, toks).status().code(), absl::StatusCode::kFailedPrecondition);
 }
 
 // ---------------------------------------------------------------- stand-in device
@@ -105,51 +107,31 @@ TEST(ExchangeDeviceRows, CheckAndCurrentFollowTheGeneration) {
 struct FakeDevice {
   std::mutex mu;
   std::map<std::string, std::shared_ptr<std::vector<float>>> mem;
-  int exports = 0, opens = 0, accepts = 0;
-  bool fail_export = false, fail_open = false, fail_accept = false;
-  std::function<void()> during_accept;  // runs while the device "reads" the rows
+  int exports = 0, opens = 0, reads = 0;
+  bool fail_export = false, fail_open = false, fail_read = false;
+  std::function<void()> during_read;  // runs while the target reads the rows in place
 };
 FakeDevice* g_dev = nullptr;
 
 class FakeExport final : public DeviceRowsExport {
  public:
   FakeExport(ExchangeBuffer* xb, std::shared_ptr<std::vector<float>> mem) : xb_(xb), mem_(std::move(mem)) {}
-  absl::Status Enqueue(int slot, int rows) override {
-    if (!xb_->HostRows(slot) || rows < 0 || rows > xb_->k_max()) return absl::OutOfRangeError("bad copy");
-    pending_.emplace_back(slot, rows);
-    return absl::OkStatus();
-  }
-  absl::Status Wait() override {
-    for (auto [slot, rows] : pending_) {
-      const size_t n = static_cast<size_t>(rows) * xb_->vocab();
-      std::memcpy(mem_->data() + xb_->DeviceSlotOffset(slot) / sizeof(float), xb_->HostRows(slot), n * sizeof(float));
-    }
-    pending_.clear();
-    return absl::OkStatus();
-  }
+  float* Rows(int slot) override { return mem_->data() + xb_->DeviceSlotOffset(slot) / sizeof(float); }
   std::string Describe() const override { return "fake device rows"; }
 
  private:
   ExchangeBuffer* xb_;
   std::shared_ptr<std::vector<float>> mem_;
-  std::vector<std::pair<int, int>> pending_;
 };
 
-class FakeAcceptor final : public DeviceAcceptor {
+class FakeImport final : public DeviceRowsImport {
  public:
-  FakeAcceptor(const ExchangeBuffer& xb, std::shared_ptr<std::vector<float>> mem) : xb_(xb), mem_(std::move(mem)) {}
-  absl::StatusOr<AcceptResult> Accept(int slot, const std::vector<TokenDist>& p, std::span<const int32_t> proposals,
-                                      uint64_t seed, int64_t pos0) override {
-    if (g_dev->fail_accept) return absl::InternalError("fake device fault");
-    if (g_dev->during_accept) g_dev->during_accept();
-    const int V = xb_.vocab();
-    const float* q = mem_->data() + xb_.DeviceSlotOffset(slot) / sizeof(float);
-    // x_i was drawn from q_i: a zero there means the rows never reached the device.
-    for (size_t i = 0; i < proposals.size(); ++i) {
-      if (!(q[i * V + proposals[i]] > 0.0f)) return absl::InternalError("device rows were not uploaded");
-    }
-    ++g_dev->accepts;
-    return VerifyProposals(p, q, proposals.data(), static_cast<int>(proposals.size()), V, seed, pos0);
+  FakeImport(const ExchangeBuffer& xb, std::shared_ptr<std::vector<float>> mem) : xb_(xb), mem_(std::move(mem)) {}
+  absl::StatusOr<const float*> Rows(int slot) override {
+    if (g_dev->fail_read) return absl::InternalError("fake device fault");
+    if (g_dev->during_read) g_dev->during_read();
+    ++g_dev->reads;
+    return mem_->data() + xb_.DeviceSlotOffset(slot) / sizeof(float);
   }
   std::string Describe() const override { return "fake acceptance"; }
 
@@ -172,13 +154,13 @@ DeviceExchangeHooks FakeHooks() {
     g_dev->mem[d.handle] = mem;
     return std::unique_ptr<DeviceRowsExport>(new FakeExport(xb, mem));
   };
-  h.open_rows = [](const Engine&, const ExchangeBuffer& xb) -> absl::StatusOr<std::unique_ptr<DeviceAcceptor>> {
+  h.open_rows = [](const Engine&, const ExchangeBuffer& xb) -> absl::StatusOr<std::unique_ptr<DeviceRowsImport>> {
     std::lock_guard<std::mutex> l(g_dev->mu);
     if (g_dev->fail_open) return absl::UnavailableError("fake open fault");
     auto it = g_dev->mem.find(xb.device_rows()->handle);
     if (it == g_dev->mem.end()) return absl::NotFoundError("unknown fake handle");
     ++g_dev->opens;
-    return std::unique_ptr<DeviceAcceptor>(new FakeAcceptor(xb, it->second));
+    return std::unique_ptr<DeviceRowsImport>(new FakeImport(xb, it->second));
   };
   return h;
 }
@@ -232,7 +214,7 @@ class ExchangeDeviceTest : public ::testing::Test {
     return out;
   }
 
-  SpecResult Run(LocalTarget& target, const SpecRequest& req, DraftClient* draft) {
+  SpecResult Run(LocalTarget& target, const SpecRequest& req, Proposer* draft) {
     return RunSpeculative(req, tok(), target, draft, [](const StepEvent&) { return true; });
   }
 
@@ -257,41 +239,34 @@ TEST_F(ExchangeDeviceTest, GreedyOnTheDevicePathEqualsGreedyTargetOnly) {
     const std::vector<int32_t> prompt = tok().Encode(text, true, false);
     const std::vector<int32_t> ref = ReferenceGreedy(prompt, n);
     for (int k : {1, 3, 6, 8}) {
-      SpecRequest req;
-      req.seq = 1;
-      req.prompt = prompt;
-      req.max_tokens = n;
-      req.ignore_eos = true;
-      req.k = k;
-      const SpecResult r = Run(*target_, req, draft_.get());
+      const SpecResult r = Run(*target_, FixedRequest(1, prompt, n, k), draft_.get());
       ASSERT_TRUE(r.status.ok()) << r.status;
       ASSERT_EQ(r.tokens, ref) << "k=" << k << " prompt '" << text << "'";
       EXPECT_EQ(r.stats.draft_failures, 0);
       EXPECT_GT(r.stats.speculative_steps, 0);
     }
   }
-  EXPECT_GT(target_->path_counts().device, 0);
+  // Greedy proposals carry no rows (q is one-hot at the tokens): nothing was read.
+  EXPECT_GT(target_->path_counts().one_hot, 0);
+  EXPECT_EQ(target_->path_counts().device, 0);
   EXPECT_EQ(target_->path_counts().host, 0);
   EXPECT_EQ(target_->path_counts().device_failures, 0);
-  EXPECT_EQ(dev_.accepts, target_->path_counts().device);
+  EXPECT_EQ(dev_.reads, 0);
 }
 
 TEST_F(ExchangeDeviceTest, SampledDevicePathDecidesAsTheHostRowsDo) {
   // The same request through the device rows and through the host rows: the
-  // device copy is the published proposal, so every decision is the same.
+  // draft's sampler wrote the device rows and copied them to the host rows
+  // (the host target asked for them at attach), so every decision is the same.
   LocalTarget host(target_engine_.get());
   host.set_prefer_host(true);
   ASSERT_TRUE(host.Attach(draft_->exchange().kind(), draft_->exchange().name()).ok());
   EXPECT_EQ(host.exchange_path().rfind("host", 0), 0u) << host.exchange_path();
+  EXPECT_TRUE(draft_->exchange().host_rows_requested());
   const std::vector<int32_t> prompt = tok().Encode("Once upon a time", true, false);
   int64_t accepted = 0, proposed = 0;
   for (int variant = 0; variant < 3; ++variant) {
-    SpecRequest req;
-    req.seq = 2;
-    req.prompt = prompt;
-    req.max_tokens = 40;
-    req.ignore_eos = true;
-    req.k = 4;
+    SpecRequest req = FixedRequest(2, prompt, 40, 4);
     req.sampling.temperature = variant == 0 ? 1.0f : 0.8f;  // full support, then sparse supports
     req.sampling.top_k = variant == 1 ? 8 : 0;
     req.sampling.top_p = variant == 2 ? 0.9f : 1.0f;
@@ -310,32 +285,55 @@ TEST_F(ExchangeDeviceTest, SampledDevicePathDecidesAsTheHostRowsDo) {
   EXPECT_LT(accepted, proposed);  // real rejections (residual draws) happened
   EXPECT_GT(target_->path_counts().device, 0);
   EXPECT_EQ(target_->path_counts().host, 0);
+  EXPECT_EQ(dev_.reads, target_->path_counts().device);
   EXPECT_EQ(host.path_counts().device, 0);
   EXPECT_GT(host.path_counts().host, 0);
 }
 
+TEST_F(ExchangeDeviceTest, SampledRowsOnTheDeviceAreTheDraftsDistributions) {
+  SamplingParams sp;
+  sp.temperature = 0.8f;
+  sp.seed = 3;
+  const std::vector<int32_t> prompt = tok().Encode("Hello world", true, false);
+  ASSERT_TRUE(draft_->OpenSeq(7, prompt, sp).ok());
+  auto p = draft_->Propose({7, static_cast<int64_t>(prompt.size()), {}, 3, 0.0f}, kNoDeadline);
+  ASSERT_TRUE(p.ok()) << p.status();
+  const int V = draft_->exchange().vocab();
+  const float* rows = dev_.mem.begin()->second->data() + draft_->exchange().DeviceSlotOffset(p->ref.slot) / sizeof(float);
+  for (size_t i = 0; i < p->tokens.size(); ++i) {
+    double sum = 0;
+    for (int t = 0; t < V; ++t) sum += rows[i * V + t];
+    EXPECT_NEAR(sum, 1.0, 1e-4) << "row " << i;
+    EXPECT_GT(rows[i * V + p->tokens[i]], 0.0f) << "x_" << i + 1 << " was drawn from q_" << i + 1;
+  }
+  draft_->ReleaseSeq(7);
+}
+
 TEST_F(ExchangeDeviceTest, StaleAndRewrittenSlotsAreRefusedAndTheSequenceKept) {
+  SamplingParams sp;  // sampled: the rows are read in place, so a rewrite during the read matters
+  sp.temperature = 0.8f;
+  sp.seed = 5;
   const std::vector<int32_t> prompt = tok().Encode("import numpy as np", true, false);
   const int64_t len = static_cast<int64_t>(prompt.size());
-  ASSERT_TRUE(draft_->OpenSeq(6, prompt, SamplingParams{}).ok());
-  ASSERT_TRUE(target_->OpenSeq(6, prompt, SamplingParams{}).ok());
-  auto first = draft_->Propose(6, len, {}, 4, 0.0f, kNoDeadline);
-  auto second = draft_->Propose(6, len, {}, 4, 0.0f, kNoDeadline);
+  ASSERT_TRUE(draft_->OpenSeq(6, prompt, sp).ok());
+  ASSERT_TRUE(target_->OpenSeq(6, prompt, sp).ok());
+  auto first = draft_->Propose({6, len, {}, 4, 0.0f}, kNoDeadline);
+  auto second = draft_->Propose({6, len, {}, 4, 0.0f}, kNoDeadline);
   ASSERT_TRUE(first.ok() && second.ok());
   // Stale before the forward.
   auto stale = target_->Verify(6, first->tokens, first->ref, kNoDeadline);
   EXPECT_EQ(stale.status().code(), absl::StatusCode::kFailedPrecondition) << stale.status();
   EXPECT_EQ(target_->core().CommittedLength(6), len);
   // Rewritten while the device reads the rows in place: caught after the read.
-  dev_.during_accept = [&] { ASSERT_TRUE(draft_->Propose(6, len, {}, 4, 0.0f, kNoDeadline).ok()); };
+  dev_.during_read = [&] { ASSERT_TRUE(draft_->Propose({6, len, {}, 4, 0.0f}, kNoDeadline).ok()); };
   auto raced = target_->Verify(6, second->tokens, second->ref, kNoDeadline);
-  dev_.during_accept = nullptr;
+  dev_.during_read = nullptr;
   EXPECT_EQ(raced.status().code(), absl::StatusCode::kFailedPrecondition) << raced.status();
   EXPECT_NE(raced.status().message().find("rewrote"), std::string::npos) << raced.status();
   EXPECT_EQ(target_->core().CommittedLength(6), len);    // nothing committed
   EXPECT_EQ(target_engine_->Length(6), len - 1);         // the step's KV dropped again
   // The sequence goes on normally.
-  auto third = draft_->Propose(6, len, {}, 4, 0.0f, kNoDeadline);
+  auto third = draft_->Propose({6, len, {}, 4, 0.0f}, kNoDeadline);
   ASSERT_TRUE(third.ok());
   auto ok = target_->Verify(6, third->tokens, third->ref, kNoDeadline);
   ASSERT_TRUE(ok.ok()) << ok.status();
@@ -344,26 +342,26 @@ TEST_F(ExchangeDeviceTest, StaleAndRewrittenSlotsAreRefusedAndTheSequenceKept) {
   draft_->ReleaseSeq(6);
 }
 
-TEST_F(ExchangeDeviceTest, ADeviceFaultFinishesOnTheHostRowsAndStaysThere) {
+TEST_F(ExchangeDeviceTest, ADeviceFaultMovesToTheHostRowsAndStaysThere) {
   const std::vector<int32_t> prompt = tok().Encode("The quick brown fox", true, false);
-  const std::vector<int32_t> ref = ReferenceGreedy(prompt, 20);
-  dev_.fail_accept = true;
-  SpecRequest req;
-  req.seq = 3;
-  req.prompt = prompt;
-  req.max_tokens = 20;
-  req.ignore_eos = true;
-  req.k = 4;
+  dev_.fail_read = true;
+  SpecRequest req = FixedRequest(3, prompt, 20, 4);
+  req.sampling.temperature = 0.8f;
+  req.sampling.seed = 9;
+  req.draft_retry = std::chrono::milliseconds(0);
   const SpecResult r = Run(*target_, req, draft_.get());
   ASSERT_TRUE(r.status.ok()) << r.status;
-  EXPECT_EQ(r.tokens, ref);
-  EXPECT_EQ(r.stats.draft_failures, 0);
+  EXPECT_EQ(r.tokens.size(), 20u);
+  // The proposal in flight had device rows only: refused (that step ran
+  // target-only), the draft asked for host rows, and the rest ran on them.
+  EXPECT_EQ(r.stats.draft_failures, 1);
+  EXPECT_TRUE(draft_->exchange().host_rows_requested());
   EXPECT_EQ(target_->path_counts().device_failures, 1);
   EXPECT_EQ(target_->path_counts().device, 0);
   EXPECT_GT(target_->path_counts().host, 0);
   EXPECT_EQ(target_->exchange_path().rfind("host", 0), 0u) << target_->exchange_path();
   // A re-attach tries the device again.
-  dev_.fail_accept = false;
+  dev_.fail_read = false;
   ASSERT_TRUE(target_->Attach(draft_->exchange().kind(), draft_->exchange().name()).ok());
   EXPECT_EQ(target_->exchange_path().rfind("device", 0), 0u);
 }
@@ -374,17 +372,18 @@ TEST_F(ExchangeDeviceTest, OpenFailureAttachesOnTheHostPath) {
   ASSERT_TRUE(t.Attach(draft_->exchange().kind(), draft_->exchange().name()).ok());
   EXPECT_EQ(t.exchange_path().rfind("host", 0), 0u);
   EXPECT_NE(t.exchange_path().find("fake open fault"), std::string::npos) << t.exchange_path();
+  EXPECT_TRUE(draft_->exchange().host_rows_requested());
   const std::vector<int32_t> prompt = tok().Encode("a", true, false);
-  SpecRequest req;
-  req.seq = 4;
-  req.prompt = prompt;
-  req.max_tokens = 12;
-  req.ignore_eos = true;
-  req.k = 3;
-  const SpecResult r = Run(t, req, draft_.get());
+  const SpecResult r = Run(t, FixedRequest(4, prompt, 12, 3), draft_.get());
   ASSERT_TRUE(r.status.ok()) << r.status;
   EXPECT_EQ(r.tokens, ReferenceGreedy(prompt, 12));
+  SpecRequest sampled = FixedRequest(4, prompt, 12, 3);
+  sampled.sampling.temperature = 1.0f;
+  const SpecResult rs = Run(t, sampled, draft_.get());
+  ASSERT_TRUE(rs.status.ok()) << rs.status;
+  EXPECT_EQ(rs.stats.draft_failures, 0);
   EXPECT_GT(t.path_counts().host, 0);
+  EXPECT_EQ(t.path_counts().device, 0);
 }
 
 TEST_F(ExchangeDeviceTest, ReattachAfterASwapMapsTheNewRows) {
@@ -396,21 +395,20 @@ TEST_F(ExchangeDeviceTest, ReattachAfterASwapMapsTheNewRows) {
   EXPECT_EQ(dev_.opens, 2);
   EXPECT_EQ(target_->exchange()->name(), (*other)->exchange().name());
   const std::vector<int32_t> prompt = tok().Encode("<html>", true, false);
-  SpecRequest req;
-  req.seq = 5;
-  req.prompt = prompt;
-  req.max_tokens = 16;
-  req.ignore_eos = true;
-  req.k = 6;
-  const SpecResult r = Run(*target_, req, other->get());
+  const SpecResult r = Run(*target_, FixedRequest(5, prompt, 16, 6), other->get());
   ASSERT_TRUE(r.status.ok()) << r.status;
   EXPECT_EQ(r.tokens, ReferenceGreedy(prompt, 16));
+  SpecRequest sampled = FixedRequest(5, prompt, 16, 6);
+  sampled.sampling.temperature = 0.9f;
+  const SpecResult rs = Run(*target_, sampled, other->get());
+  ASSERT_TRUE(rs.status.ok()) << rs.status;
   EXPECT_GT(target_->path_counts().device, 0);
+  EXPECT_EQ(rs.stats.draft_failures, 0);
   // A proposal of the old draft names a buffer that is no longer attached.
   const int64_t len = static_cast<int64_t>(prompt.size());
   ASSERT_TRUE(draft_->OpenSeq(8, prompt, SamplingParams{}).ok());
   ASSERT_TRUE(target_->OpenSeq(8, prompt, SamplingParams{}).ok());
-  auto old = draft_->Propose(8, len, {}, 4, 0.0f, kNoDeadline);
+  auto old = draft_->Propose({8, len, {}, 4, 0.0f}, kNoDeadline);
   ASSERT_TRUE(old.ok());
   EXPECT_FALSE(target_->Verify(8, old->tokens, old->ref, kNoDeadline).ok());
   EXPECT_EQ(target_->core().CommittedLength(8), len);
@@ -440,15 +438,14 @@ TEST_F(ExchangeDeviceTest, WithoutADeviceTheHostPathIsChosenOrCudaRefused) {
   EXPECT_EQ(t.exchange()->kind(), "cuda");
   EXPECT_EQ(t.exchange_path().rfind("host", 0), 0u) << t.exchange_path();
   const std::vector<int32_t> prompt = tok().Encode("Hello world", true, false);
-  SpecRequest req;
-  req.seq = 9;
-  req.prompt = prompt;
-  req.max_tokens = 16;
-  req.ignore_eos = true;
-  req.k = 4;
-  const SpecResult r = Run(t, req, draft_.get());
+  const SpecResult r = Run(t, FixedRequest(9, prompt, 16, 4), draft_.get());
   ASSERT_TRUE(r.status.ok()) << r.status;
   EXPECT_EQ(r.tokens, ReferenceGreedy(prompt, 16));
+  SpecRequest sampled = FixedRequest(9, prompt, 16, 4);
+  sampled.sampling.temperature = 1.0f;
+  const SpecResult rs = Run(t, sampled, draft_.get());
+  ASSERT_TRUE(rs.status.ok()) << rs.status;
+  EXPECT_EQ(rs.stats.draft_failures, 0);
   EXPECT_GT(t.path_counts().host, 0);
   EXPECT_EQ(t.path_counts().device, 0);
 }

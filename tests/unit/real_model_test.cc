@@ -9,7 +9,7 @@
 #include "common/backend/cpu/cpu_backend.h"
 #include "common/engine/engine.h"
 #include "common/engine/spec_local.h"
-#include "common/engine/spec_loop.h"
+#include "common/spec/loop.h"
 #include "gtest/gtest.h"
 #include "tests/support/test_util.h"
 

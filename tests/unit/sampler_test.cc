@@ -6,6 +6,7 @@
 
 #include "common/sampler/rng.h"
 #include "common/sampler/sampler.h"
+#include "common/sampler/select.h"
 #include "common/spec/acceptance.h"
 #include "gtest/gtest.h"
 
@@ -69,6 +70,117 @@ TEST(SamplerTest, RepetitionPenaltyDividesPositiveAndMultipliesNegative) {
   ProcessLogits(l.data(), 3, p, recent, &d);
   const double z = std::exp(1.0) + std::exp(-2.0) + std::exp(1.9);
   EXPECT_NEAR(d.Prob(1), std::exp(-2.0) / z, 1e-6);
+}
+
+// The sampler's rule written the plain way (a full sort in the sampler's
+// order, float64 weights summed in that order): the reference for the
+// selection without sorting.
+TokenDist SortedReference(const std::vector<float>& logits, const SamplingParams& p) {
+  const int V = static_cast<int>(logits.size());
+  auto l = [&](int i) { return std::isnan(logits[i]) ? -INFINITY : logits[i]; };
+  std::vector<int> ids(V);
+  std::iota(ids.begin(), ids.end(), 0);
+  std::stable_sort(ids.begin(), ids.end(), [&](int a, int b) { return l(a) > l(b); });
+  if (p.top_k > 0 && p.top_k < V) ids.resize(p.top_k);
+  const double top = l(ids[0]);
+  std::vector<double> w;
+  double sum = 0;
+  for (int id : ids) {
+    w.push_back(std::isfinite(l(id)) ? std::exp((l(id) - top) / static_cast<double>(p.temperature)) : 0.0);
+    sum += w.back();
+  }
+  size_t n = ids.size();
+  if (p.top_p < 1.0f) {
+    double acc = 0;
+    for (size_t i = 0; i < ids.size(); ++i) {
+      acc += w[i] / sum;
+      if (acc >= p.top_p) {
+        n = i + 1;
+        break;
+      }
+    }
+  }
+  std::map<int, double> kept;
+  double total = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (w[i] >= p.min_p && w[i] > 0) {
+      kept[ids[i]] = w[i];
+      total += w[i];
+    }
+  }
+  TokenDist d;
+  for (const auto& [id, wi] : kept) {
+    d.ids.push_back(id);
+    d.probs.push_back(static_cast<float>(wi / total));
+  }
+  return d;
+}
+
+TEST(SamplerTest, SelectionWithoutSortingMatchesAFullSort) {
+  std::mt19937 rng(11);
+  std::normal_distribution<float> gauss(0.0f, 3.0f);
+  int compared = 0;
+  for (int trial = 0; trial < 24; ++trial) {
+    const int V = 500 + static_cast<int>(rng() % 3000);
+    std::vector<float> l(V);
+    for (float& x : l) x = gauss(rng);
+    // Ties (the same logit at many ids), -inf, NaN and -0/+0.
+    for (int i = 0; i < V / 10; ++i) l[rng() % V] = 1.5f;
+    for (int i = 0; i < V / 50; ++i) l[rng() % V] = -INFINITY;
+    if (trial % 3 == 0) l[rng() % V] = NAN;
+    if (trial % 4 == 0) {
+      l[rng() % V] = 0.0f;
+      l[rng() % V] = -0.0f;
+    }
+    if (trial % 5 == 0) l[rng() % V] = 9.0f;  // one peak
+    for (int top_k : {0, 1, 3, 40, V - 1}) {
+      for (float top_p : {1.0f, 0.3f, 0.9f, 0.999f}) {
+        for (float min_p : {0.0f, 0.05f}) {
+          SamplingParams p;
+          p.temperature = trial % 2 ? 0.7f : 1.6f;
+          p.top_k = top_k;
+          p.top_p = top_p;
+          p.min_p = min_p;
+          TokenDist got;
+          ProcessLogits(l.data(), V, p, {}, &got);
+          const TokenDist want = SortedReference(l, p);
+          ASSERT_EQ(got.ids, want.ids) << "V=" << V << " k=" << top_k << " p=" << top_p << " min_p=" << min_p;
+          for (size_t i = 0; i < got.probs.size(); ++i) ASSERT_NEAR(got.probs[i], want.probs[i], 1e-6);
+          ++compared;
+        }
+      }
+    }
+  }
+  EXPECT_EQ(compared, 24 * 5 * 4 * 2);
+}
+
+TEST(SamplerTest, RadixSelectFindsTheThresholdAmongTies) {
+  // 1000 keys, the logit 2.0 at every 3rd id, 1.0 elsewhere: the 5 first in
+  // the sampler's order are the 5 lowest ids holding 2.0.
+  std::vector<uint64_t> keys;
+  for (int i = 0; i < 1000; ++i) keys.push_back(OrderKey(i % 3 == 0 ? 2.0f : 1.0f, i));
+  RadixSelect s = RadixSelect::Start();
+  while (!s.done()) {
+    double w[kSelectBuckets] = {};
+    uint32_t c[kSelectBuckets] = {};
+    for (uint64_t k : keys) {
+      if (s.Matches(k)) {
+        w[s.Digit(k)] += 1;
+        ++c[s.Digit(k)];
+      }
+    }
+    s.Advance(w, c, 5, /*counting=*/true);
+  }
+  std::vector<int> in;
+  for (int i = 0; i < 1000; ++i) {
+    if (keys[i] <= s.threshold) in.push_back(i);
+  }
+  EXPECT_EQ(in, (std::vector<int>{0, 3, 6, 9, 12}));
+  // NaN sorts as -inf, -0 as +0, and a higher logit first.
+  EXPECT_EQ(OrderBits(NAN), OrderBits(-INFINITY));
+  EXPECT_EQ(OrderBits(-0.0f), OrderBits(0.0f));
+  EXPECT_LT(OrderKey(3.0f, 7), OrderKey(2.0f, 1));
+  EXPECT_LT(OrderKey(2.0f, 1), OrderKey(2.0f, 2));
 }
 
 TEST(SamplerTest, ValidateRejectsBadParams) {
@@ -146,6 +258,31 @@ TEST(AcceptanceTest, FirstTokenHasTargetDistribution) {
   double expect_acc = 0;
   for (int i = 0; i < V; ++i) expect_acc += std::min(p[i], q[i]);
   EXPECT_NEAR(static_cast<double>(accepted) / n, expect_acc, 0.005);
+}
+
+TEST(AcceptanceTest, OneHotRowsNeedNoDenseQ) {
+  // q one-hot at each proposal (a greedy draft, a deterministic proposer):
+  // null q decides exactly as the dense one-hot rows.
+  const int V = 5;
+  const std::vector<TokenDist> p = {Dense({0.1, 0.4, 0.2, 0.2, 0.1}), Dense({0.3, 0.1, 0.1, 0.4, 0.1}),
+                                    Dense({0.2, 0.2, 0.2, 0.2, 0.2})};
+  const int32_t x[] = {1, 3};
+  std::vector<float> q(2 * V, 0.0f);
+  q[1] = 1.0f;
+  q[V + 3] = 1.0f;
+  int rejected = 0;
+  for (uint64_t seed = 1; seed <= 400; ++seed) {
+    const AcceptResult dense = VerifyProposals(p, q.data(), x, 2, V, seed, 7);
+    const AcceptResult onehot = VerifyProposals(p, nullptr, x, 2, V, seed, 7);
+    ASSERT_EQ(dense.n_accepted, onehot.n_accepted) << seed;
+    ASSERT_EQ(dense.next_token, onehot.next_token) << seed;
+    ASSERT_EQ(dense.bonus, onehot.bonus) << seed;
+    if (onehot.n_accepted == 0) {
+      ++rejected;
+      EXPECT_NE(onehot.next_token, 1) << "a rejected token is never the correction";
+    }
+  }
+  EXPECT_GT(rejected, 100);  // p(x_1) = 0.4: rejected ~60% of the time
 }
 
 TEST(AcceptanceTest, GreedyIsExactMatch) {

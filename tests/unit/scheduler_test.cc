@@ -1,4 +1,4 @@
-// The workers' scheduler (proto/rpc/engine_thread.h) with fake batch and
+// The workers' scheduler (common/engine/scheduler.h) with fake batch and
 // prefill functions: batches form from concurrent jobs, a long prefill is fed
 // in chunks between batches, prefills share the chunk round-robin, errors
 // and cancellation end a prefill.
@@ -7,10 +7,10 @@
 #include <string>
 #include <thread>
 
+#include "common/engine/scheduler.h"
 #include "gtest/gtest.h"
-#include "proto/rpc/engine_thread.h"
 
-namespace specd::rpc {
+namespace specd {
 namespace {
 
 struct Job {
@@ -173,4 +173,4 @@ TEST(Scheduler, BatchWaitKeepsLockstepSequencesTogether) {
 }
 
 }  // namespace
-}  // namespace specd::rpc
+}  // namespace specd

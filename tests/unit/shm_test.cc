@@ -71,7 +71,7 @@ class ExchangeTest : public ::testing::Test {
     float* q = writer_->BeginWrite(slot);
     EXPECT_NE(q, nullptr);
     for (size_t i = 0; i < tokens.size() * kVocab; ++i) q[i] = salt + static_cast<float>(i) * 0.001f;
-    return ExchangeRef{slot, writer_->Publish(slot, seq, tokens)};
+    return ExchangeRef{slot, writer_->Publish(slot, seq, tokens, ExchangeBuffer::kRowsHost)};
   }
   std::unique_ptr<ExchangeBuffer> writer_, reader_;
 };
@@ -134,7 +134,7 @@ TEST_F(ExchangeTest, ReferencesIntoAnotherBufferDoNotMatch) {
   auto other = ExchangeBuffer::Create("posix", kSlots, kK, kVocab, "digest-abc");
   ASSERT_TRUE(other.ok());
   (*other)->BeginWrite(0);
-  const uint64_t g = (*other)->Publish(0, 1, std::vector<int32_t>{2});
+  const uint64_t g = (*other)->Publish(0, 1, std::vector<int32_t>{2}, ExchangeBuffer::kRowsHost);
   auto reader = ExchangeBuffer::Attach("posix", (*other)->name());
   ASSERT_TRUE(reader.ok());
   std::vector<float> q;
@@ -145,7 +145,7 @@ TEST_F(ExchangeTest, ReferencesIntoAnotherBufferDoNotMatch) {
 
 TEST_F(ExchangeTest, ReaderCannotWrite) {
   EXPECT_EQ(reader_->BeginWrite(0), nullptr);
-  EXPECT_EQ(reader_->Publish(0, 1, std::vector<int32_t>{1}), 0u);
+  EXPECT_EQ(reader_->Publish(0, 1, std::vector<int32_t>{1}, 0), 0u);
 }
 
 TEST(Exchange, AttachRefusesWhatIsNotAnExchangeBuffer) {

@@ -7,8 +7,9 @@
 
 #include "common/engine/spec_bench.h"
 #include "common/engine/spec_local.h"
-#include "common/engine/spec_loop.h"
-#include "common/engine/spec_policy.h"
+#include "common/spec/chain.h"
+#include "common/spec/loop.h"
+#include "common/spec/policy.h"
 #include "common/modelgen/modelgen.h"
 #include "gtest/gtest.h"
 #include "tests/support/test_models.h"
@@ -17,6 +18,7 @@
 namespace specd {
 namespace {
 
+using testing::FixedRequest;
 using testing::MakeTestEngine;
 using testing::SharedTestModels;
 using testing::TempDir;
@@ -54,6 +56,53 @@ TEST(StopMatcher, FlushReturnsTheHeldTailAndEmptyStopsAreIgnored) {
 // ---------------------------------------------------------------- engines
 
 const TestModels* g_models = nullptr;  // other: same vocabulary, unrelated weights
+
+// Proposers without a model (q one-hot at their tokens, no exchange rows),
+// the kind an n-gram proposer is.
+class TokenProposer : public Proposer {
+ public:
+  absl::Status Open(int32_t seq, const std::vector<int32_t>& tokens, const SamplingParams&, Deadline) override {
+    seqs_[seq] = tokens;
+    return absl::OkStatus();
+  }
+  absl::StatusOr<Proposal> Propose(const ProposeRequest& req, Deadline) override {
+    auto it = seqs_.find(req.seq);
+    if (it == seqs_.end()) return absl::NotFoundError("not open");
+    std::vector<int32_t>& c = it->second;
+    c.resize(static_cast<size_t>(req.base_len));
+    c.insert(c.end(), req.new_tokens.begin(), req.new_tokens.end());
+    Proposal p;  // ref.slot < 0: one-hot
+    p.tokens = Draft(c, req.k);
+    return p;
+  }
+  void Release(int32_t seq) override { seqs_.erase(seq); }
+
+ protected:
+  virtual std::vector<int32_t> Draft(const std::vector<int32_t>& committed, int k) const = 0;
+
+ private:
+  std::map<int32_t, std::vector<int32_t>> seqs_;
+};
+
+// Prompt lookup at its simplest: what followed the latest earlier occurrence of the last token.
+class LookupProposer final : public TokenProposer {
+  std::vector<int32_t> Draft(const std::vector<int32_t>& c, int k) const override {
+    std::vector<int32_t> out;
+    for (size_t i = c.size() - 1; i-- > 0;) {
+      if (c[i] != c.back()) continue;
+      for (size_t j = i + 1; j < c.size() && static_cast<int>(out.size()) < k; ++j) out.push_back(c[j]);
+      break;
+    }
+    return out;
+  }
+};
+
+// Always proposes: the last token k times.
+class RepeatProposer final : public TokenProposer {
+  std::vector<int32_t> Draft(const std::vector<int32_t>& c, int k) const override {
+    return std::vector<int32_t>(static_cast<size_t>(k), c.back());
+  }
+};
 
 class SpecLoopTest : public ::testing::Test {
  protected:
@@ -126,7 +175,7 @@ class SpecLoopTest : public ::testing::Test {
     return req;
   }
 
-  SpecResult Run(const SpecRequest& req, DraftClient* draft, std::vector<StepEvent>* events = nullptr) {
+  SpecResult Run(const SpecRequest& req, Proposer* draft, std::vector<StepEvent>* events = nullptr) {
     return RunSpeculative(req, tok(), *target_, draft, [&](const StepEvent& ev) {
       if (events) events->push_back(ev);
       return true;
@@ -193,6 +242,61 @@ TEST_F(SpecLoopTest, GreedySpeculativeEqualsGreedyTargetOnly) {
   EXPECT_EQ(other_engine_->active_sequences(), 0);
 }
 
+TEST_F(SpecLoopTest, RepetitionPenaltyIsLosslessThroughTheSampledFeedback) {
+  // The draft's tokens are sampled and fed back where the logits are; its
+  // penalty window covers the committed tokens and the ones it just drafted.
+  SamplingParams sp;
+  sp.repetition_penalty = 0.7f;  // < 1 favours repeats: the tokens it drafted weigh in at once
+  sp.repetition_window = 64;
+  const int n = 24;
+  for (const char* text : {"a a a a a", "1, 2, 3,", "def main():\n    return 0"}) {
+    const std::vector<int32_t> prompt = tok().Encode(text, true, false);
+    // Reference: one token per forward, the penalized greedy choice.
+    Engine& e = *ref_engine_;
+    ASSERT_TRUE(e.NewSequence(97).ok());
+    std::vector<int32_t> ctx = prompt, ref;
+    std::vector<float> logits;
+    Engine::Feed f{97, prompt, 1, {}};
+    for (int i = 0; i < n; ++i) {
+      logits.clear();
+      ASSERT_TRUE(e.Run({f}, &logits).ok());
+      TokenDist d;
+      ProcessLogits(logits.data(), e.vocab_size(), sp, ctx, &d);
+      ref.push_back(d.ids[0]);
+      ctx.push_back(d.ids[0]);
+      f.tokens = {d.ids[0]};
+    }
+    e.Release(97);
+    for (int k : {1, 4, 8}) {
+      SpecRequest req = FixedRequest(2, prompt, n, k);
+      req.sampling = sp;
+      const SpecResult r = Run(req, draft_.get());
+      ASSERT_TRUE(r.status.ok()) << r.status;
+      EXPECT_EQ(r.tokens, ref) << "k=" << k << " prompt '" << text << "'";
+      EXPECT_GT(r.stats.accepted, 0);
+    }
+    // The draft's own proposal: each token penalized by the ones it drafted before it.
+    auto dref = MakeTestEngine(g_models->draft, 1);
+    ASSERT_TRUE(dref->NewSequence(1).ok());
+    std::vector<int32_t> dctx = prompt, dtoks;
+    Engine::Feed df{1, prompt, 1, {}};
+    for (int i = 0; i < 8; ++i) {
+      logits.clear();
+      ASSERT_TRUE(dref->Run({df}, &logits).ok());
+      TokenDist d;
+      ProcessLogits(logits.data(), dref->vocab_size(), sp, dctx, &d);
+      dtoks.push_back(d.ids[0]);
+      dctx.push_back(d.ids[0]);
+      df.tokens = {d.ids[0]};
+    }
+    ASSERT_TRUE(draft_->OpenSeq(3, prompt, sp).ok());
+    auto p = draft_->Propose({3, static_cast<int64_t>(prompt.size()), {}, 8, 0.0f}, kNoDeadline);
+    ASSERT_TRUE(p.ok()) << p.status();
+    EXPECT_EQ(p->tokens, dtoks);
+    draft_->ReleaseSeq(3);
+  }
+}
+
 // ---------------------------------------------------------------- lossless sampling
 
 // Chi-square critical value for `dof` at p = 1e-4 (Wilson-Hilferty).
@@ -255,7 +359,7 @@ TEST_F(SpecLoopTest, SampledSpeculativeHasTheTargetsDistribution) {
   }
   ASSERT_GE(expected.size(), 6u) << "the test needs a spread-out distribution";
 
-  auto sample = [&](DraftClient* draft, int k, int n) {
+  auto sample = [&](Proposer* draft, int k, int n) {
     std::map<std::pair<int, int>, int> counts;
     for (int s = 1; s <= n; ++s) {
       SpecRequest req;
@@ -276,14 +380,19 @@ TEST_F(SpecLoopTest, SampledSpeculativeHasTheTargetsDistribution) {
   const int n = 3000;
   struct Case {
     const char* name;
-    LocalDraft* draft;
+    Proposer* proposer;
+    LocalDraft* draft;  // whose buffer the target reads
     int k;
   };
-  for (const Case& c : {Case{"target-only", nullptr, 0}, Case{"derived draft k=1", draft_.get(), 1},
-                        Case{"derived draft k=4", draft_.get(), 4}, Case{"unrelated draft k=3", other_.get(), 3}}) {
+  RepeatProposer repeat;  // deterministic: q one-hot, rejections draw from p without the token
+  ProposerChain chain({&repeat, draft_.get()});
+  for (const Case& c : {Case{"target-only", nullptr, nullptr, 0}, Case{"derived draft k=1", draft_.get(), draft_.get(), 1},
+                        Case{"derived draft k=4", draft_.get(), draft_.get(), 4},
+                        Case{"unrelated draft k=3", other_.get(), other_.get(), 3},
+                        Case{"deterministic proposer k=2", &chain, draft_.get(), 2}}) {
     if (c.draft) Use(c.draft);
     int dof = 0;
-    const double ratio = ChiSquareRatio(expected, sample(c.draft, c.k, n), n, &dof);
+    const double ratio = ChiSquareRatio(expected, sample(c.proposer, c.k, n), n, &dof);
     EXPECT_LT(ratio, 1.0) << c.name << ": chi-square " << ratio * ChiSquareCritical(dof) << " over the p=1e-4 bound "
                           << ChiSquareCritical(dof) << " (" << dof << " dof)";
   }
@@ -295,7 +404,7 @@ TEST_F(SpecLoopTest, SampledSpeculativeHasTheTargetsDistribution) {
     ASSERT_TRUE(other_->OpenSeq(4, prompt, SamplingParams{sp.temperature, sp.top_k, 1.0f, 0.0f, 1.0f, 64,
                                                           static_cast<uint64_t>(s)})
                     .ok());
-    auto p = other_->Propose(4, static_cast<int64_t>(prompt.size()), {}, 2, 0.0f, kNoDeadline);
+    auto p = other_->Propose({4, static_cast<int64_t>(prompt.size()), {}, 2, 0.0f}, kNoDeadline);
     ASSERT_TRUE(p.ok());
     const int a = tok().IsEog(p->tokens[0]) ? kEog : p->tokens[0];
     const int b = a == kEog ? kEog : (tok().IsEog(p->tokens[1]) ? kEog : p->tokens[1]);
@@ -306,6 +415,26 @@ TEST_F(SpecLoopTest, SampledSpeculativeHasTheTargetsDistribution) {
   EXPECT_GT(ChiSquareRatio(expected, draft_counts, n, &dof), 1.0) << "the draft's own distribution should be rejected";
 }
 
+TEST_F(SpecLoopTest, AChainOfLookupThenDraftIsLossless) {
+  // n-gram-style lookup where the text repeats itself, the draft otherwise.
+  LookupProposer lookup;
+  ProposerChain chain({&lookup, draft_.get()});
+  for (const char* text : {"1, 2, 3, 1, 2, 3, 1, 2,", "def f(x):\n    return x\n\ndef g(x):\n    return"}) {
+    const std::vector<int32_t> prompt = tok().Encode(text, true, false);
+    const std::vector<int32_t> ref = ReferenceGreedy(prompt, 40);
+    for (int k : {2, 5}) {
+      const SpecResult r = Run(FixedRequest(9, prompt, 40, k), &chain);
+      ASSERT_TRUE(r.status.ok()) << r.status;
+      EXPECT_EQ(r.tokens, ref) << "k=" << k << " '" << text << "'";
+      EXPECT_EQ(r.stats.draft_failures, 0);
+    }
+  }
+  EXPECT_GT(chain.proposals_by_member()[0], 0) << "the lookup proposed";
+  EXPECT_GT(chain.proposals_by_member()[1], 0) << "the draft proposed where the lookup had nothing";
+  EXPECT_GT(target_->path_counts().one_hot, 0);
+  EXPECT_EQ(draft_engine_->active_sequences(), 0);
+}
+
 // ---------------------------------------------------------------- exchange hand-off
 
 TEST_F(SpecLoopTest, VerifyReadsExactlyWhatProposeWrote) {
@@ -314,7 +443,7 @@ TEST_F(SpecLoopTest, VerifyReadsExactlyWhatProposeWrote) {
   sp.seed = 11;
   const std::vector<int32_t> prompt = tok().Encode("The quick brown fox", true, false);
   ASSERT_TRUE(draft_->OpenSeq(5, prompt, sp).ok());
-  auto p = draft_->Propose(5, static_cast<int64_t>(prompt.size()), {}, 3, 0.0f, kNoDeadline);
+  auto p = draft_->Propose({5, static_cast<int64_t>(prompt.size()), {}, 3, 0.0f}, kNoDeadline);
   ASSERT_TRUE(p.ok()) << p.status();
   ASSERT_EQ(p->tokens.size(), 3u);
   auto reader = ExchangeBuffer::Attach("posix", draft_->exchange().name());
@@ -347,8 +476,8 @@ TEST_F(SpecLoopTest, TargetRefusesAStaleSlotAndKeepsTheSequence) {
   ASSERT_TRUE(draft_->OpenSeq(6, prompt, SamplingParams{}).ok());
   ASSERT_TRUE(target_->OpenSeq(6, prompt, SamplingParams{}).ok());
   const int64_t len = static_cast<int64_t>(prompt.size());
-  auto first = draft_->Propose(6, len, {}, 4, 0.0f, kNoDeadline);
-  auto second = draft_->Propose(6, len, {}, 4, 0.0f, kNoDeadline);  // rewrites the slot
+  auto first = draft_->Propose({6, len, {}, 4, 0.0f}, kNoDeadline);
+  auto second = draft_->Propose({6, len, {}, 4, 0.0f}, kNoDeadline);  // rewrites the slot
   ASSERT_TRUE(first.ok() && second.ok());
   EXPECT_EQ(first->ref.slot, second->ref.slot);
   EXPECT_NE(first->ref.generation, second->ref.generation);
@@ -422,6 +551,34 @@ TEST_F(SpecLoopTest, FiguresAddUp) {
   EXPECT_EQ(static_cast<int>(r.tokens.size()), 50);
   EXPECT_EQ(text, r.text);
   EXPECT_NEAR(r.stats.MeanAcceptedLength(), static_cast<double>(accepted + spec_steps) / spec_steps, 1e-9);
+}
+
+TEST_F(SpecLoopTest, StepTimeIsTakenApartByTheRun) {
+  std::vector<StepEvent> events;
+  SpecRequest req = FixedRequest(8, tok().Encode("def main():\n    return 0", true, false), 40, 4);
+  SpecCosts costs;
+  req.costs = &costs;
+  const SpecResult r = Run(req, draft_.get(), &events);
+  ASSERT_TRUE(r.status.ok());
+  StepTimes sum;
+  for (const StepEvent& ev : events) {
+    for (double part : {ev.time.draft_forward, ev.time.verify_forward, ev.time.accept, ev.time.transport, ev.time.host})
+      EXPECT_GE(part, 0.0);
+    EXPECT_GT(ev.time.verify_forward, 0.0);  // the workers measured their own work
+    if (ev.draft_used) {
+      EXPECT_GT(ev.time.draft_forward, 0.0);
+    }
+    sum.Add(ev.time);
+  }
+  EXPECT_NEAR(sum.total(), r.stats.time.total(), 1e-12);
+  // The parts cover the steps: no more than the request's time, and the
+  // forwards are the bulk of it on the CPU in process (no transport).
+  EXPECT_LE(r.stats.time.total(), r.stats.elapsed_seconds);
+  EXPECT_GT(r.stats.time.draft_forward + r.stats.time.verify_forward, 0.5 * r.stats.time.total());
+  EXPECT_LT(r.stats.time.transport, 0.2 * r.stats.time.total());
+  // The costs the policy reads are the forwards' and the overhead, apart.
+  EXPECT_NE(costs.ToString().find("overhead[1]="), std::string::npos) << costs.ToString();
+  EXPECT_NE(r.stats.time.PerStep(r.stats.steps).find("overhead"), std::string::npos);
 }
 
 TEST_F(SpecLoopTest, StopStringEndsBeforeTheStop) {
@@ -536,17 +693,16 @@ TEST_F(SpecLoopTest, CancelAndDeadlineReleaseBothSequences) {
 }
 
 // A draft that fails now and then, the way a remote one does.
-class FlakyDraft : public DraftClient {
+class FlakyDraft : public Proposer {
  public:
   FlakyDraft(LocalDraft* d, absl::StatusCode code) : d_(d), code_(code) {}
   absl::Status Open(int32_t seq, const std::vector<int32_t>& t, const SamplingParams& s, Deadline dl) override {
     ++opens;
     return d_->Open(seq, t, s, dl);
   }
-  absl::StatusOr<DraftProposal> Propose(int32_t seq, int64_t base, const std::vector<int32_t>& fresh, int k, float mc,
-                                        Deadline dl) override {
+  absl::StatusOr<Proposal> Propose(const ProposeRequest& req, Deadline dl) override {
     if (++calls % 3 == 0) return absl::Status(code_, "injected draft failure");
-    return d_->Propose(seq, base, fresh, k, mc, dl);
+    return d_->Propose(req, dl);
   }
   void Release(int32_t seq) override { d_->Release(seq); }
   int calls = 0, opens = 0;
@@ -784,7 +940,7 @@ TEST_F(SpecLoopTest, GreedyConfidenceIsTheModelsTopProbability) {
   // softmax's top probability, so min_confidence can stop a greedy proposal.
   const std::vector<int32_t> prompt = tok().Encode("Once upon a time", true, false);
   ASSERT_TRUE(draft_->OpenSeq(31, prompt, SamplingParams{}).ok());
-  auto p = draft_->Propose(31, static_cast<int64_t>(prompt.size()), {}, 8, 0.0f, kNoDeadline);
+  auto p = draft_->Propose({31, static_cast<int64_t>(prompt.size()), {}, 8, 0.0f, /*want_confidence=*/true}, kNoDeadline);
   ASSERT_TRUE(p.ok());
   ASSERT_EQ(p->confidence.size(), 8u);
   float lowest = 1;
@@ -794,7 +950,7 @@ TEST_F(SpecLoopTest, GreedyConfidenceIsTheModelsTopProbability) {
     lowest = std::min(lowest, c);
   }
   EXPECT_LT(lowest, 1.0f);
-  auto cut = draft_->Propose(31, static_cast<int64_t>(prompt.size()), {}, 8, 1.0f, kNoDeadline);
+  auto cut = draft_->Propose({31, static_cast<int64_t>(prompt.size()), {}, 8, 1.0f}, kNoDeadline);
   ASSERT_TRUE(cut.ok());
   EXPECT_EQ(cut->tokens.size(), 1u) << "the first draft is always proposed";
   draft_->ReleaseSeq(31);

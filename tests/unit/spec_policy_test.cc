@@ -3,7 +3,7 @@
 #include <cmath>
 #include <random>
 
-#include "common/engine/spec_policy.h"
+#include "common/spec/policy.h"
 #include "gtest/gtest.h"
 
 namespace specd {
@@ -302,6 +302,35 @@ TEST(AcceptancePrior, LearnsAcrossRequestsAndResets) {
   prior.Reset();
   EXPECT_EQ(prior.steps(), 0);
   EXPECT_DOUBLE_EQ(prior.Snapshot().n_alpha[1], 0.0);
+}
+
+TEST(AcceptancePrior, LoadsWhatToStringWritesAndSeedsAPolicy) {
+  AcceptancePrior a;
+  for (int i = 0; i < 40; ++i) {
+    a.Observe(4, i % 5 == 0 ? 2 : 4, i % 3);
+    a.ObserveConfidence(0.05f + 0.023f * static_cast<float>(i), i % 4 != 0);
+  }
+  AcceptancePrior b;
+  ASSERT_TRUE(b.Load(a.ToString()).ok()) << a.ToString();
+  EXPECT_EQ(b.ToString(), a.ToString());
+  EXPECT_EQ(b.steps(), 40);
+  const PositionEstimates pa = a.Snapshot(), pb = b.Snapshot();
+  for (int i = 1; i <= 4; ++i) {
+    EXPECT_NEAR(pb.alpha[i], pa.alpha[i], 1e-3) << i;
+    EXPECT_NEAR(pb.pi[i], pa.pi[i], 1e-3) << i;
+  }
+  EXPECT_NEAR(b.Confidence().AcceptedAbove(0.5f), a.Confidence().AcceptedAbove(0.5f), 1e-2);
+  // A policy starts from it at once (no warm-up): informed.
+  SpecCosts costs;
+  SpecPolicyOptions o;
+  o.adaptive = true;
+  EXPECT_TRUE(SpecPolicy(o, &costs, &b).informed());
+  // Bad text is refused and changes nothing.
+  for (const char* bad : {"alpha[1]=0.5", "steps=3 alpha[0]=0.5", "steps=3 alpha[1]=1.5", "steps=3 beta[1]=0.5",
+                          "steps=x", "steps=3 conf[0.5]=0.5", "steps=3 pi[2]"}) {
+    EXPECT_EQ(b.Load(bad).code(), absl::StatusCode::kInvalidArgument) << bad;
+  }
+  EXPECT_EQ(b.steps(), 40);
 }
 
 TEST(ConfidenceBins, ShareAndAcceptanceAboveAThreshold) {

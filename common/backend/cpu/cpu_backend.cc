@@ -237,6 +237,15 @@ absl::Status CpuBackend::SetBatch(const Batch& batch) {
     if (r < 0 || r >= batch.n_tokens()) return absl::InvalidArgumentError("bad output row");
   }
   batch_ = &batch;
+  if (!batch.fed.empty()) {
+    if (batch.fed.size() != batch.tokens.size()) return absl::InvalidArgumentError("batch fed[] differs in length");
+    // Host memory: the tokens an earlier Sample wrote are there already.
+    fed_batch_ = batch;
+    for (int t = 0; t < batch.n_tokens(); ++t) {
+      if (batch.fed[t]) fed_batch_.tokens[t] = *batch.fed[t];
+    }
+    batch_ = &fed_batch_;
+  }
   return absl::OkStatus();
 }
 

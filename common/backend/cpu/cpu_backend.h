@@ -4,6 +4,7 @@
 // tokens in the batch, in a fixed order, so batched verification reproduces
 // single-token decoding bit for bit.
 #pragma once
+#include <chrono>
 #include <memory>
 #include <vector>
 
@@ -34,7 +35,16 @@ class CpuBackend : public Backend {
   void SwiGLU(const float* gate, const float* up, int n, int dim, float* out) override;
   void Add(float* x, const float* y, int64_t n) override;
   void GatherOutRows(const float* x, int dim, float* out) override;
+  void Sample(const float* logits, int vocab, const std::vector<SampleRow>& rows) override;
+  void Accept(const float* logits, int vocab, const std::vector<AcceptRows>& seqs) override;
+  absl::StatusOr<void*> AllocBuffer(size_t bytes) override;
+  absl::Status WriteBytes(const void* host, void* dst, size_t bytes) override;
+  bool HostMemory() const override { return true; }
+  int Mark() override;
+  double Seconds(int a, int b) override;
+  void ClearMarks() override { marks_.clear(); }
   absl::Status ReadToHost(const float* src, float* host, size_t n) override;
+  absl::Status ReadBytes(const void* src, void* host, size_t bytes) override;
   absl::Status Synchronize() override;
   double MeasureCopyBandwidth(size_t bytes) override;
 
@@ -64,6 +74,9 @@ class CpuBackend : public Backend {
   ThreadPool pool_;
   std::vector<PendingMatMul> pending_;
   const Batch* batch_ = nullptr;  // set by SetBatch; valid during the forward pass
+  Batch fed_batch_;               // the batch with its fed tokens read (when it has any)
+  std::vector<std::unique_ptr<uint8_t[]>> buffers_;  // AllocBuffer
+  std::vector<std::chrono::steady_clock::time_point> marks_;
   KvLayout kv_;
   size_t kv_row_bytes_ = 0;
   std::vector<std::unique_ptr<uint8_t[]>> k_pool_, v_pool_;  // per layer

@@ -150,7 +150,9 @@ class VmmArena {
 };
 
 // ---- recorded ops ----
-enum OpKind : int64_t { kEmbed = 1, kRmsNorm, kMatMul, kQuantX, kRope, kAttention, kSwiGLU, kAdd, kGather };
+enum OpKind : int64_t {
+  kEmbed = 1, kRmsNorm, kMatMul, kQuantX, kRope, kAttention, kSwiGLU, kAdd, kGather, kFeed, kSample, kAcceptSeqs
+};
 enum MmPath : int64_t { kPathMmv = 0, kPathFmv, kPathDequant, kPathGemm };
 
 // All members 8 bytes wide: no padding, so records compare and hash as bytes.
@@ -244,7 +246,16 @@ class CudaBackend final : public Backend, public CudaBackendControl {
   void SwiGLU(const float* gate, const float* up, int n, int dim, float* out) override;
   void Add(float* x, const float* y, int64_t n) override;
   void GatherOutRows(const float* x, int dim, float* out) override;
+  void Sample(const float* logits, int vocab, const std::vector<SampleRow>& rows) override;
+  void Accept(const float* logits, int vocab, const std::vector<AcceptRows>& seqs) override;
+  absl::StatusOr<void*> AllocBuffer(size_t bytes) override;
+  absl::Status WriteBytes(const void* host, void* dst, size_t bytes) override;
+  bool HostMemory() const override { return false; }
+  int Mark() override;
+  double Seconds(int a, int b) override;
+  void ClearMarks() override { n_marks_ = 0; }
   absl::Status ReadToHost(const float* src, float* host, size_t n) override;
+  absl::Status ReadBytes(const void* src, void* host, size_t bytes) override;
   absl::Status Synchronize() override;
   // Device-to-device copy with CUDA events, bytes read + written, best of 10
   // after a warm-up (the roofline's ceiling).
@@ -359,6 +370,12 @@ class CudaBackend final : public Backend, public CudaBackendControl {
     int64_t off_tokens = 0, off_pos = 0, off_seq = 0, off_out = 0, off_kvlen = 0, off_blocks = 0;
     std::vector<int32_t> pos, seq;
   } b_;
+  // Appends `n` items to the metadata (8-byte aligned when `align8`);
+  // returns their offset in int32 words, or -1 after a Fail.
+  template <class T>
+  int64_t MetaPut(const T* items, size_t n, bool align8);
+  // Records a sampling op over `rows` of the current batch's logits.
+  void RecordSample(const float* logits, int vocab, const std::vector<cuda::SampleRowDev>& rows);
   bool batch_set_ = false;
   std::map<std::tuple<int, int, int>, AttnBatchPlan> attn_plans_;
 
@@ -384,6 +401,15 @@ class CudaBackend final : public Backend, public CudaBackendControl {
   size_t stage_cap_ = 0;
   std::vector<void*> retired_;
   std::map<std::tuple<int, float, float>, double*> rope_tables_;
+  // Speculative steps: target rows processed for acceptance (dense p rows,
+  // argmaxes), AllocBuffer's buffers, pinned staging for small reads, timing marks.
+  void* accept_rows_ = nullptr;
+  size_t accept_rows_cap_ = 0;
+  std::vector<void*> buffers_;
+  void* read_stage_ = nullptr;
+  size_t read_stage_cap_ = 0;
+  std::vector<cudaEvent_t> marks_;
+  int n_marks_ = 0;
 
   // Recording and graphs.
   std::vector<OpRec> ops_;
@@ -470,6 +496,10 @@ CudaBackend::~CudaBackend() {
   cudaFree(xhalf_);
   cudaFree(attn_part_);
   cudaFree(stage_);
+  cudaFree(accept_rows_);
+  for (void* p : buffers_) cudaFree(p);
+  if (read_stage_) cudaFreeHost(read_stage_);
+  for (cudaEvent_t e : marks_) cudaEventDestroy(e);
   for (auto& [k, t] : rope_tables_) cudaFree(t);
   cudaFree(meta_dev_);
   if (meta_host_) cudaFreeHost(meta_host_);
@@ -744,7 +774,17 @@ absl::Status CudaBackend::SetBatch(const Batch& batch) {
   b_.off_out = b_.off_seq + n;
   b_.off_kvlen = b_.off_out + n_out;
   b_.off_blocks = b_.off_kvlen + n_seqs;
-  const size_t used = static_cast<size_t>(b_.off_blocks) + static_cast<size_t>(n_seqs) * stride;
+  size_t used = static_cast<size_t>(b_.off_blocks) + static_cast<size_t>(n_seqs) * stride;
+  // Tokens read from device memory when the batch runs (Batch::fed).
+  std::vector<cuda::FeedDev> feeds;
+  if (!batch.fed.empty()) {
+    if (static_cast<int>(batch.fed.size()) != n) return absl::InvalidArgumentError("batch fed[] differs in length");
+    for (int t = 0; t < n; ++t) {
+      if (batch.fed[t]) feeds.push_back({static_cast<uint64_t>(reinterpret_cast<uintptr_t>(batch.fed[t])), t, 0});
+    }
+  }
+  const int64_t off_feed = static_cast<int64_t>((used + 1) & ~size_t{1});
+  if (!feeds.empty()) used = static_cast<size_t>(off_feed) + feeds.size() * (sizeof(cuda::FeedDev) / sizeof(int32_t));
   if (meta_pending_) {
     SPECD_CUDA_RETURN(cudaEventSynchronize(meta_ev_), "waiting for the previous batch upload");
     meta_pending_ = false;
@@ -761,12 +801,20 @@ absl::Status CudaBackend::SetBatch(const Batch& batch) {
     std::fill(bt, bt + stride, 0);
     std::copy(q.blocks.begin(), q.blocks.end(), bt);
   }
+  if (!feeds.empty()) std::memcpy(MetaHost(off_feed), feeds.data(), feeds.size() * sizeof(cuda::FeedDev));
   meta_used_ = used;
   b_.pos = batch.pos;
   b_.seq = batch.seq_index;
   attn_plans_.clear();
   for (auto& s : xq_) s.valid = false;
   batch_set_ = true;
+  if (!feeds.empty()) {  // first of the batch's ops: the embedding reads the tokens
+    OpRec op;
+    op.kind = kFeed;
+    op.i[0] = off_feed;
+    op.i[1] = static_cast<int64_t>(feeds.size());
+    Record(op, {});
+  }
   return absl::OkStatus();
 }
 
@@ -1209,6 +1257,19 @@ void CudaBackend::Exec(const OpRec& op) {
       return Fail(cuda::LaunchGather(static_cast<const float*>(op.p[0]), static_cast<int>(op.i[0]), bd,
                                      static_cast<float*>(const_cast<void*>(op.p[1])), stream_),
                   "gather");
+    case kFeed:
+      return Fail(cuda::LaunchFeed(meta_dev_ + b_.off_tokens, reinterpret_cast<const cuda::FeedDev*>(meta_dev_ + op.i[0]),
+                                   static_cast<int>(op.i[1]), stream_),
+                  "token feed");
+    case kSample:
+      return Fail(cuda::LaunchSampleRows(static_cast<float*>(const_cast<void*>(op.p[0])), static_cast<int>(op.i[0]),
+                                         reinterpret_cast<const cuda::SampleRowDev*>(meta_dev_ + op.i[2]),
+                                         static_cast<int>(op.i[1]), meta_dev_, stream_),
+                  "sampling");
+    case kAcceptSeqs:
+      return Fail(cuda::LaunchAcceptSeqs(reinterpret_cast<const cuda::AcceptSeqDev*>(meta_dev_ + op.i[0]),
+                                         static_cast<int>(op.i[1]), static_cast<int>(op.i[2]), meta_dev_, stream_),
+                  "acceptance");
     default:
       return Fail(absl::InternalError("unknown recorded op"));
   }
@@ -1378,6 +1439,193 @@ absl::Status CudaBackend::Flush() {
   }
   ops_.clear();
   return TakeError();
+}
+
+// ---------------------------------------------------------------- speculative steps
+
+template <class T>
+int64_t CudaBackend::MetaPut(const T* items, size_t n, bool align8) {
+  static_assert(sizeof(T) % sizeof(int32_t) == 0);
+  size_t at = meta_used_;
+  if (align8) at = (at + 1) & ~size_t{1};  // meta_dev_ is 256-byte aligned: even offsets are 8-byte aligned
+  const size_t words = n * sizeof(T) / sizeof(int32_t);
+  if (const absl::Status st = EnsureMeta(at + words); !st.ok()) {
+    Fail(st);
+    return -1;
+  }
+  if (n) std::memcpy(MetaHost(static_cast<int64_t>(at)), items, n * sizeof(T));
+  meta_used_ = at + words;
+  return static_cast<int64_t>(at);
+}
+
+void CudaBackend::RecordSample(const float* logits, int vocab, const std::vector<cuda::SampleRowDev>& rows) {
+  const int64_t off = MetaPut(rows.data(), rows.size(), true);
+  if (off < 0) return;
+  OpRec op;
+  op.kind = kSample;
+  op.p[0] = logits;
+  op.i[0] = vocab;
+  op.i[1] = static_cast<int64_t>(rows.size());
+  op.i[2] = off;
+  // The rows may be penalized in place; the results go to buffers no op reads.
+  Record(op, {{logits, sizeof(float) * static_cast<size_t>(b_.n_out) * static_cast<size_t>(vocab)}});
+}
+
+namespace {
+uint64_t Addr(const void* p) { return static_cast<uint64_t>(reinterpret_cast<uintptr_t>(p)); }
+
+// The sampler's parameters of one row (the rest: pointers and history).
+cuda::SampleRowDev RowParams(int row, const SamplingParams& p, uint64_t stream, uint64_t counter) {
+  cuda::SampleRowDev d;
+  d.row = row;
+  d.greedy = p.greedy() ? 1 : 0;
+  d.temperature = p.temperature;
+  d.top_k = p.top_k;
+  d.top_p = p.top_p;
+  d.min_p = p.min_p;
+  d.rep_penalty = p.repetition_penalty;
+  d.rep_window = p.repetition_window;
+  d.seed = p.seed;
+  d.stream = stream;
+  d.counter = counter;
+  return d;
+}
+}  // namespace
+
+void CudaBackend::Sample(const float* logits, int vocab, const std::vector<SampleRow>& rows) {
+  if (!Recording() || rows.empty()) return;
+  std::vector<cuda::SampleRowDev> devs;
+  devs.reserve(rows.size());
+  for (const SampleRow& r : rows) {
+    cuda::SampleRowDev d = RowParams(r.row, r.params, r.stream, r.counter);
+    d.recent_off = static_cast<int32_t>(MetaPut(r.recent.data(), r.recent.size(), false));
+    if (d.recent_off < 0) return;
+    d.n_recent = static_cast<int32_t>(r.recent.size());
+    d.recent_dev = Addr(r.recent_dev);
+    d.n_recent_dev = r.recent_dev ? r.n_recent_dev : 0;
+    d.token = Addr(r.token);
+    d.confidence = Addr(r.confidence);
+    d.probs = Addr(r.probs);
+    devs.push_back(d);
+  }
+  RecordSample(logits, vocab, devs);
+}
+
+void CudaBackend::Accept(const float* logits, int vocab, const std::vector<AcceptRows>& seqs) {
+  if (!Recording() || seqs.empty()) return;
+  // Scratch for the processed target rows: dense p rows, then one argmax per row.
+  size_t n_rows = 0;
+  for (const AcceptRows& a : seqs) n_rows += static_cast<size_t>(a.k) + 1;
+  const size_t p_bytes = n_rows * static_cast<size_t>(vocab) * sizeof(float);
+  if (const absl::Status st = Grow(&accept_rows_, &accept_rows_cap_, p_bytes + n_rows * sizeof(int32_t),
+                                   "acceptance rows");
+      !st.ok())
+    return Fail(st);
+  auto* p_rows = static_cast<float*>(accept_rows_);
+  auto* argmax = reinterpret_cast<int32_t*>(static_cast<uint8_t*>(accept_rows_) + p_bytes);
+  std::vector<cuda::SampleRowDev> rows;
+  std::vector<cuda::AcceptSeqDev> accepts;
+  size_t row = 0;
+  for (const AcceptRows& a : seqs) {
+    // The penalty window of row t: the committed tail, then x_1..x_t (contiguous in the metadata).
+    const int64_t hist = MetaPut(a.recent.data(), a.recent.size(), false);
+    if (hist < 0 || MetaPut(a.proposals.data(), a.proposals.size(), false) < 0) return;
+    cuda::AcceptSeqDev s;
+    s.seed = a.params.seed;
+    s.pos0 = a.pos0;
+    s.q = Addr(a.q);
+    s.p = Addr(p_rows + row * static_cast<size_t>(vocab));
+    s.argmax = Addr(argmax + row);
+    s.out = Addr(a.out);
+    s.k = a.k;
+    s.greedy = a.params.greedy() ? 1 : 0;
+    s.proposals_off = static_cast<int32_t>(hist + static_cast<int64_t>(a.recent.size()));
+    accepts.push_back(s);
+    for (int t = 0; t <= a.k; ++t, ++row) {
+      cuda::SampleRowDev d = RowParams(a.row0 + t, a.params, 0, 0);
+      d.recent_off = static_cast<int32_t>(hist);
+      d.n_recent = static_cast<int32_t>(a.recent.size()) + t;
+      if (s.greedy) d.token = Addr(argmax + row);
+      else d.probs = Addr(p_rows + row * static_cast<size_t>(vocab));
+      rows.push_back(d);
+    }
+  }
+  RecordSample(logits, vocab, rows);
+  const int64_t seqs_off = MetaPut(accepts.data(), accepts.size(), true);
+  if (seqs_off < 0) return;
+  OpRec acc;
+  acc.kind = kAcceptSeqs;
+  acc.i[0] = seqs_off;
+  acc.i[1] = static_cast<int64_t>(accepts.size());
+  acc.i[2] = vocab;
+  Record(acc, {});
+}
+
+absl::StatusOr<void*> CudaBackend::AllocBuffer(size_t bytes) {
+  SPECD_CUDA_RETURN(cudaSetDevice(device_), "cudaSetDevice");
+  void* p = nullptr;
+  if (const cudaError_t e = cudaMalloc(&p, std::max<size_t>(bytes, 1)); e != cudaSuccess)
+    return absl::ResourceExhaustedError(absl::StrCat("cannot allocate ", bytes, " bytes of device memory: ", CudaErr(e)));
+  buffers_.push_back(p);
+  other_bytes_ += bytes;
+  SPECD_CUDA_RETURN(cudaMemset(p, 0, bytes), "clearing a buffer");
+  return p;
+}
+
+absl::Status CudaBackend::WriteBytes(const void* host, void* dst, size_t bytes) {
+  SPECD_RETURN_IF_ERROR(Flush());
+  SPECD_CUDA_RETURN(cudaMemcpyAsync(dst, host, bytes, cudaMemcpyHostToDevice, stream_), "WriteBytes");
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::ReadBytes(const void* src, void* host, size_t bytes) {
+  SPECD_RETURN_IF_ERROR(Flush());
+  // Small results (token ids, decisions) through pinned staging: an
+  // asynchronous DMA, then one wait.
+  constexpr size_t kStageMax = size_t{1} << 20;
+  if (bytes <= kStageMax && bytes > read_stage_cap_) {
+    if (read_stage_) cudaFreeHost(read_stage_);
+    read_stage_ = nullptr;
+    read_stage_cap_ = 0;
+    const size_t cap = std::max<size_t>(bytes, 64 << 10);
+    SPECD_CUDA_RETURN(cudaMallocHost(&read_stage_, cap), "allocating pinned staging");
+    read_stage_cap_ = cap;
+  }
+  const bool staged = bytes <= read_stage_cap_;
+  SPECD_CUDA_RETURN(cudaMemcpyAsync(staged ? read_stage_ : host, src, bytes, cudaMemcpyDeviceToHost, stream_),
+                    "ReadBytes");
+  SPECD_CUDA_RETURN(cudaStreamSynchronize(stream_), "ReadBytes");
+  if (staged) std::memcpy(host, read_stage_, bytes);
+  meta_pending_ = false;
+  FreeRetired();
+  return absl::OkStatus();
+}
+
+int CudaBackend::Mark() {
+  if (const absl::Status st = Flush(); !st.ok()) Fail(st);  // reported by the next wait
+  if (n_marks_ == static_cast<int>(marks_.size())) {
+    cudaEvent_t e = nullptr;
+    if (cudaEventCreate(&e) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return -1;
+    }
+    marks_.push_back(e);
+  }
+  if (cudaEventRecord(marks_[static_cast<size_t>(n_marks_)], stream_) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return -1;
+  }
+  return n_marks_++;
+}
+
+double CudaBackend::Seconds(int a, int b) {
+  if (a < 0 || b < 0 || a >= n_marks_ || b >= n_marks_) return 0.0;
+  float ms = 0;
+  if (cudaEventElapsedTime(&ms, marks_[static_cast<size_t>(a)], marks_[static_cast<size_t>(b)]) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0.0;
+  }
+  return static_cast<double>(ms) * 1e-3;
 }
 
 absl::Status CudaBackend::ReadToHost(const float* src, float* host, size_t n) {

@@ -50,12 +50,13 @@ absl::StatusOr<AcceptResult> VerifyOnDevice(const float* p, const float* q, cons
 
 // ---- the exchange buffer's device rows (kind "cuda", common/shm/exchange.h) ----
 
-// The draft's side: device rows exported for other processes, filled from
-// the exchange buffer's host rows (pinned in place with cudaHostRegister
-// when the driver allows it; pageable copies otherwise).
+// The draft's side: device rows exported for other processes, written by the
+// draft's sampler in place. The exchange buffer's host mapping is pinned in
+// place (cudaHostRegister, when the driver allows it) so that copies of the
+// rows to the host rows, when a reader asks for them, are DMA.
 class RowsExport {
  public:
-  // Allocates `device_bytes` on `device` and pins [host, host + host_bytes).
+  // Allocates `device_bytes` (zeroed) on `device` and pins [host, host + host_bytes).
   static absl::StatusOr<std::unique_ptr<RowsExport>> Create(void* host, size_t host_bytes, size_t device_bytes,
                                                             int device);
   // Unpins the host range; the device rows are retired, not freed: a target
@@ -67,57 +68,37 @@ class RowsExport {
 
   const ExportedBuffer& buffer() const { return buf_; }
   bool pinned() const { return pinned_; }
-  // Enqueues a copy of `bytes` from host `src` to device offset `dst_offset`.
-  absl::Status Enqueue(const void* src, size_t dst_offset, size_t bytes);
-  // Waits for every enqueued copy (then the rows may be published).
-  absl::Status Wait();
 
  private:
   RowsExport() = default;
   ExportedBuffer buf_;
   void* host_ = nullptr;
   bool pinned_ = false;
-  void* stream_ = nullptr;  // cudaStream_t
 };
 
-// The target's side: another process's device rows, mapped once per attach,
-// and the acceptance rule run against them.
+// The target's side: another process's device rows, mapped once per attach;
+// the target's acceptance kernel reads them in place.
 class RowsImport {
  public:
   // Maps the rows (`bytes` long) named by `handle`; when `owner_pid` is this
   // process (in-process draft and target), uses `owner_ptr` directly, since
-  // a process cannot open its own IPC handle. Staging for up to `max_rows`
-  // target rows of `vocab` floats is allocated here.
+  // a process cannot open its own IPC handle.
   static absl::StatusOr<std::unique_ptr<RowsImport>> Open(const std::string& handle, int device, size_t bytes,
-                                                          int64_t owner_pid, uint64_t owner_ptr, int max_rows,
-                                                          int vocab);
-  ~RowsImport();  // unmaps (cudaIpcCloseMemHandle) and frees the staging
+                                                          int64_t owner_pid, uint64_t owner_ptr);
+  ~RowsImport();  // unmaps (cudaIpcCloseMemHandle)
   RowsImport(const RowsImport&) = delete;
   RowsImport& operator=(const RowsImport&) = delete;
 
   const float* rows() const { return rows_; }
+  size_t bytes() const { return bytes_; }
   bool in_process() const { return !opened_; }
-  size_t staging_bytes() const { return staging_bytes_; }
-  // The acceptance rule on the device: p (k+1 processed target distributions)
-  // is densified on the device (from its support when that is smaller than
-  // the dense rows, else uploaded dense), q is k rows of the mapped rows from
-  // byte offset `q_offset`. Waits for the result.
-  absl::StatusOr<AcceptResult> Accept(size_t q_offset, const std::vector<TokenDist>& p, const int32_t* proposals,
-                                      int k, uint64_t seed, int64_t pos0);
 
  private:
   RowsImport() = default;
   int device_ = 0;
-  int vocab_ = 0, max_rows_ = 0;
-  size_t bytes_ = 0, staging_bytes_ = 0;
+  size_t bytes_ = 0;
   const float* rows_ = nullptr;
-  bool opened_ = false;         // rows_ came from cudaIpcOpenMemHandle
-  void* stream_ = nullptr;      // cudaStream_t
-  void* host_stage_ = nullptr;  // pinned: dense p rows, or ids + probs + row offsets, + proposals
-  float* p_dev_ = nullptr;      // max_rows x vocab
-  void* sparse_dev_ = nullptr;  // ids + probs + row offsets (as large as p_dev_)
-  int32_t* props_dev_ = nullptr;
-  int32_t* out_dev_ = nullptr;
+  bool opened_ = false;  // rows_ came from cudaIpcOpenMemHandle
 };
 
 }  // namespace specd::cuda_ipc

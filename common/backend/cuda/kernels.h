@@ -153,8 +153,52 @@ cudaError_t LaunchRandomFill(GgmlType type, void* dst, int64_t ne0, int64_t row0
 cudaError_t PrepareMatvecKernels();
 cudaError_t PrepareAttentionKernels();
 
-// ---- speculative acceptance (k_accept.cu) ----
-// out_dev[0..2] = {n_accepted, next_token, bonus}.
+// ---- speculative sampling (k_sample.cu) and acceptance (k_accept.cu) ----
+// What Backend::Sample and Backend::Accept record: plain structs written into
+// the batch metadata (so captured graphs replay with new parameters), device
+// addresses as 64-bit integers (0: none). Meta offsets are int32 indices.
+
+// One logits row to process by the sampler's rule (common/sampler).
+struct SampleRowDev {
+  uint64_t seed = 0, stream = 0, counter = 0;  // Uniform01(seed, stream, counter)
+  uint64_t recent_dev = 0;  // const int32_t*: n_recent_dev tokens after the meta ones (penalty window)
+  uint64_t token = 0;       // int32_t*: the token drawn (greedy: the argmax)
+  uint64_t confidence = 0;  // float*: Confidence() (sampler.h)
+  uint64_t probs = 0;       // float*: the processed distribution, vocab floats
+  float temperature = 0, top_p = 1, min_p = 0, rep_penalty = 1;
+  int32_t top_k = 0, rep_window = 0, row = 0, greedy = 0;
+  int32_t recent_off = 0, n_recent = 0, n_recent_dev = 0, unused = 0;
+};
+static_assert(sizeof(SampleRowDev) % 8 == 0);
+
+// A token of the batch read from device memory when the batch runs.
+struct FeedDev {
+  uint64_t src = 0;  // const int32_t*
+  int32_t index = 0, unused = 0;
+};
+
+// One sequence's acceptance against processed target rows (SampleRowDev
+// outputs): dense p rows (sampled) or their argmaxes (greedy).
+struct AcceptSeqDev {
+  uint64_t seed = 0;
+  int64_t pos0 = 0;
+  uint64_t q = 0;       // const float*: k dense draft rows; 0: one-hot at the proposals
+  uint64_t p = 0;       // const float*: k+1 dense target rows (sampled)
+  uint64_t argmax = 0;  // const int32_t*: k+1 target argmaxes (greedy)
+  uint64_t out = 0;     // int32_t*: {n_accepted, next_token, bonus}
+  int32_t k = 0, greedy = 0, proposals_off = 0, unused = 0;
+};
+static_assert(sizeof(AcceptSeqDev) % 8 == 0);
+
+// One block per row. Rows may be modified in place (the repetition penalty).
+cudaError_t LaunchSampleRows(float* logits, int vocab, const SampleRowDev* rows, int n_rows, const int32_t* meta,
+                             cudaStream_t s);
+// tokens[feeds[i].index] = *feeds[i].src.
+cudaError_t LaunchFeed(int32_t* tokens, const FeedDev* feeds, int n, cudaStream_t s);
+// One block per sequence.
+cudaError_t LaunchAcceptSeqs(const AcceptSeqDev* seqs, int n, int vocab, const int32_t* meta, cudaStream_t s);
+// The acceptance rule on dense p (k+1 rows) and q (k rows; null: one-hot at
+// the proposals); out_dev[0..2] = {n_accepted, next_token, bonus}.
 cudaError_t LaunchAccept(const float* p, const float* q, const int32_t* proposals, int k, int vocab, uint64_t seed,
                          int64_t pos0, int32_t* out_dev, cudaStream_t s);
 

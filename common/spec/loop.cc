@@ -1,6 +1,8 @@
-#include "common/engine/spec_loop.h"
+#include "common/spec/loop.h"
 
 #include <algorithm>
+
+#include "absl/strings/str_format.h"
 
 #include "common/util/log.h"
 
@@ -65,6 +67,25 @@ std::string StopMatcher::Flush() {
   return out;
 }
 
+std::string StepTimes::PerStep(int64_t steps) const {
+  if (steps <= 0) return "per step: (no steps)";
+  const double n = static_cast<double>(steps), ms = 1e3 / n;
+  const double all = total();
+  return absl::StrFormat(
+      "per step: draft forwards %.3f ms, verify forward %.3f ms, acceptance %.3f ms, transport %.3f ms, host %.3f ms; "
+      "overhead %.3f ms (%.0f%%)",
+      draft_forward * ms, verify_forward * ms, accept * ms, transport * ms, host * ms, overhead() * ms,
+      all > 0 ? 100.0 * overhead() / all : 0.0);
+}
+
+void StepTimes::Add(const StepTimes& o) {
+  draft_forward += o.draft_forward;
+  verify_forward += o.verify_forward;
+  accept += o.accept;
+  transport += o.transport;
+  host += o.host;
+}
+
 // ---------------------------------------------------------------- the loop
 
 namespace {
@@ -84,7 +105,7 @@ struct DraftState {
 
 }  // namespace
 
-SpecResult RunSpeculative(const SpecRequest& req, const Tokenizer& tok, TargetClient& target, DraftClient* draft,
+SpecResult RunSpeculative(const SpecRequest& req, const Tokenizer& tok, Verifier& target, Proposer* draft,
                           const std::function<bool(const StepEvent&)>& on_step) {
   const SteadyTime t0 = std::chrono::steady_clock::now();
   SpecResult r;
@@ -152,14 +173,19 @@ SpecResult RunSpeculative(const SpecRequest& req, const Tokenizer& tok, TargetCl
       }
       limit = static_cast<int>(std::min<int64_t>(limit, room));
     }
+    const SteadyTime ts = std::chrono::steady_clock::now();
     const int k = policy.Next(req.live_k ? req.live_k() : req.k, limit);
 
-    DraftProposal prop;
+    Proposal prop;
     bool use_draft = false;
     int caught_up = 0, forwards = 0;
+    double draft_call = 0, draft_open = 0;
     if (draft != nullptr && k > 0 && std::chrono::steady_clock::now() >= ds.retry_at) {
       if (!ds.open) {
+        // The draft's prefill of the committed tokens: not a cost of this step.
+        const SteadyTime to = std::chrono::steady_clock::now();
         st = draft->Open(seq, committed, req.sampling, req.deadline);
+        draft_open = since(to);
         ds.ever_opened = true;
         if (st.ok()) {
           ds.open = true;
@@ -169,23 +195,35 @@ SpecResult RunSpeculative(const SpecRequest& req, const Tokenizer& tok, TargetCl
         }
       }
       if (ds.open) {
-        const std::vector<int32_t> fresh(committed.begin() + ds.synced, committed.end());
         const SteadyTime tp = std::chrono::steady_clock::now();
-        const float min_conf = req.min_confidence >= 0 ? req.min_confidence
-                               : req.policy.adaptive ? policy.MinConfidence(kAdaptiveMinConfidence)
-                                                     : 0.0f;
-        auto p = draft->Propose(seq, ds.synced, fresh, k, min_conf, req.deadline);
+        ProposeRequest pr;
+        pr.seq = seq;
+        pr.base_len = ds.synced;
+        pr.new_tokens.assign(committed.begin() + ds.synced, committed.end());
+        const std::vector<int32_t>& fresh = pr.new_tokens;
+        pr.k = k;
+        pr.min_confidence = req.min_confidence >= 0 ? req.min_confidence
+                            : req.policy.adaptive ? policy.MinConfidence(kAdaptiveMinConfidence)
+                                                  : 0.0f;
+        // The adaptive policy learns the confidence threshold from the first token's confidence.
+        pr.want_confidence = req.policy.adaptive;
+        auto p = draft->Propose(pr, req.deadline);
         if (p.ok()) {
-          const double secs = since(tp);
+          draft_call = since(tp);
           ds.synced = static_cast<int64_t>(committed.size());
           ds.failures_in_row = 0;
           prop = *std::move(p);
           if (static_cast<int>(prop.tokens.size()) > k) prop.tokens.resize(k);
           use_draft = !prop.tokens.empty();
-          // A proposal cut short by low confidence ran one more forward than it kept.
           const int n = static_cast<int>(prop.tokens.size());
-          forwards = n < k ? n + 1 : k;
-          if (ds.proposed_last || fresh.empty()) {
+          // The forwards the proposer ran (none: a proposer without a model,
+          // e.g. n-gram lookup, whose cost is step overhead) and their time.
+          forwards = prop.figures.forwards;
+          if (n < k && forwards >= k) policy.set_stop_saves_forwards(false);
+          const double secs = prop.figures.forward_seconds;
+          if (forwards == 0) {
+            // nothing to learn about the draft's forward costs
+          } else if (ds.proposed_last || fresh.empty()) {
             costs->ObserveDraft(forwards, secs);
           } else {
             // The draft first caught up on the tokens of target-only steps:
@@ -194,7 +232,7 @@ SpecResult RunSpeculative(const SpecRequest& req, const Tokenizer& tok, TargetCl
             const std::optional<double> normal = costs->Draft(forwards);
             if (normal) costs->ObserveResume(caught_up, secs - *normal);
           }
-          r.stats.draft_seconds += secs;
+          r.stats.draft_seconds += draft_call;
         } else {
           draft_failed(p.status());
         }
@@ -202,6 +240,7 @@ SpecResult RunSpeculative(const SpecRequest& req, const Tokenizer& tok, TargetCl
     }
 
     static const std::vector<int32_t> kNone;
+    if (!use_draft) draft_call = 0;  // a failed or empty proposal's time is the step's overhead
     SteadyTime tv = std::chrono::steady_clock::now();
     auto step = target.Verify(seq, use_draft ? prop.tokens : kNone, use_draft ? prop.ref : ExchangeRef{}, req.deadline);
     if (!step.ok() && use_draft && step.status().code() == absl::StatusCode::kFailedPrecondition) {
@@ -240,9 +279,18 @@ SpecResult RunSpeculative(const SpecRequest& req, const Tokenizer& tok, TargetCl
     ev.proposed = use_draft ? static_cast<int>(prop.tokens.size()) : 0;
     ev.accepted = step->n_accepted;
     ev.appended = static_cast<int>(step->appended.size());
-    const double verify_secs = since(tv);
-    costs->ObserveVerify(ev.proposed, verify_secs);
-    r.stats.verify_seconds += verify_secs;
+    const double verify_call = since(tv);
+    // The step taken apart: what the workers measured of their own work, the
+    // calls' time they did not spend (transport), and the rest (host).
+    const VerifyFigures& vf = step->figures;
+    const bool measured = vf.worker_seconds > 0;
+    ev.time.draft_forward = use_draft ? prop.figures.forward_seconds : 0.0;
+    ev.time.verify_forward = vf.forward_seconds;
+    ev.time.accept = vf.accept_seconds;
+    ev.time.transport = std::max(0.0, verify_call - vf.worker_seconds) +
+                        (use_draft ? std::max(0.0, draft_call - prop.figures.worker_seconds) : 0.0);
+    costs->ObserveVerify(ev.proposed, measured ? vf.forward_seconds + vf.accept_seconds : verify_call);
+    r.stats.verify_seconds += verify_call;
     ++r.stats.steps;
     if (r.stats.k_hist.size() <= static_cast<size_t>(ev.proposed)) r.stats.k_hist.resize(static_cast<size_t>(ev.proposed) + 1, 0);
     ++r.stats.k_hist[static_cast<size_t>(ev.proposed)];
@@ -283,6 +331,11 @@ SpecResult RunSpeculative(const SpecRequest& req, const Tokenizer& tok, TargetCl
     r.text += ev.text;
     if (!ev.tokens.empty() && r.stats.first_token_seconds == 0) r.stats.first_token_seconds = elapsed();
     if (end == FinishReason::kStop) r.stop = stopper.match();
+    // Host: the rest of the step until its output is ready (before it is streamed).
+    ev.time.host = std::max(0.0, since(ts) - draft_open - ev.time.draft_forward - ev.time.verify_forward -
+                                     ev.time.accept - ev.time.transport);
+    if (measured) costs->ObserveOverhead(use_draft, ev.time.overhead());
+    r.stats.time.Add(ev.time);
     if (on_step && !on_step(ev)) {
       r.reason = end != FinishReason::kNone ? end : FinishReason::kCancelled;
       break;

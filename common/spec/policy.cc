@@ -1,4 +1,4 @@
-#include "common/engine/spec_policy.h"
+#include "common/spec/policy.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -12,7 +12,7 @@ namespace specd {
 // ---------------------------------------------------------------- SpecCosts
 
 void SpecCosts::Add(std::vector<Cell>& cells, int i, double seconds) {
-  if (i < 0 || i > kMaxLen || !(seconds >= 0)) return;
+  if (i < 0 || i >= static_cast<int>(cells.size()) || !(seconds >= 0)) return;
   std::lock_guard<std::mutex> l(mu_);
   if (frozen_) return;
   Cell& c = cells[static_cast<size_t>(i)];
@@ -31,9 +31,12 @@ void SpecCosts::ObserveResume(int tokens, double extra_seconds) {
   Add(resume_, std::min(tokens, kMaxLen), std::max(extra_seconds, 0.0));
 }
 
+void SpecCosts::ObserveOverhead(bool drafted, double seconds) { Add(overhead_, drafted ? 1 : 0, std::max(seconds, 0.0)); }
+
 void SpecCosts::ForgetDraft() {
   std::lock_guard<std::mutex> l(mu_);
   for (std::vector<Cell>* cells : {&draft_, &resume_}) cells->assign(kMaxLen + 1, Cell{});
+  overhead_[1] = Cell{};
 }
 
 void SpecCosts::Freeze() {
@@ -107,6 +110,8 @@ CostTable SpecCosts::Table(int n) const {
   t.known = !d.empty() && !v.empty();
   // Resume(n) = fixed + n * per_token, a weighted least-squares line through
   // the observed cells (one cell: flat).
+  t.overhead_target = overhead_[0].mean;
+  t.overhead_draft = overhead_[1].mean;
   const std::vector<Pt> r = Points(resume_);
   if (!r.empty()) {
     const Line l = FitLine(r);
@@ -142,7 +147,8 @@ std::string SpecCosts::ToString() const {
   char buf[64];
   for (const auto& [name, cells] : {std::pair<const char*, const std::vector<Cell>*>{"verify", &verify_},
                                     std::pair<const char*, const std::vector<Cell>*>{"draft", &draft_},
-                                    std::pair<const char*, const std::vector<Cell>*>{"resume", &resume_}}) {
+                                    std::pair<const char*, const std::vector<Cell>*>{"resume", &resume_},
+                                    std::pair<const char*, const std::vector<Cell>*>{"overhead", &overhead_}}) {
     for (size_t i = 0; i < cells->size(); ++i) {
       if ((*cells)[i].n == 0) continue;
       std::snprintf(buf, sizeof buf, "%s%s[%zu]=%.3fms", out.empty() ? "" : " ", name, i, (*cells)[i].mean * 1e3);
@@ -161,16 +167,19 @@ absl::Status SpecCosts::Load(std::string_view table) {
     double millis = -1;
     const absl::string_view name = cell.substr(0, open);
     if (open == absl::string_view::npos || close == absl::string_view::npos || ms == absl::string_view::npos ||
-        ms != cell.size() - 2 || close < open || (name != "verify" && name != "draft" && name != "resume") ||
+        ms != cell.size() - 2 || close < open ||
+        (name != "verify" && name != "draft" && name != "resume" && name != "overhead") ||
         !absl::SimpleAtoi(cell.substr(open + 1, close - open - 1), &len) ||
         !absl::SimpleAtod(cell.substr(close + 2, ms - close - 2), &millis) || len < (name == "draft" ? 1 : 0) ||
-        len > kMaxLen || !(millis >= 0)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("bad cost cell '", cell, "' (expected e.g. verify[0]=1.25ms, draft[2]=0.4ms or resume[8]=0.2ms)"));
+        len > (name == "overhead" ? 1 : kMaxLen) || !(millis >= 0)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "bad cost cell '", cell,
+          "' (expected e.g. verify[0]=1.25ms, draft[2]=0.4ms, resume[8]=0.2ms or overhead[1]=0.1ms)"));
     }
     if (name == "verify") ObserveVerify(len, millis * 1e-3);
     else if (name == "draft") ObserveDraft(len, millis * 1e-3);
-    else ObserveResume(len, millis * 1e-3);
+    else if (name == "resume") ObserveResume(len, millis * 1e-3);
+    else ObserveOverhead(len == 1, millis * 1e-3);
   }
   return absl::OkStatus();
 }
@@ -299,6 +308,65 @@ std::string AcceptancePrior::ToString() const {
   return out;
 }
 
+absl::Status AcceptancePrior::Load(std::string_view text) {
+  PositionEstimates est(est_.size());
+  ConfidenceBins conf;
+  int64_t steps = -1;
+  std::vector<std::pair<std::string, double>> cells;  // alpha/pi cells, applied once steps is known
+  for (absl::string_view cell : absl::StrSplit(absl::string_view(text.data(), text.size()), ' ', absl::SkipWhitespace())) {
+    auto bad = [&] {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "bad acceptance prior cell '", cell, "' (expected steps=N, alpha[i]=x, pi[i]=x or conf[0.b]=x/n)"));
+    };
+    const size_t eq = cell.find('=');
+    if (eq == absl::string_view::npos) return bad();
+    const absl::string_view name = cell.substr(0, eq), value = cell.substr(eq + 1);
+    if (name == "steps") {
+      if (!absl::SimpleAtoi(value, &steps) || steps < 0) return bad();
+      continue;
+    }
+    const size_t open = name.find('[');
+    if (open == absl::string_view::npos || name.back() != ']') return bad();
+    const absl::string_view kind = name.substr(0, open), index = name.substr(open + 1, name.size() - open - 2);
+    if (kind == "conf") {
+      double edge = 0, acc = 0, n = 0;
+      const size_t slash = value.find('/');
+      if (slash == absl::string_view::npos || !absl::SimpleAtod(index, &edge) ||
+          !absl::SimpleAtod(value.substr(0, slash), &acc) || !absl::SimpleAtod(value.substr(slash + 1), &n) ||
+          !(edge >= 0 && edge < 1) || !(acc >= 0 && acc <= 1) || !(n >= 0))
+        return bad();
+      const size_t b = static_cast<size_t>(std::clamp(static_cast<int>(edge * ConfidenceBins::kBins + 0.5), 0,
+                                                      ConfidenceBins::kBins - 1));
+      conf.n[b] = n;
+      conf.accepted[b] = acc * n;
+      continue;
+    }
+    int i = 0;
+    double x = 0;
+    if ((kind != "alpha" && kind != "pi") || !absl::SimpleAtoi(index, &i) || i < 1 || i > est.size() ||
+        !absl::SimpleAtod(value, &x) || !(x >= 0 && x <= 1))
+      return bad();
+    cells.push_back({absl::StrCat(kind, ":", i), x});
+  }
+  if (steps < 0) return absl::InvalidArgumentError("an acceptance prior needs steps=N");
+  for (const auto& [key, x] : cells) {
+    const bool alpha = key[0] == 'a';
+    const size_t i = static_cast<size_t>(std::stoi(key.substr(key.find(':') + 1)));
+    if (alpha) {
+      est.alpha[i] = x;
+      est.n_alpha[i] = static_cast<double>(steps);
+    } else {
+      est.pi[i] = x;
+      est.n_pi[i] = static_cast<double>(steps) + 1;
+    }
+  }
+  std::lock_guard<std::mutex> l(mu_);
+  est_ = est;
+  conf_ = conf;
+  steps_ = steps;
+  return absl::OkStatus();
+}
+
 // ---------------------------------------------------------------- SpecPolicy
 
 SpecPolicy::SpecPolicy(const SpecPolicyOptions& opts, const SpecCosts* costs, AcceptancePrior* prior)
@@ -347,6 +415,9 @@ double SpecPolicy::ExpectedDrafted(int k) const {
 }
 
 double SpecPolicy::ExpectedForwards(int k) const {
+  // A proposer that runs its k forwards without looking (device-resident)
+  // saves none by stopping early.
+  if (!stop_saves_forwards_) return std::min(k, o_.draft_max);
   // Forward i decides position i; it runs when position i - 1 was drafted.
   double e = 0, run = 1;
   for (int i = 1; i <= std::min(k, o_.draft_max); ++i) {
@@ -357,8 +428,7 @@ double SpecPolicy::ExpectedForwards(int k) const {
 }
 
 double SpecPolicy::Rate(const CostTable& t, int k, double resume) const {
-  const double secs =
-      k == 0 ? t.Verify(0) : t.Draft(ExpectedForwards(k)) + t.Verify(ExpectedDrafted(k)) + resume;
+  const double secs = k == 0 ? t.TargetOnly() : t.Step(ExpectedForwards(k), ExpectedDrafted(k)) + resume;
   return ExpectedTokens(k) / std::max(secs, 1e-9);
 }
 
@@ -385,13 +455,13 @@ float SpecPolicy::BestThreshold(const CostTable& t, int k, const ConfidenceBins&
     const double q = bins.ShareAbove(th), a = std::min(1.0, bins.AcceptedAbove(th) * r);
     double e = 1 + alpha(1), run = alpha(1), fwd = 1, drafted = 1, proposed = 1;
     for (int i = 2; i <= k; ++i) {
-      fwd += proposed;  // forward i runs when position i - 1 was proposed
+      fwd += stop_saves_forwards_ ? proposed : 1.0;  // forward i runs when position i - 1 was proposed
       proposed *= q;
       drafted += proposed;
       run *= q * a;
       e += run;
     }
-    const double rate = e / std::max(t.Draft(fwd) + t.Verify(drafted), 1e-12);
+    const double rate = e / std::max(t.Step(fwd, drafted), 1e-12);
     if (rate > best_rate * (1 + 1e-9)) {
       best_rate = rate;
       best_t = th;
@@ -415,7 +485,7 @@ std::pair<int, double> SpecPolicy::BestDrafting(const CostTable& t, int kmax, do
 
 bool SpecPolicy::CouldPay(const CostTable& t, int kmax) {
   for (int j = 1; j <= kmax; ++j) {
-    if ((j + 1) / std::max(t.Draft(j) + t.Verify(j), 1e-12) > 1 / std::max(t.Verify(0), 1e-12)) return true;
+    if ((j + 1) / std::max(t.Step(j, j), 1e-12) > 1 / std::max(t.TargetOnly(), 1e-12)) return true;
   }
   return false;
 }
@@ -474,7 +544,7 @@ int SpecPolicy::Next(int k, int limit) {
   // the idle steps are 1/3% of it, so probing stays near 3% of the time (the
   // catch-up grows with the wait; where it grows faster than the wait, the
   // probe comes at probe_max).
-  const double t0 = t.Verify(0);
+  const double t0 = t.TargetOnly();
   const double loss =
       ExpectedTokens(probe) / probe_rate / t0 - ExpectedTokens(probe) + t.Resume(behind_ + 1) / t0;
   const int wait = std::clamp(std::max(probe_wait_, static_cast<int>(loss / 0.03)), o_.probe_after, o_.probe_max);

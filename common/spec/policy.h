@@ -61,19 +61,28 @@ struct CostTable {
   std::vector<double> draft, verify;  // draft[0] is unused (0)
   bool known = false;                 // something was observed of both calls
   double resume_fixed = 0, resume_per_token = 0;  // Resume(n) = fixed + n * per_token
+  double overhead_target = 0, overhead_draft = 0;  // per-step overhead of target-only and drafting steps
   double Draft(double forwards) const { return At(draft, forwards); }
   double Verify(double drafted) const { return At(verify, drafted); }
   double Resume(double tokens) const { return tokens > 0 ? std::max(0.0, resume_fixed + tokens * resume_per_token) : 0.0; }
+  // A whole step: a target-only one, and one with `forwards` draft forwards and `drafted` drafts verified.
+  double TargetOnly() const { return Verify(0) + overhead_target; }
+  double Step(double forwards, double drafted) const { return Draft(forwards) + Verify(drafted) + overhead_draft; }
 
  private:
   static double At(const std::vector<double>& v, double x);
 };
 
-// Call times, per drafted length: Verify(n) for a verify of n drafts (n + 1
-// tokens scored; n = 0 is a target-only step) and Draft(f) for a proposal of
-// f draft forwards. Each cell is an EWMA of the times observed with that
-// length; lengths never observed are interpolated (or extrapolated along the
-// least-squares slope of the observed ones). Thread-safe.
+// Step costs, per drafted length: Verify(n) for a verify of n drafts (n + 1
+// tokens scored; n = 0 is a target-only step: the target's forward and
+// acceptance) and Draft(f) for a proposal of f draft forwards (the draft's
+// forwards and sampling), as the workers measure them; and the overhead of a
+// step beyond those (transport and host work: StepTimes::overhead), one
+// figure for target-only steps and one for drafting steps, so that overhead
+// is neither hidden in nor scaled with the forward costs. Each cell is an
+// EWMA of the times observed with that length; lengths never observed are
+// interpolated (or extrapolated along the least-squares slope of the
+// observed ones). Thread-safe.
 class SpecCosts {
  public:
   static constexpr int kMaxLen = 64;
@@ -85,7 +94,9 @@ class SpecCosts {
   // (decided by target-only steps) took `extra_seconds` more than Draft()
   // says (lengths past kMaxLen count as kMaxLen).
   void ObserveResume(int tokens, double extra_seconds);
-  // Forget the draft's costs (draft[], resume): a new draft model was loaded.
+  // A step's overhead (StepTimes::overhead) beyond its forwards and acceptance.
+  void ObserveOverhead(bool drafted, double seconds);
+  // Forget the draft's costs (draft[], resume, drafting overhead): a new draft model was loaded.
   void ForgetDraft();
   // Seconds, or nullopt while nothing is known. Fractional lengths interpolate.
   std::optional<double> Draft(double forwards) const;
@@ -97,7 +108,8 @@ class SpecCosts {
   // Ignore further observations (benchmarks: costs calibrated once, so that
   // the policy's choices depend only on the text).
   void Freeze();
-  // "verify[0]=1.2ms verify[4]=1.9ms draft[4]=0.4ms ..." (observed cells).
+  // "verify[0]=1.2ms verify[4]=1.9ms draft[4]=0.4ms ... overhead[1]=0.1ms" (observed cells;
+  // overhead[0]: target-only steps, overhead[1]: drafting steps).
   std::string ToString() const;
   // Reads what ToString writes ("resume[n]=..." cells too), as one observation per cell (a table measured
   // elsewhere, e.g. on another machine, to replay its costs).
@@ -124,7 +136,7 @@ class SpecCosts {
   const double ewma_;
   mutable std::mutex mu_;
   std::vector<Cell> draft_ = std::vector<Cell>(kMaxLen + 1), verify_ = std::vector<Cell>(kMaxLen + 1),
-                    resume_ = std::vector<Cell>(kMaxLen + 1);
+                    resume_ = std::vector<Cell>(kMaxLen + 1), overhead_ = std::vector<Cell>(2);
   bool frozen_ = false;
 };
 
@@ -180,6 +192,10 @@ class AcceptancePrior {
   // "steps=562 alpha[1]=0.81 alpha[2]=0.70 ... pi[2]=0.95 ... conf[0.9]=0.97/120 ..."
   // (observed positions; confidence bins as acceptance/observations).
   std::string ToString() const;
+  // Replaces the estimates with what ToString wrote (a prior learned earlier,
+  // e.g. by `specd stats` or bench-spec, to seed a new process with); each
+  // position counts as `steps` observations.
+  absl::Status Load(std::string_view prior);
 
  private:
   const double ewma_;
@@ -236,6 +252,10 @@ class SpecPolicy {
   double pi(int i) const { return est_.pi[static_cast<size_t>(i)]; }
   // Whether the estimates started from an AcceptancePrior.
   bool informed() const { return informed_; }
+  // Whether a proposal the draft stops early (low confidence) also runs
+  // fewer forwards (true: the draft looks at each token before the next
+  // forward; false: a device-resident draft runs all k and cuts after).
+  void set_stop_saves_forwards(bool on) { stop_saves_forwards_ = on; }
 
  private:
   // Expected drafts and draft forwards when asking for k.
@@ -264,6 +284,7 @@ class SpecPolicy {
   int64_t steps_ = 0;   // Next calls
   int64_t drafting_ = 0;  // Next calls that asked for drafts
   std::optional<float> min_conf_;  // learned threshold for the current step
+  bool stop_saves_forwards_ = true;
   int observed_ = 0;    // Observe calls
 };
 

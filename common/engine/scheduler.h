@@ -1,5 +1,6 @@
-// The workers' scheduler: one thread owns the engine (which is not
-// thread-safe) and gRPC handler threads hand it work and wait.
+// The workers' scheduler, the engine layer's batching: one thread owns the
+// engine (which is not thread-safe) and callers (gRPC handler threads) hand it
+// work and wait.
 //
 //   Run(fn)      an exclusive task (Sync, Release, Info, a model load, the
 //                registration part of Open), run in arrival order.
@@ -36,7 +37,7 @@
 
 #include "common/util/status.h"
 
-namespace specd::rpc {
+namespace specd {
 
 struct SchedulerOptions {
   int max_batch = 64;          // jobs per batch
@@ -272,4 +273,4 @@ class EngineThread {
   std::thread thread_;
 };
 
-}  // namespace specd::rpc
+}  // namespace specd

@@ -1,17 +1,24 @@
-// The client side of speculative decoding: one request's loop, written once
-// against two small client interfaces so that the coordinator (gRPC clients of
-// the two workers) and in-process users (common/engine/spec_local.h: clients
-// wrapping DraftCore / TargetCore directly) run the same code.
+// One request's speculative loop, written once against the Proposer and
+// Verifier interfaces (common/spec/proposer.h, verifier.h), so that the
+// coordinator (gRPC clients of the two workers) and in-process users (the
+// engine's LocalDraft / LocalTarget, common/engine/spec_local.h) run the same
+// code.
 //
-// Per step: the draft is synced to the committed sequence and proposes up to k
-// tokens (their probabilities stay in the draft's exchange buffer; the loop
-// passes only an ExchangeRef); the target verifies them in one forward and
+// Per step: the proposer is synced to the committed sequence and proposes up
+// to k tokens (their probabilities stay where the proposer put them; the loop
+// passes only an ExchangeRef); the verifier scores them in one forward and
 // returns the accepted prefix plus its correction or bonus token. The loop
-// owns the committed sequence, so it can reopen the draft at any time.
+// owns the committed sequence, so it can reopen the proposer at any time.
 //
-// The draft is optional: when it fails (down, timed out, swapped, paused) the
-// step runs target-only (k = 0) and the draft is retried later, reopened with
-// the committed tokens. Output is the target's either way.
+// The proposer is optional: when it fails (down, timed out, swapped, paused)
+// the step runs target-only (k = 0) and the proposer is retried later,
+// reopened with the committed tokens. Output is the target's either way.
+//
+// Each step's time is taken apart (StepTimes): the proposer's forwards, the
+// verify forward, the acceptance rule, transport (call time the workers did
+// not spend) and host work (the workers' and the loop's own), all measured by
+// the run itself; the length policy is fed the forward costs and the
+// overhead separately (SpecCosts).
 #pragma once
 #include <chrono>
 #include <cstdint>
@@ -19,57 +26,14 @@
 #include <string>
 #include <vector>
 
-#include "common/engine/spec_policy.h"
 #include "common/sampler/sampler.h"
-#include "common/shm/exchange.h"
+#include "common/spec/policy.h"
+#include "common/spec/proposer.h"
+#include "common/spec/verifier.h"
 #include "common/tokenizer/tokenizer.h"
 #include "common/util/status.h"
 
 namespace specd {
-
-// Deadlines are wall-clock, as gRPC's; max() means none.
-using Deadline = std::chrono::system_clock::time_point;
-constexpr Deadline kNoDeadline = Deadline::max();
-
-struct DraftProposal {
-  std::vector<int32_t> tokens;
-  std::vector<float> confidence;
-  ExchangeRef ref;  // where the probabilities are
-};
-
-// What one verify decided.
-struct TargetStep {
-  int n_accepted = 0;
-  std::vector<int32_t> appended;  // accepted proposals + correction/bonus token
-  std::vector<TokenLogprob> logprobs;  // per appended token (when the sampling asks for them)
-};
-
-class DraftClient {
- public:
-  virtual ~DraftClient() = default;
-  // Opens (or reopens, replacing) `seq` holding `tokens`, prefilled.
-  virtual absl::Status Open(int32_t seq, const std::vector<int32_t>& tokens, const SamplingParams& sampling,
-                            Deadline deadline) = 0;
-  // Makes the draft's sequence committed[:base_len] + new_tokens, then
-  // proposes up to k tokens. ABORTED means "reopen the sequence now" (the
-  // draft was replaced); other errors make the loop back off.
-  virtual absl::StatusOr<DraftProposal> Propose(int32_t seq, int64_t base_len, const std::vector<int32_t>& new_tokens,
-                                                int k, float min_confidence, Deadline deadline) = 0;
-  virtual void Release(int32_t seq) = 0;
-};
-
-class TargetClient {
- public:
-  virtual ~TargetClient() = default;
-  virtual absl::Status Open(int32_t seq, const std::vector<int32_t>& tokens, const SamplingParams& sampling,
-                            Deadline deadline) = 0;
-  // Verifies `proposal` (possibly empty: one target-only step) whose draft
-  // probabilities are at `ref`. A FAILED_PRECONDITION about the proposal
-  // leaves the sequence unchanged (the loop then retries target-only).
-  virtual absl::StatusOr<TargetStep> Verify(int32_t seq, const std::vector<int32_t>& proposal, const ExchangeRef& ref,
-                                            Deadline deadline) = 0;
-  virtual void Release(int32_t seq) = 0;
-};
 
 enum class FinishReason { kNone, kEos, kStop, kLength, kCancelled, kDeadline, kError };
 const char* FinishReasonName(FinishReason r);
@@ -85,13 +49,32 @@ struct SpecRequest {
   std::function<int()> live_k;      // when set, read each step instead of k (Admin.SetSpeculation); 0: draft off
   float min_confidence = 0.0f;      // the draft stops proposing below this top probability
                                     // (< 0: adaptive learns it, SpecPolicy::MinConfidence; fixed: 0)
-  SpecPolicyOptions policy;         // adaptive length (spec_policy.h); default: always k
-  SpecCosts* costs = nullptr;       // call times shared with other requests (null: this request measures its own)
+  SpecPolicyOptions policy;         // adaptive length (policy.h); default: always k
+  SpecCosts* costs = nullptr;       // step costs shared with other requests (null: this request measures its own)
   AcceptancePrior* prior = nullptr; // acceptance learned across requests of this pair (null: none)
   int max_context = 0;              // target's positions per sequence (0: unknown)
   Deadline deadline = kNoDeadline;
   std::function<bool()> cancelled;  // polled between steps
   std::chrono::milliseconds draft_retry{250};  // back-off after a draft failure
+};
+
+// Where a step's time went (seconds), measured by the run itself: the
+// figures the proposer and the verifier report for their own work, the calls'
+// times as the loop saw them, and the step's wall time. The five parts add
+// up to the step's time.
+struct StepTimes {
+  double draft_forward = 0;   // the proposer's forwards and sampling
+  double verify_forward = 0;  // the target's forward
+  double accept = 0;          // the target's sampling and the acceptance rule
+  double transport = 0;       // call time the workers did not spend working (RPC, queueing, batching waits)
+  double host = 0;            // everything else: the workers' and the loop's own host work
+  double total() const { return draft_forward + verify_forward + accept + transport + host; }
+  // What is not a forward or the acceptance: the step's overhead.
+  double overhead() const { return transport + host; }
+  void Add(const StepTimes& o);
+  // "per step: draft forwards 0.35 ms, verify forward 1.20 ms, acceptance 0.05 ms,
+  // transport 0.30 ms, host 0.10 ms; overhead 0.40 ms (20%)" over `steps` steps.
+  std::string PerStep(int64_t steps) const;
 };
 
 // Figures of one step, delivered after the step's output is decided.
@@ -103,6 +86,7 @@ struct StepEvent {
   bool draft_used = false;
   int forwards = 0;   // draft forwards the proposal ran (one more than it kept when cut short by low confidence)
   int caught_up = 0;  // draft_used after target-only steps: committed tokens the draft first caught up on
+  StepTimes time;
   std::vector<int32_t> tokens;  // emitted: trimmed at eos / stop / max_tokens
   std::vector<TokenLogprob> logprobs;  // per emitted token (when the sampling asks for them)
   std::string text;             // UTF-8 safe; stop strings and what follows them held back
@@ -120,6 +104,7 @@ struct SpecStats {
   double first_token_seconds = 0;  // start to the first emitted token (0: none emitted)
   double draft_seconds = 0;        // time in Propose calls
   double verify_seconds = 0;       // time in Verify calls
+  StepTimes time;                  // the steps' time taken apart (sum over steps)
   // Steps by the number of drafts verified (index 0: target-only steps).
   std::vector<int64_t> k_hist;
   double AcceptanceRate() const { return proposed ? static_cast<double>(accepted) / proposed : 0.0; }
@@ -144,7 +129,7 @@ struct SpecResult {
 // Runs one request to its end and releases the sequence in both workers.
 // `draft` may be null (target-only). `on_step` may be empty; returning false
 // from it cancels the request (the client went away).
-SpecResult RunSpeculative(const SpecRequest& req, const Tokenizer& tok, TargetClient& target, DraftClient* draft,
+SpecResult RunSpeculative(const SpecRequest& req, const Tokenizer& tok, Verifier& target, Proposer* draft,
                           const std::function<bool(const StepEvent&)>& on_step);
 
 // Streams text with stop strings: holds back any tail that could begin a stop

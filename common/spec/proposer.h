@@ -1,0 +1,67 @@
+// Proposers: where speculative tokens come from. The loop (common/spec/loop.h)
+// is written once against this interface; a draft model in process
+// (LocalDraft, common/engine/spec_local.h) and over gRPC (GrpcDraftClient,
+// coordinator/grpc_clients.h) implement it, and so can proposers without a
+// model (n-gram prompt lookup) or with heads on the target.
+//
+// A proposer keeps, per sequence, a copy of the committed tokens; each
+// Propose first syncs it (committed[:base_len] + new_tokens) and then drafts
+// up to k tokens x_1..x_k, each drawn from the proposer's distribution q_i.
+// The target's acceptance rule needs q_i(x) for every x: a proposal names
+// where those rows are (an exchange-buffer slot), or says that q_i is one-hot
+// at x_i (a deterministic proposer, or a draft model decoding greedily), which
+// needs no rows at all.
+#pragma once
+#include <chrono>
+#include <cstdint>
+#include <vector>
+
+#include "common/sampler/sampler.h"
+#include "common/shm/exchange.h"
+#include "common/util/status.h"
+
+namespace specd {
+
+// Deadlines are wall-clock, as gRPC's; max() means none.
+using Deadline = std::chrono::system_clock::time_point;
+constexpr Deadline kNoDeadline = Deadline::max();
+
+struct ProposeRequest {
+  int32_t seq = 0;
+  // Sync first: the committed sequence becomes committed[:base_len] + new_tokens.
+  int64_t base_len = 0;
+  std::vector<int32_t> new_tokens;
+  int k = 0;                     // tokens to draft at most
+  float min_confidence = 0.0f;   // stop before a token the proposer is less sure of (0: always k)
+  bool want_confidence = false;  // report each token's confidence (always done when min_confidence > 0)
+};
+
+// What a proposal cost, as the proposer measured it.
+struct ProposeFigures {
+  int forwards = 0;             // model forwards run (may exceed the tokens kept: the last one found it unsure)
+  double forward_seconds = 0;   // device time of the forwards and their sampling
+  double worker_seconds = 0;    // the proposer's own time for the call (host work = worker - forward)
+};
+
+struct Proposal {
+  std::vector<int32_t> tokens;     // x_1..x_k' (k' <= k)
+  std::vector<float> confidence;   // per token: the proposer's top probability (empty: not measured)
+  // Where q_1..q_k' are. slot >= 0: an exchange-buffer slot (which also says
+  // whether its rows are dense or one-hot); slot < 0: q_i is one-hot at x_i.
+  ExchangeRef ref;
+  ProposeFigures figures;
+};
+
+class Proposer {
+ public:
+  virtual ~Proposer() = default;
+  // Opens (or reopens, replacing) `seq` holding `tokens`.
+  virtual absl::Status Open(int32_t seq, const std::vector<int32_t>& tokens, const SamplingParams& sampling,
+                            Deadline deadline) = 0;
+  // Syncs, then proposes. ABORTED means "reopen the sequence now" (the
+  // proposer was replaced); other errors make the loop back off.
+  virtual absl::StatusOr<Proposal> Propose(const ProposeRequest& req, Deadline deadline) = 0;
+  virtual void Release(int32_t seq) = 0;
+};
+
+}  // namespace specd

@@ -1,0 +1,47 @@
+// The verifier: the target model scoring a proposal. The loop
+// (common/spec/loop.h) is written against this interface; the target in
+// process (LocalTarget, common/engine/spec_local.h) and over gRPC
+// (GrpcTargetClient, coordinator/grpc_clients.h) implement it.
+//
+// Verify scores the pending token and x_1..x_k in one forward (k+1
+// distributions p_1..p_{k+1}), applies the acceptance rule
+// (common/spec/acceptance.h) against the proposal's q, and commits the
+// accepted prefix and the correction or bonus token. k = 0 is one
+// target-only step.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "common/spec/proposer.h"
+
+namespace specd {
+
+// What a verify cost, as the verifier measured it.
+struct VerifyFigures {
+  double forward_seconds = 0;  // device time of the forward
+  double accept_seconds = 0;   // the target's sampling and the acceptance rule
+  double worker_seconds = 0;   // the verifier's own time for the call (host work = worker - forward - accept)
+};
+
+// What one verify decided.
+struct Verdict {
+  int n_accepted = 0;
+  std::vector<int32_t> appended;  // accepted proposals + correction/bonus token
+  std::vector<TokenLogprob> logprobs;  // per appended token (when the sampling asks for them)
+  VerifyFigures figures;
+};
+
+class Verifier {
+ public:
+  virtual ~Verifier() = default;
+  virtual absl::Status Open(int32_t seq, const std::vector<int32_t>& tokens, const SamplingParams& sampling,
+                            Deadline deadline) = 0;
+  // Verifies `proposal` (possibly empty: one target-only step) whose q rows
+  // are at `ref`. A FAILED_PRECONDITION about the proposal leaves the
+  // sequence unchanged (the loop then retries target-only).
+  virtual absl::StatusOr<Verdict> Verify(int32_t seq, const std::vector<int32_t>& proposal, const ExchangeRef& ref,
+                                         Deadline deadline) = 0;
+  virtual void Release(int32_t seq) = 0;
+};
+
+}  // namespace specd
