@@ -17,14 +17,21 @@
 #   ncustep per-kernel GPU time of one 27B-class decode step (ncu, graphs off)
 #   peerbuild  starts building llama.cpp (the peer, from .peer/) detached, so
 #           that it finishes during this call's other stages; idempotent
-# Carries: .gpu_carry (gpu_check + abseil) and .devpack/devcarry.tar.xz (the
-# product binaries and libraries, tests/gpu/make_carry.sh, packed to fit).
+#   speccheck  gpu_check --spec: the device sampler, acceptance and the
+#           device-resident proposal against the CPU sampler and rule
+#   pair27  the 27B-class pair tests/gpu/peer_bench.sh uses, made now
+#           (make-model --fill blocks) into /tmp/peer_models
+#   peerwait   waits (within PEERWAIT_S, default 420 s) for the peer build
+# Carries: .gpu_carry (gpu_check + abseil; or packed as .devpack/gpucarry.tar.xz)
+# and .devpack/devcarry.tar.xz (the product binaries and libraries,
+# tests/gpu/make_carry.sh, packed to fit).
 #   run(command="bash tests/gpu/device_round.sh check ipc spec", carry=[".gpu_carry", ".devpack"])
 set -u
 OUT=${OUT:-/tmp/round_out}
 mkdir -p "$OUT"
 root=$(pwd)
 [ -d .devcarry ] || { [ -f .devpack/devcarry.tar.xz ] && tar -xJf .devpack/devcarry.tar.xz; }
+[ -d .gpu_carry ] || { [ -f .devpack/gpucarry.tar.xz ] && tar -xJf .devpack/gpucarry.tar.xz; }
 C=$root/.devcarry
 S=$C/bin/specd
 t0=$(date +%s)
@@ -58,6 +65,24 @@ for stage in "$@"; do
     check)
       stamp "check"
       OUT=$OUT/check CHECK_S=${CHECK_S:-200} bash tests/gpu/run_device.sh check || rc=1 ;;
+    speccheck)
+      stamp "gpu_check --spec"
+      export LD_LIBRARY_PATH="$root/.gpu_carry/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+      timeout ${SPECCHECK_S:-150} "$root/.gpu_carry/bin/gpu_check" --spec > "$OUT/speccheck.log" 2>&1 || rc=1
+      grep -E "^(FAIL|SUMMARY)|rror" "$OUT/speccheck.log" | head -40 ;;
+    pair27)
+      M=/tmp/peer_models/qwen3-27b-Q4_K_S-d6-Q4_K_M
+      stamp "make-model 27B-class pair into $M"
+      export LD_LIBRARY_PATH="$C/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+      [ -f $M/target.gguf ] && [ -f $M/draft.gguf ] ||
+        timeout 300 "$S" make-model --preset qwen3-27b --type Q4_K_S --fill blocks --sync=false --pair --draft-layers 6 \
+          --draft-type Q4_K_M --out $M > "$OUT/pair27.txt" 2>&1 || rc=1
+      ls -la $M ;;
+    peerwait)
+      w0=$(date +%s)
+      while [ ! -f /tmp/peer/done ] && [ $(( $(date +%s) - w0 )) -lt ${PEERWAIT_S:-420} ]; do sleep 5; done
+      stamp "peer build: $(cat /tmp/peer/done 2>/dev/null || echo 'still running')"
+      tail -n 3 /tmp/peer/build.log ;;
     bench)
       stamp "bench"
       OUT=$OUT/bench BENCH_S=${BENCH_S:-200} bash tests/gpu/run_device.sh bench || rc=1 ;;

@@ -3,22 +3,33 @@
 # .devcarry/: the binaries, every shared library they need that is not part
 # of the C runtime or the CUDA driver/toolkit (the device supplies those),
 # and the trained model pair from ../shared/models when present.
+# CARRY_BINS picks the binaries (default: all four), CARRY_MODELS=0 leaves the
+# models out (a call's carry is 64 MiB in all).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 B=${BUILD_DIR:-build-dev}
 cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 -DSPECD_BUILD_TESTS=OFF >/dev/null
-cmake --build "$B" -j"${JOBS:-2}" --target specd specd-coordinator specd-draft-worker specd-target-worker
+BINS=${CARRY_BINS:-specd specd-coordinator specd-draft-worker specd-target-worker}
+# shellcheck disable=SC2086
+cmake --build "$B" -j"${JOBS:-2}" --target $BINS
 rm -rf .devcarry
 mkdir -p .devcarry/bin .devcarry/lib
-cp "$B/cli/specd" "$B/coordinator/specd-coordinator" "$B/draft_worker/specd-draft-worker" \
-   "$B/target_worker/specd-target-worker" .devcarry/bin/
+for b in $BINS; do
+  case $b in
+    specd) cp "$B/cli/specd" .devcarry/bin/ ;;
+    specd-coordinator) cp "$B/coordinator/specd-coordinator" .devcarry/bin/ ;;
+    specd-draft-worker) cp "$B/draft_worker/specd-draft-worker" .devcarry/bin/ ;;
+    specd-target-worker) cp "$B/target_worker/specd-target-worker" .devcarry/bin/ ;;
+    *) echo "make_carry: unknown binary $b" >&2; exit 2 ;;
+  esac
+done
 strip .devcarry/bin/* || true
 for b in .devcarry/bin/*; do
   ldd "$b" | awk '/=> \//{print $3}'
 done | sort -u | grep -vE '/(libc|libm|libpthread|libdl|librt|ld-linux|libcuda|libcudart|libcublas|libcublasLt)[.-]' |
   while read -r lib; do cp -L "$lib" .devcarry/lib/; done
 strip --strip-unneeded .devcarry/lib/* 2>/dev/null || true
-if [ -d ../shared/models ]; then
+if [ "${CARRY_MODELS:-1}" = 1 ] && [ -d ../shared/models ]; then
   mkdir -p .devcarry/models
   cp ../shared/models/*.gguf .devcarry/models/
 fi
