@@ -22,7 +22,7 @@
 #   specd bench decode at ctx 64 and DEPTH, verify k=1..8 at DEPTH, the draft
 #   generate    target only, NTOK tokens, greedy: llama-completion vs specd
 #   speculative llama-speculative-simple --spec-draft-n-max 3 and 6 (p-min 0)
-#               vs specd generate --draft --k 6 and adaptive; same prompt
+#               vs specd generate --draft --k 3, 6 and adaptive; same prompt
 # Files under $OUT (the device tool returns <= 8): harness.log (stages and
 # timings), llama.log, specd.log (every command and its output),
 # llama_bench.jsonl, specd_bench.jsonl, table.md.
@@ -184,6 +184,7 @@ if [ -n "$S" ]; then
   bench specd-bench-draft 60 --model "$D" --ctx 64 --prefill 64 --batches 1 --verify-k 1
   GEN=("$S" generate "${G[@]}" --max-seqs 1 --max-seq-len 2048 --max-tokens "$NTOK" --ignore-eos --prompt "$PROMPT")
   run "$SL" 90 specd-generate "${GEN[@]}" --model "$T"
+  run "$SL" 120 specd-spec-k3 "${GEN[@]}" --model "$T" --draft "$D" --k 3
   run "$SL" 120 specd-spec-k6 "${GEN[@]}" --model "$T" --draft "$D" --k 6
   run "$SL" 120 specd-spec-adaptive "${GEN[@]}" --model "$T" --draft "$D"
 fi

@@ -114,7 +114,8 @@ def main():
     def specd_gen(text):
         if not ok(text):
             return None, None
-        return (find(r"generated: \d+ tokens, ([\d.]+) tok/s", text, last=True),
+        # api::FormatSummary: "N tokens in S s (T tok/s), ...; acceptance A% ..."
+        return (find(r"\d+ tokens in [\d.]+ s \(([\d.]+) tok/s\)", text, last=True),
                 find(r"acceptance ([\d.]+)%", text, last=True))
 
     rows = []  # (figure, llama, specd, lower_is_better, fmt)
@@ -141,12 +142,15 @@ def main():
                  l7 * ltg / 1e3 if l7 and ltg else None, s7 * sdec / 1e3 if s7 and sdec else None, True, "{:.2f}"))
     l3, la3 = llama_spec(ll.get("llama-spec-n3"))
     l6, la6 = llama_spec(ll.get("llama-spec-n6"))
+    s3, sa3 = specd_gen(sl.get("specd-spec-k3"))
     s6, sa6 = specd_gen(sl.get("specd-spec-k6"))
     sad, saad = specd_gen(sl.get("specd-spec-adaptive"))
+    rows.append((f"speculative, 3 drafted per step, tok/s (N=3 | k=3)", l3, s3, False, "{:.1f}"))
     rows.append((f"speculative, 6 drafted per step, tok/s (N=6 | k=6)", l6, s6, False, "{:.1f}"))
     rows.append((f"speculative, default setting, tok/s (N=3 | adaptive)", l3, sad, False, "{:.1f}"))
     best = lambda *v: max((x for x in v if x), default=None)  # noqa: E731
-    rows.append(("speculative, best of the two, tok/s", best(l3, l6), best(s6, sad), False, "{:.1f}"))
+    rows.append(("speculative, best setting, tok/s", best(l3, l6), best(s3, s6, sad), False, "{:.1f}"))
+    rows.append(("acceptance, 3 drafted per step, % (N=3 | k=3)", la3, sa3, False, "{:.1f}"))
     rows.append(("acceptance, 6 drafted per step, % (N=6 | k=6)", la6, sa6, False, "{:.1f}"))
     rows.append(("acceptance, default setting, % (N=3 | adaptive)", la3, saad, False, "{:.1f}"))
     mm = find(r"### end make-model rc=0 (\d+) s", sl.get("make-model", ""))
