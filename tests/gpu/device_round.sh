@@ -21,6 +21,8 @@
 #           device-resident proposal against the CPU sampler and rule
 #   pair27  the 27B-class pair tests/gpu/peer_bench.sh uses, made now
 #           (make-model --fill blocks) into /tmp/peer_models
+#   spec27  bench-spec on that pair (greedy: k = 3, 6, adaptive; sampled at
+#           temperature 0.7, top-p 0.9: k = 6), with the step anatomy
 #   peerwait   waits (within PEERWAIT_S, default 420 s) for the peer build
 # Carries: .gpu_carry (gpu_check + abseil; or packed as .devpack/gpucarry.tar.xz)
 # and .devpack/devcarry.tar.xz (the product binaries and libraries,
@@ -78,6 +80,18 @@ for stage in "$@"; do
         timeout 300 "$S" make-model --preset qwen3-27b --type Q4_K_S --fill blocks --sync=false --pair --draft-layers 6 \
           --draft-type Q4_K_M --out $M > "$OUT/pair27.txt" 2>&1 || rc=1
       ls -la $M ;;
+    spec27)
+      M=/tmp/peer_models/qwen3-27b-Q4_K_S-d6-Q4_K_M
+      export LD_LIBRARY_PATH="$C/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+      stamp "bench-spec 27B-class pair, greedy"
+      timeout ${SPEC27_S:-150} "$S" bench-spec --backend cuda --max-seqs 1 --max-seq-len 2048 --model $M/target.gguf \
+        --draft $M/draft.gguf --max-tokens 128 --repeats 1 --ks 3,6 > "$OUT/spec27_greedy.txt" 2>&1
+      echo "rc=$?"; tail -n 30 "$OUT/spec27_greedy.txt"
+      stamp "bench-spec 27B-class pair, sampled"
+      timeout ${SPEC27_S:-150} "$S" bench-spec --backend cuda --max-seqs 1 --max-seq-len 2048 --model $M/target.gguf \
+        --draft $M/draft.gguf --max-tokens 128 --repeats 1 --ks 6 --temperature 0.7 --top-p 0.9 \
+        > "$OUT/spec27_sampled.txt" 2>&1
+      echo "rc=$?"; tail -n 30 "$OUT/spec27_sampled.txt" ;;
     peerwait)
       w0=$(date +%s)
       while [ ! -f /tmp/peer/done ] && [ $(( $(date +%s) - w0 )) -lt ${PEERWAIT_S:-420} ]; do sleep 5; done
