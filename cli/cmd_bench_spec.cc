@@ -10,6 +10,9 @@
 // measured elsewhere instead (e.g. the H200's, on this machine's CPU): the
 // "model tok/s" column then says what each mode's choices would take there.
 // Greedy outputs are checked to be identical in every mode (lossless).
+// --proposer ngram measures n-gram (prompt-lookup) proposals without a draft
+// model, ngram+draft the chain of both; --chat renders each prompt as a
+// user message (chat models, e.g. the rewrite workload of tests/gpu/ngram_bench.sh).
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -19,6 +22,7 @@
 #include "absl/strings/str_split.h"
 #include "cli/cli_util.h"
 #include "cli/commands.h"
+#include "common/api/request.h"
 #include "common/backend/cuda/cuda_backend.h"
 #include "common/engine/spec_bench.h"
 #include "common/util/log.h"
@@ -60,10 +64,11 @@ absl::StatusOr<std::vector<TextPrompt>> ReadPromptFile(const std::string& path) 
   return out;
 }
 
-// CUDA graphs both engines captured so far (0 on other backends).
-int64_t GraphCaptures(const Engine& a, const Engine& b) {
+// CUDA graphs the engines (b may be null) captured so far (0 on other backends).
+int64_t GraphCaptures(const Engine* a, const Engine* b) {
   int64_t n = 0;
-  for (const Engine* e : {&a, &b}) {
+  for (const Engine* e : {a, b}) {
+    if (!e) continue;
     if (const CudaBackendControl* c = AsCudaControl(e->backend())) n += c->GetStats().graph_captures;
   }
   return n;
@@ -82,7 +87,9 @@ std::string Hist(const std::vector<int64_t>& h) {
 int BenchSpec(const std::vector<std::string>& args) {
   Config c("specd bench-spec");
   EngineOptions::AddFlags(&c);
-  c.AddString("draft", "", "draft model (same vocabulary as --model)");
+  c.AddString("draft", "", "draft model (same vocabulary as --model); not needed with --proposer ngram");
+  api::AddProposerFlags(&c);
+  c.AddBool("chat", false, "render each prompt as a user message with the model's chat template");
   c.AddString("prompt-file", "", "workload: prompts separated by lines '### LABEL' (default: the built-in mixed one)");
   c.AddInt("max-tokens", 128, "tokens generated per prompt", 1, 1 << 16);
   c.AddDouble("temperature", 0.0, "sampling temperature for every prompt (0: greedy; outputs then compared)", 0.0,
@@ -110,7 +117,11 @@ int BenchSpec(const std::vector<std::string>& args) {
   LogLevel lvl;
   if (!ParseLogLevel(c.GetString("log-level"), &lvl)) return Fail("bad --log-level");
   SetLogLevel(lvl);
-  if (c.GetString("draft").empty()) return Fail("--draft is required");
+  api::SpecDefaults sd;
+  if (auto st = api::ProposerFromFlags(c, &sd); !st.ok()) return Fail(st);
+  const bool ngram_only = sd.proposer == api::ProposerKind::kNgram;
+  if (c.GetString("draft").empty() && !ngram_only) return Fail("--draft is required (except with --proposer ngram)");
+  if (!c.GetString("draft").empty() && ngram_only) return Fail("--proposer ngram uses no --draft");
   auto ks = ParseList<int>(c.GetString("ks"), "k", 1, 32);
   if (!ks.ok()) return Fail(ks.status());
   const int draft_max = static_cast<int>(c.GetInt("draft-max"));
@@ -123,12 +134,19 @@ int BenchSpec(const std::vector<std::string>& args) {
   if (!te.ok()) return Fail(te.status());
   EngineOptions dopts = *opts;
   dopts.model_path = c.GetString("draft");
-  auto de = Engine::Create(dopts);
-  if (!de.ok()) return Fail(de.status());
   LocalTarget target(te->get());
-  auto draft = LocalDraft::Create(de->get(), k_max);
-  if (!draft.ok()) return Fail(draft.status());
-  if (auto st = target.Attach((*draft)->exchange().kind(), (*draft)->exchange().name()); !st.ok()) return Fail(st);
+  std::unique_ptr<Engine> de;
+  std::unique_ptr<LocalDraft> draft;
+  if (!ngram_only) {
+    auto e = Engine::Create(dopts);
+    if (!e.ok()) return Fail(e.status());
+    de = *std::move(e);
+    auto d = LocalDraft::Create(de.get(), k_max);
+    if (!d.ok()) return Fail(d.status());
+    draft = *std::move(d);
+    if (auto st = target.Attach(draft->exchange().kind(), draft->exchange().name()); !st.ok()) return Fail(st);
+  }
+  api::RequestProposer proposer(sd.proposer, sd.ngram, draft.get());
   const Tokenizer& tok = (*te)->tokenizer();
 
   std::vector<TextPrompt> texts(std::begin(kMixed), std::end(kMixed));
@@ -142,7 +160,13 @@ int BenchSpec(const std::vector<std::string>& args) {
   for (const TextPrompt& t : texts) {
     BenchPrompt p;
     p.label = t.label;
-    p.tokens = tok.Encode(t.text, true, false);
+    if (c.GetBool("chat")) {
+      auto text = tok.ApplyChatTemplate({{"user", t.text}}, /*add_generation_prompt=*/true);
+      if (!text.ok()) return Fail(text.status());
+      p.tokens = tok.Encode(*text, /*add_special=*/false, /*parse_special=*/true);  // the template has its own
+    } else {
+      p.tokens = tok.Encode(t.text, true, false);
+    }
     p.sampling.temperature = static_cast<float>(c.GetDouble("temperature"));
     p.sampling.top_k = static_cast<int32_t>(c.GetInt("top-k"));
     p.sampling.top_p = static_cast<float>(c.GetDouble("top-p"));
@@ -155,7 +179,7 @@ int BenchSpec(const std::vector<std::string>& args) {
 
   // A slow EWMA: the refining pass averages over about a hundred calls per cell.
   SpecCosts costs(0.01);
-  BenchPair pair{&target, draft->get(), &tok};
+  BenchPair pair{&target, draft.get(), &tok, proposer.get()};
   std::vector<BenchMode> modes = {BenchMode::TargetOnly()};
   for (int k : *ks) modes.push_back(BenchMode::Fixed(k));
   modes.push_back(BenchMode::Adaptive(draft_max, static_cast<float>(c.GetDouble("min-confidence"))));
@@ -163,10 +187,13 @@ int BenchSpec(const std::vector<std::string>& args) {
     if (auto st = costs.Load(c.GetString("costs")); !st.ok()) return Fail(st);
     std::fprintf(stderr, "given costs: %s\n", costs.ToString().c_str());
   } else {
-    if (auto st =
-            CalibrateCosts(pair, prompts[0].tokens, k_max, static_cast<int>(c.GetInt("calibration-reps")), &costs);
-        !st.ok())
+    if (ngram_only) {
+      api::SeedModelFreeCosts(&costs);  // no draft forwards; the workload's runs measure the verifies
+    } else if (auto st = CalibrateCosts(pair, prompts[0].tokens, k_max,
+                                        static_cast<int>(c.GetInt("calibration-reps")), &costs);
+               !st.ok()) {
       return Fail(st);
+    }
     // The workload's own calls (other context lengths, warm caches) refine it.
     for (size_t m = 0; m + 1 < modes.size(); ++m) {
       if (auto r = RunSpecBench(pair, prompts, modes[m], &costs); !r.ok()) return Fail(r.status());
@@ -180,13 +207,13 @@ int BenchSpec(const std::vector<std::string>& args) {
   std::vector<int64_t> captures(modes.size(), 0);  // CUDA graphs captured during the recorded runs
   for (int rep = 0; rep < c.GetInt("repeats"); ++rep) {
     for (size_t m = 0; m < modes.size(); ++m) {
-      const int64_t captures0 = GraphCaptures(**te, **de);
+      const int64_t captures0 = GraphCaptures(te->get(), de.get());
       // Live: a fresh copy of the calibrated table for each adaptive run.
       SpecCosts live;
       const bool use_live = modes[m].adaptive && live_costs;
       if (use_live && !live.Load(costs.ToString()).ok()) return Fail("cannot copy the cost table");
       auto r = RunSpecBench(pair, prompts, modes[m], use_live ? &live : &costs, &costs);
-      captures[m] += GraphCaptures(**te, **de) - captures0;
+      captures[m] += GraphCaptures(te->get(), de.get()) - captures0;
       if (!r.ok()) return Fail(r.status());
       runs[m].push_back(*std::move(r));
     }
@@ -197,9 +224,10 @@ int BenchSpec(const std::vector<std::string>& args) {
   const double base = res[0].TokensPerSecond();
   bool lossless = true;
   const bool greedy = c.GetDouble("temperature") <= 0;
-  std::printf("%zu prompts x %d tokens, %d repeats (median); model %s, draft %s\n", prompts.size(),
+  std::printf("%zu prompts x %d tokens, %d repeats (median); model %s, draft %s; proposer %s (%s)\n", prompts.size(),
               static_cast<int>(c.GetInt("max-tokens")), static_cast<int>(c.GetInt("repeats")),
-              opts->model_path.c_str(), dopts.model_path.c_str());
+              opts->model_path.c_str(), ngram_only ? "(none)" : dopts.model_path.c_str(),
+              api::ProposerName(sd.proposer), sd.ngram.ToString().c_str());
   std::printf("%-14s %9s %8s %11s %7s %8s %7s", "mode", "tok/s", "vs t-o", "model tok/s", "accept", "acc.len",
               "mean k");
   for (const std::string& l : labels) std::printf(" %10s", (l + " tok/s").substr(0, 10).c_str());

@@ -37,6 +37,7 @@ void AddRequestFlags(Config* c) {
   c->AddString("acceptance-prior", "",
                "in process, adaptive: start from this acceptance prior (the 'acceptance prior' line of specd stats, "
                "bench-spec or a previous generate); empty: learned as the request runs");
+  api::AddProposerFlags(c);  // --proposer given: this request's; --ngram-min/max: in process only
   c->AddBool("no-speculation", false, "target-only decoding for this request");
   c->AddInt("timeout-ms", 0, "request deadline in milliseconds (0: none)", 0, 1ll << 40);
   c->AddBool("print-ids", false, "print the generated token ids on stdout after the text");
@@ -79,6 +80,8 @@ absl::StatusOr<std::unique_ptr<api::Generator>> MakeGenerator(const Config& c, a
   if (!c.GetString("coordinator").empty()) {
     if (!c.GetString("acceptance-prior").empty())
       return absl::InvalidArgumentError("--acceptance-prior is for in-process generation (the coordinator has its own)");
+    if (c.IsSet("ngram-min") || c.IsSet("ngram-max"))
+      return absl::InvalidArgumentError("--ngram-min/--ngram-max are for in-process generation (the coordinator has its own)");
 #if defined(SPECD_HAVE_CLIENT)
     SPECD_ASSIGN_OR_RETURN(auto cl, ConnectFromFlags(c));
     return std::unique_ptr<api::Generator>(std::move(cl));
@@ -93,6 +96,7 @@ absl::StatusOr<std::unique_ptr<api::Generator>> MakeGenerator(const Config& c, a
   d.adaptive = c.GetBool("adaptive");
   d.draft_max = static_cast<int>(c.GetInt("draft-max"));
   d.min_confidence = static_cast<float>(c.GetDouble("min-confidence"));
+  SPECD_RETURN_IF_ERROR(api::ProposerFromFlags(c, &d));
   SPECD_ASSIGN_OR_RETURN(auto g, api::LocalGenerator::Create(opts, c.GetString("draft"), d));
   if (!c.GetString("acceptance-prior").empty()) SPECD_RETURN_IF_ERROR(g->LoadAcceptancePrior(c.GetString("acceptance-prior")));
   *local = g.get();
@@ -113,7 +117,10 @@ int Run(const std::vector<std::string>& args, const char* program, bool chat) {
   api::LocalGenerator* local = nullptr;
   auto gen = MakeGenerator(c, &local);
   if (!gen.ok()) return Fail(gen.status());
-  const api::Request req = RequestFromFlags(c, chat);
+  api::Request req = RequestFromFlags(c, chat);
+  const auto proposer = api::ParseProposer(c.GetString("proposer"));
+  if (!proposer.ok()) return Fail(proposer.status());
+  if (c.IsSet("proposer")) req.proposer = *proposer;
   if (c.GetBool("print-prompt-ids")) {
     if (chat) return Fail("--print-prompt-ids takes a plain prompt (not --chat)");
     auto ids = (*gen)->Tokenize(req.prompt, req.add_special, req.parse_special);
@@ -136,7 +143,8 @@ int Run(const std::vector<std::string>& args, const char* program, bool chat) {
   }
   std::fprintf(stderr, "prompt: %d tokens (prefill %.3f s); %s\n", sum->prompt_tokens, sum->prefill_seconds,
                api::FormatSummary(*sum).c_str());
-  if (local && sum->adaptive) std::fprintf(stderr, "acceptance prior: %s\n", local->AcceptancePriorText().c_str());
+  if (local && sum->adaptive)
+    std::fprintf(stderr, "acceptance prior: %s\n", local->AcceptancePriorText(*proposer).c_str());
   return 0;
 }
 

@@ -27,6 +27,8 @@ Frontend::Frontend(Cluster* cluster, const FrontendOptions& opts)
   std::random_device rd;
   next_seq_ = static_cast<int32_t>(rd() & 0x3fffffff) + 1;
   if (!opts.acceptance_prior.empty()) status_ = prior_.Load(opts.acceptance_prior);
+  if (status_.ok()) status_ = opts.ngram.Validate();
+  api::SeedModelFreeCosts(&ngram_costs_);
   AddCollectors();
 }
 
@@ -105,19 +107,21 @@ absl::StatusOr<api::Summary> Frontend::Generate(const api::Request& req, const a
     }
     id = next_id_.fetch_add(1);
     if (choice.follow_live) sr.live_k = [this] { return LiveK(); };
-    sr.costs = &costs_;
-    sr.prior = &prior_;
-    sr.cancelled = cancelled;
-    sr.draft_retry = opts_.draft_retry;
     GrpcTargetClient target(cluster_, opts_.timeouts);
     GrpcDraftClient draft(cluster_, opts_.timeouts);
+    // Without a draft worker, n-gram proposals still work.
+    api::RequestProposer proposer(choice.proposer, opts_.ngram, cluster_->has_draft() ? &draft : nullptr);
+    sr.costs = proposer.ngram_only() ? &ngram_costs_ : &costs_;
+    sr.prior = proposer.ngram_only() ? &ngram_prior_ : &prior_;
+    sr.cancelled = cancelled;
+    sr.draft_retry = opts_.draft_retry;
     auto on_step = [&](const StepEvent& ev) {
       if (!ev.tokens.empty() && ttft == 0)
         ttft = std::chrono::duration<double>(std::chrono::steady_clock::now() - arrival).count();
       wrote = true;
       return on_event ? on_event(api::ToEvent(ev)) : true;
     };
-    r = RunSpeculative(sr, tok, target, cluster_->has_draft() ? &draft : nullptr, on_step);
+    r = RunSpeculative(sr, tok, target, proposer.get(), on_step);
     // The target went away before anything was streamed: wait for it again.
     if (r.reason == FinishReason::kError && r.status.code() == absl::StatusCode::kUnavailable && !wrote &&
         attempt < 20 && std::chrono::system_clock::now() < deadline && !cancelled()) {
@@ -156,7 +160,8 @@ absl::Status Frontend::TargetUnavailable(Deadline deadline, const std::function<
 }
 
 api::SpecDefaults Frontend::SpecNow() const {
-  return api::SpecDefaults{k_.load(), enabled_.load(), adaptive_.load(), draft_max_.load(), opts_.min_confidence};
+  return api::SpecDefaults{k_.load(),          enabled_.load(),      adaptive_.load(), draft_max_.load(),
+                           opts_.min_confidence, opts_.proposer, opts_.ngram};
 }
 
 absl::StatusOr<std::vector<int32_t>> Frontend::Tokenize(const std::string& text, bool add_special, bool parse_special) {

@@ -36,6 +36,8 @@ struct FrontendOptions {
   int draft_max = 8;
   float min_confidence = -1.0f;  // the draft stops below this top probability; < 0: 0 fixed, learned adaptive
   std::string acceptance_prior;  // AcceptancePrior::Load text new requests start from (empty: none)
+  api::ProposerKind proposer = api::ProposerKind::kDraft;  // requests that do not choose their own
+  NgramOptions ngram;
   int max_batch = 0;         // requests running at once (0: the target's sequence slots)
   int max_queue = 64;        // requests waiting for admission; more get RESOURCE_EXHAUSTED
   int max_seq_len = 0;       // per-request context (0: the target's max-seq-len)
@@ -98,6 +100,8 @@ class Frontend : public api::Generator {
   Admission admission_;
   SpecCosts costs_;         // call times measured by every request (adaptive length)
   AcceptancePrior prior_;   // acceptance measured by every adaptive request (its starting estimates)
+  SpecCosts ngram_costs_;   // the same two for requests with n-gram proposals alone
+  AcceptancePrior ngram_prior_;
   ServiceStats stats_;
   absl::Status status_;
 };

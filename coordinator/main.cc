@@ -16,7 +16,8 @@ int Main(int argc, char** argv) {
   Config cfg(kProgram);
   rpc::AddServiceFlags(&cfg, "127.0.0.1:7810");
   cfg.AddString("target", "127.0.0.1:7811", "target worker address (HOST:PORT or unix:/PATH)");
-  cfg.AddString("draft", "127.0.0.1:7812", "draft worker address; empty: target-only service");
+  cfg.AddString("draft", "127.0.0.1:7812",
+                "draft worker address; empty: no draft (target-only, or n-gram proposals with --proposer ngram)");
   cfg.AddString("tokenizer-model", "", "GGUF to read the target's vocabulary from (empty: the target's model path)");
   cfg.AddInt("k", 4, "draft tokens per step in fixed mode (--no-adaptive, or requests that set k)", 1, 64);
   cfg.AddBool("adaptive", true,
@@ -31,6 +32,7 @@ int Main(int argc, char** argv) {
                 "the draft stops a proposal below this top probability (0: never; -1: 0 in fixed mode, learned in "
                 "adaptive mode)",
                 -1.0, 1.0);
+  api::AddProposerFlags(&cfg);
   cfg.AddInt("max-batch", 0, "requests generating at once (0: the target's --max-seqs)", 0, 4096);
   cfg.AddInt("max-queue", 64, "requests waiting for admission; more are refused with RESOURCE_EXHAUSTED", 0, 1 << 20);
   cfg.AddInt("max-seq-len", 0,
@@ -82,6 +84,12 @@ int Main(int argc, char** argv) {
   fo.speculation = cfg.GetBool("speculation");
   fo.min_confidence = static_cast<float>(cfg.GetDouble("min-confidence"));
   fo.acceptance_prior = cfg.GetString("acceptance-prior");
+  {
+    api::SpecDefaults d;
+    if (absl::Status st = api::ProposerFromFlags(cfg, &d); !st.ok()) return rpc::ExitWith(kProgram, st, 2);
+    fo.proposer = d.proposer;
+    fo.ngram = d.ngram;
+  }
   fo.max_batch = static_cast<int>(cfg.GetInt("max-batch"));
   fo.max_queue = static_cast<int>(cfg.GetInt("max-queue"));
   fo.max_seq_len = static_cast<int>(cfg.GetInt("max-seq-len"));
@@ -126,7 +134,8 @@ int Main(int argc, char** argv) {
   auto server = rpc::StartServer(cfg.GetString("listen"), {&public_api, &admin}, *sec, &port);
   if (!server.ok()) return rpc::ExitWith(kProgram, server.status(), 1);
   SPECD_LOG(INFO) << "serving" << Kv("listen", cfg.GetString("listen")) << Kv("port", port)
-                  << Kv("target", co.target_address) << Kv("draft", co.draft_address);
+                  << Kv("target", co.target_address) << Kv("draft", co.draft_address)
+                  << Kv("proposer", api::ProposerName(fo.proposer)) << Kv("ngram", fo.ngram.ToString());
   rpc::ServeOptions so;
   so.status = absl::StrCat("serving on ", cfg.GetString("listen"), " (target ", co.target_address, ")");
   // grpc.health.v1: the coordinator serves while its target is up; the

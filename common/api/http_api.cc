@@ -197,10 +197,17 @@ absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(const json& body, bool chat) {
   }
   if (body.contains("speculation") && !body["speculation"].is_null()) {
     const json& s = body["speculation"];
-    if (!s.is_object()) return Invalid("speculation", "must be an object {k, adaptive, disable, min_confidence}");
+    if (!s.is_object())
+      return Invalid("speculation", "must be an object {k, adaptive, disable, min_confidence, proposer}");
     std::optional<int64_t> k;
     std::optional<bool> adaptive, disable;
     std::optional<double> conf;
+    if (s.contains("proposer") && !s["proposer"].is_null()) {
+      if (!s["proposer"].is_string()) return Invalid("speculation.proposer", "must be a string");
+      auto p = ParseProposer(s["proposer"].get<std::string>());
+      if (!p.ok()) return p.status();
+      r.proposer = *p;
+    }
     SPECD_RETURN_IF_ERROR(GetInt(s, "k", &k));
     SPECD_RETURN_IF_ERROR(GetBool(s, "adaptive", &adaptive));
     SPECD_RETURN_IF_ERROR(GetBool(s, "disable", &disable));

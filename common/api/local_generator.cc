@@ -10,6 +10,8 @@ absl::StatusOr<std::unique_ptr<LocalGenerator>> LocalGenerator::Create(const Eng
   std::unique_ptr<LocalGenerator> g(new LocalGenerator());
   g->spec_ = spec;
   g->limits_ = limits;
+  SPECD_RETURN_IF_ERROR(spec.ngram.Validate());
+  SeedModelFreeCosts(&g->ngram_costs_);
   SPECD_ASSIGN_OR_RETURN(g->target_engine_, Engine::Create(opts));
   g->target_ = std::make_unique<LocalTarget>(g->target_engine_.get());
   if (!draft_path.empty()) {
@@ -18,8 +20,6 @@ absl::StatusOr<std::unique_ptr<LocalGenerator>> LocalGenerator::Create(const Eng
     SPECD_ASSIGN_OR_RETURN(g->draft_engine_, Engine::Create(d));
     SPECD_ASSIGN_OR_RETURN(g->draft_, LocalDraft::Create(g->draft_engine_.get(), std::max(spec.k, spec.draft_max)));
     SPECD_RETURN_IF_ERROR(g->target_->Attach(g->draft_->exchange().kind(), g->draft_->exchange().name()));
-  } else {
-    g->spec_.enabled = false;
   }
   return g;
 }
@@ -29,9 +29,10 @@ absl::Status LocalGenerator::LoadAcceptancePrior(const std::string& text) {
   return prior_.Load(text);
 }
 
-std::string LocalGenerator::AcceptancePriorText() {
+std::string LocalGenerator::AcceptancePriorText(ProposerKind kind) {
   std::lock_guard<std::mutex> l(mu_);
-  return prior_.ToString();
+  const bool ngram_only = kind == ProposerKind::kNgram || (kind == ProposerKind::kNgramDraft && !draft_);
+  return (ngram_only ? ngram_prior_ : prior_).ToString();
 }
 
 absl::StatusOr<std::vector<int32_t>> LocalGenerator::Tokenize(const std::string& text, bool add_special,
@@ -44,18 +45,23 @@ absl::StatusOr<Summary> LocalGenerator::Generate(const Request& req, const Event
   SPECD_ASSIGN_OR_RETURN(const int max_tokens, Check(req, limits_));
   const int context = target_engine_->options().max_seq_len;
   SPECD_ASSIGN_OR_RETURN(std::vector<int32_t> prompt, EncodePrompt(req, tokenizer(), context));
-  if (req.k && draft_ && *req.k > draft_->k_max())
-    return absl::InvalidArgumentError(absl::StrCat("speculation k ", *req.k, " exceeds the draft's ", draft_->k_max()));
   std::lock_guard<std::mutex> l(mu_);
   const SpecChoice choice = ChooseSpeculation(req, spec_);
+  RequestProposer proposer(choice.proposer, spec_.ngram, draft_.get());
+  const bool uses_draft = draft_ && choice.proposer != ProposerKind::kNgram;
+  if (req.k && uses_draft && *req.k > draft_->k_max())
+    return absl::InvalidArgumentError(absl::StrCat("speculation k ", *req.k, " exceeds the draft's ", draft_->k_max()));
+  if (req.k && proposer.get() && *req.k >= target_engine_->options().max_out_rows)
+    return absl::InvalidArgumentError(absl::StrCat("speculation k ", *req.k, " exceeds the target's verify limit of ",
+                                                   target_engine_->options().max_out_rows - 1));
   const int run_tokens = std::min<int>(max_tokens, context - static_cast<int>(prompt.size()));
   const int prompt_tokens = static_cast<int>(prompt.size());
   SpecRequest sr = ToSpecRequest(req, std::move(prompt), run_tokens, choice, context);
-  if (!draft_) sr.k = 0;
-  sr.costs = &costs_;
-  sr.prior = &prior_;
+  if (!proposer.get()) sr.k = 0;  // the draft alone, and no draft
+  sr.costs = proposer.ngram_only() ? &ngram_costs_ : &costs_;
+  sr.prior = proposer.ngram_only() ? &ngram_prior_ : &prior_;
   double ttft = 0;
-  const SpecResult r = RunSpeculative(sr, tokenizer(), *target_, draft_.get(), [&](const StepEvent& ev) {
+  const SpecResult r = RunSpeculative(sr, tokenizer(), *target_, proposer.get(), [&](const StepEvent& ev) {
     if (!ev.tokens.empty() && ttft == 0)
       ttft = std::chrono::duration<double>(std::chrono::steady_clock::now() - arrival).count();
     return on_event ? on_event(ToEvent(ev)) : true;

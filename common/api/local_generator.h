@@ -30,7 +30,8 @@ class LocalGenerator : public Generator {
   // The acceptance adaptive requests start from: loaded (AcceptancePrior::Load
   // text, e.g. the 'acceptance prior' line of specd stats), then learned.
   absl::Status LoadAcceptancePrior(const std::string& text);
-  std::string AcceptancePriorText();
+  // (That of requests with `kind`'s proposals: n-gram proposals alone learn their own.)
+  std::string AcceptancePriorText(ProposerKind kind = ProposerKind::kDraft);
 
  private:
   LocalGenerator() = default;
@@ -42,6 +43,8 @@ class LocalGenerator : public Generator {
   std::unique_ptr<LocalDraft> draft_;
   SpecCosts costs_;
   AcceptancePrior prior_;
+  SpecCosts ngram_costs_;  // requests with n-gram proposals alone (SeedModelFreeCosts)
+  AcceptancePrior ngram_prior_;
 };
 
 }  // namespace specd::api

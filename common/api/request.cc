@@ -13,6 +13,56 @@ double Summary::MeanK() const {
   return steps_n ? static_cast<double>(drafts) / static_cast<double>(steps_n) : 0.0;
 }
 
+const char* ProposerName(ProposerKind k) {
+  switch (k) {
+    case ProposerKind::kDraft: return "draft";
+    case ProposerKind::kNgram: return "ngram";
+    case ProposerKind::kNgramDraft: return "ngram+draft";
+  }
+  return "unknown";
+}
+
+absl::StatusOr<ProposerKind> ParseProposer(std::string_view name) {
+  for (ProposerKind k : {ProposerKind::kDraft, ProposerKind::kNgram, ProposerKind::kNgramDraft}) {
+    if (name == ProposerName(k)) return k;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown proposer '", std::string(name), "' (one of: draft, ngram, ngram+draft)"));
+}
+
+void AddProposerFlags(Config* c) {
+  c->AddString("proposer", "draft",
+               "where proposals come from: draft (the draft model), ngram (prompt lookup over prompt + output, no "
+               "model; works without a draft), ngram+draft (the n-gram proposal where the lookup finds one, the "
+               "draft's otherwise)");
+  c->AddInt("ngram-min", 1, "n-gram proposals: the shortest suffix looked up", 1, 16);
+  c->AddInt("ngram-max", 4, "n-gram proposals: the longest suffix looked up (tried first)", 1, 16);
+}
+
+absl::Status ProposerFromFlags(const Config& c, SpecDefaults* d) {
+  SPECD_ASSIGN_OR_RETURN(d->proposer, ParseProposer(c.GetString("proposer")));
+  d->ngram.min_n = static_cast<int>(c.GetInt("ngram-min"));
+  d->ngram.max_n = static_cast<int>(c.GetInt("ngram-max"));
+  return d->ngram.Validate();
+}
+
+RequestProposer::RequestProposer(ProposerKind kind, const NgramOptions& ngram, Proposer* draft) : ngram_(ngram) {
+  switch (kind) {
+    case ProposerKind::kDraft: p_ = draft; break;
+    case ProposerKind::kNgram: p_ = &ngram_; break;
+    case ProposerKind::kNgramDraft:
+      if (draft) {
+        chain_.emplace(std::vector<Proposer*>{&ngram_, draft});
+        p_ = &*chain_;
+      } else {
+        p_ = &ngram_;
+      }
+      break;
+  }
+}
+
+void SeedModelFreeCosts(SpecCosts* c) { c->ObserveDraft(1, 0.0); }
+
 absl::StatusOr<int> Check(const Request& req, const Limits& limits) {
   auto invalid = [](auto... parts) { return absl::InvalidArgumentError(absl::StrCat(parts...)); };
   const int max_tokens = req.max_tokens == 0 ? limits.default_max_tokens : req.max_tokens;
@@ -70,6 +120,7 @@ SpecChoice ChooseSpeculation(const Request& req, const SpecDefaults& d) {
   }
   // Unset: fixed mode never stops early; adaptive mode learns the threshold.
   c.min_confidence = req.min_confidence > 0 ? req.min_confidence : d.min_confidence;
+  c.proposer = req.proposer.value_or(d.proposer);
   return c;
 }
 

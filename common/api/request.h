@@ -18,9 +18,12 @@
 #include <string>
 #include <vector>
 
+#include "common/spec/chain.h"
 #include "common/spec/loop.h"
+#include "common/spec/ngram.h"
 #include "common/sampler/sampler.h"
 #include "common/tokenizer/tokenizer.h"
+#include "common/util/config.h"
 #include "common/util/status.h"
 
 namespace specd::api {
@@ -29,6 +32,13 @@ namespace specd::api {
 constexpr int kMaxStops = 16;
 constexpr size_t kMaxStopBytes = 256;
 constexpr int kMaxK = 64;
+
+// Where a request's proposals come from: the draft model, n-gram lookup over
+// prompt + output (common/spec/ngram.h; no model, no draft worker needed), or
+// n-gram lookup where it finds a match and the draft otherwise.
+enum class ProposerKind { kDraft, kNgram, kNgramDraft };
+const char* ProposerName(ProposerKind k);  // "draft", "ngram", "ngram+draft"
+absl::StatusOr<ProposerKind> ParseProposer(std::string_view name);
 
 struct Request {
   std::string prompt;                  // text, tokenized with the target's vocabulary ...
@@ -46,6 +56,7 @@ struct Request {
   std::optional<bool> adaptive;
   bool disable_speculation = false;    // target-only
   float min_confidence = 0.0f;         // the draft stops below this top probability (0: the generator's)
+  std::optional<ProposerKind> proposer;  // unset: the generator's
   Deadline deadline = kNoDeadline;     // the request ends with finish reason "deadline" around then
   std::function<bool()> cancelled;     // polled between steps (the caller went away)
 };
@@ -125,6 +136,8 @@ struct SpecDefaults {
   bool adaptive = true;
   int draft_max = 8;
   float min_confidence = -1.0f;  // < 0: 0 in fixed mode, learned in adaptive mode
+  ProposerKind proposer = ProposerKind::kDraft;
+  NgramOptions ngram;
 };
 struct SpecChoice {
   bool adaptive = false;
@@ -132,8 +145,40 @@ struct SpecChoice {
   int draft_max = 0;  // adaptive's cap
   bool follow_live = false;  // the generator's live k applies (no per-request k)
   float min_confidence = -1.0f;
+  ProposerKind proposer = ProposerKind::kDraft;
 };
 SpecChoice ChooseSpeculation(const Request& req, const SpecDefaults& d);
+
+// The flags that set a generator's proposer (--proposer, --ngram-min,
+// --ngram-max; the coordinator, generate and bench-spec), and reading them
+// (INVALID_ARGUMENT for an unknown proposer or bad sizes).
+void AddProposerFlags(Config* c);
+absl::Status ProposerFromFlags(const Config& c, SpecDefaults* d);
+
+// One request's proposer, made of the generator's draft (null: none) as the
+// choice says: the draft alone, n-gram lookup alone, or the chain of both
+// (n-gram first). get() is null when the request has no proposer (the draft
+// alone without a draft): target-only.
+class RequestProposer {
+ public:
+  RequestProposer(ProposerKind kind, const NgramOptions& ngram, Proposer* draft);
+  RequestProposer(const RequestProposer&) = delete;
+  RequestProposer& operator=(const RequestProposer&) = delete;
+  Proposer* get() { return p_; }
+  // Proposals without a model only: the step costs and acceptance are not the draft's.
+  bool ngram_only() const { return p_ == &ngram_; }
+
+ private:
+  NgramProposer ngram_;
+  std::optional<ProposerChain> chain_;
+  Proposer* p_ = nullptr;
+};
+
+// The step costs requests with n-gram proposals alone share start here: their
+// drafts cost no forwards (the lookup is the step's overhead), so the adaptive
+// policy weighs verify costs, overhead and acceptance alone. (Kept apart from
+// the draft's costs and acceptance, which are another proposer's.)
+void SeedModelFreeCosts(SpecCosts* c);
 
 // The loop's request for `req` (seq, costs, prior, live_k and the retry
 // back-off are the generator's to add).

@@ -36,7 +36,8 @@ absl::StatusOr<BenchResult> RunSpecBench(const BenchPair& pair, const std::vecto
                                          const BenchMode& mode, SpecCosts* costs, const SpecCosts* pricing) {
   if (!pricing) pricing = costs;
   if (!pair.target || !pair.tokenizer) return absl::InvalidArgumentError("bench needs a target and its tokenizer");
-  if (mode.uses_draft() && !pair.draft) return absl::InvalidArgumentError(absl::StrCat(mode.name, " needs a draft"));
+  if (mode.uses_draft() && !pair.proposing())
+    return absl::InvalidArgumentError(absl::StrCat(mode.name, " needs a draft"));
   BenchResult res;
   res.mode = mode.name;
   // Each run learns the pair's acceptance from nothing, over its own prompts.
@@ -63,7 +64,7 @@ absl::StatusOr<BenchResult> RunSpecBench(const BenchPair& pair, const std::vecto
     req.costs = costs;
     req.prior = &prior;
     req.max_context = pair.target->engine()->options().max_seq_len;
-    SpecResult r = RunSpeculative(req, *pair.tokenizer, *pair.target, mode.uses_draft() ? pair.draft : nullptr, price);
+    SpecResult r = RunSpeculative(req, *pair.tokenizer, *pair.target, mode.uses_draft() ? pair.proposing() : nullptr, price);
     if (!r.status.ok()) return absl::Status(r.status.code(), absl::StrCat(mode.name, ": ", r.status.message()));
     res.tokens += static_cast<int64_t>(r.tokens.size());
     res.seconds += r.stats.elapsed_seconds;

@@ -75,8 +75,11 @@ struct BenchResult {
 
 struct BenchPair {
   LocalTarget* target = nullptr;
-  LocalDraft* draft = nullptr;  // null: only target-only modes run
+  LocalDraft* draft = nullptr;  // null: only target-only modes run (unless `proposer` is set)
   const Tokenizer* tokenizer = nullptr;
+  // The modes' proposer when set (n-gram lookup, a chain); else the draft.
+  Proposer* proposer = nullptr;
+  Proposer* proposing() const { return proposer ? proposer : draft; }
 };
 
 // Runs every prompt once in `mode`. `costs`: the call times the adaptive

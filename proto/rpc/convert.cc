@@ -88,6 +88,7 @@ void RequestToProto(const api::Request& r, v1::GenerateRequest* out) {
   if (r.adaptive) sp->set_adaptive(*r.adaptive);
   sp->set_disable(r.disable_speculation);
   sp->set_min_confidence(r.min_confidence);
+  if (r.proposer) sp->set_proposer(api::ProposerName(*r.proposer));
 }
 
 void RequestToProto(const api::Request& r, v1::ChatRequest* out) {
@@ -119,6 +120,9 @@ absl::StatusOr<api::Request> RequestFromProto(const v1::GenerateRequest& req, co
   if (sp.has_adaptive()) r.adaptive = sp.adaptive();
   r.disable_speculation = sp.disable();
   r.min_confidence = sp.min_confidence();
+  if (!sp.proposer().empty()) {
+    SPECD_ASSIGN_OR_RETURN(r.proposer, api::ParseProposer(sp.proposer()));
+  }
   return r;
 }
 
