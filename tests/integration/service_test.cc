@@ -194,6 +194,68 @@ TEST_F(ServiceTest, AcceptanceFiguresAddUp) {
   EXPECT_EQ(after.steps - before.steps, steps);
 }
 
+// Text that repeats itself, where n-gram lookup proposes.
+const char* kRepeating[] = {"1, 2, 3, 1, 2, 3, 1, 2,", "the cat sat on the mat. the cat sat on the"};
+
+// Greedy requests with n-gram proposals (alone, and before the draft) equal target-only output.
+void ExpectNgramLossless(client::Client& c, const std::string& target_model, bool with_draft) {
+  const int n = 40;
+  std::vector<std::string> texts(std::begin(kRepeating), std::end(kRepeating));
+  texts.push_back(kPrompts[1]);
+  int64_t accepted = 0;
+  for (const std::string& text : texts) {
+    auto prompt = c.Tokenize(text, true, false);
+    ASSERT_TRUE(prompt.ok()) << prompt.status();
+    const std::vector<int32_t> ref = ReferenceGreedy(target_model, *prompt, n);
+    for (api::ProposerKind kind : {api::ProposerKind::kNgram, api::ProposerKind::kNgramDraft}) {
+      for (std::optional<int> k : {std::optional<int>(), std::optional<int>(6)}) {
+        api::Request p;
+        p.prompt = text;
+        p.max_tokens = n;
+        p.ignore_eos = true;
+        p.k = k;
+        p.proposer = kind;
+        auto s = c.Generate(p);
+        ASSERT_TRUE(s.ok()) << s.status();
+        EXPECT_EQ(s->tokens, ref) << api::ProposerName(kind) << " '" << text << "' k=" << (k ? *k : -1);
+        EXPECT_EQ(s->draft_failures, 0);
+        if (kind == api::ProposerKind::kNgram || !with_draft) accepted += s->accepted;
+      }
+    }
+  }
+  EXPECT_GT(accepted, 0) << "n-gram proposals were accepted";
+}
+
+TEST_F(ServiceTest, NgramProposalsAreLossless) { ExpectNgramLossless(c(), g_models->target, true); }
+
+TEST(ServiceWithoutDraft, NgramProposalsWorkWithoutADraftWorker) {
+  // A coordinator with no draft worker, n-gram proposals by default.
+  const TestModels& models = SharedTestModels();
+  TempDir dir;
+  ServiceOptions o;
+  o.target_model = models.target;
+  o.coordinator_flags = {"--proposer", "ngram", "--adaptive=false", "--k", "5"};
+  Service svc(dir.path(), o);
+  const absl::Status st = svc.Start();
+  ASSERT_TRUE(st.ok()) << st << "\n" << svc.Logs();
+  ExpectNgramLossless(*svc.client, models.target, false);
+  // The service's default (no proposer in the request) is n-gram lookup too.
+  api::Request p;
+  p.prompt = kRepeating[0];
+  p.max_tokens = 30;
+  p.ignore_eos = true;
+  auto s = svc.client->Generate(p);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_GT(s->speculative_steps, 0) << svc.Logs();
+  EXPECT_EQ(s->tokens, ReferenceGreedy(models.target, *svc.client->Tokenize(p.prompt, true, false), 30));
+  // A draft-only request here runs target-only.
+  p.proposer = api::ProposerKind::kDraft;
+  s = svc.client->Generate(p);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->speculative_steps, 0);
+  EXPECT_NE(svc.coordinator.LogTail(1 << 20).find("proposer=ngram"), std::string::npos) << "the effective config is logged";
+}
+
 TEST_F(ServiceTest, StopStringsEndTheStreamBeforeTheStop) {
   api::Request p;
   p.prompt = "Hello world";

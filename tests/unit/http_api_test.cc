@@ -81,7 +81,7 @@ LocalGenerator* HttpApiTest::gen_ = nullptr;
 TEST(OpenAiRequest, TranslationAndRefusals) {
   auto o = ParseOpenAiRequest(json{{"prompt", {1, 2, 3}}, {"max_tokens", 5}, {"temperature", 0.5}, {"top_p", 0.9},
                                    {"seed", 11}, {"stop", "x"}, {"logprobs", 2}, {"stream", true},
-                                   {"speculation", {{"k", 3}, {"adaptive", false}}}},
+                                   {"speculation", {{"k", 3}, {"adaptive", false}, {"proposer", "ngram"}}}},
                               false);
   ASSERT_TRUE(o.ok()) << o.status();
   EXPECT_EQ(o->request.prompt_tokens, (std::vector<int32_t>{1, 2, 3}));
@@ -93,6 +93,7 @@ TEST(OpenAiRequest, TranslationAndRefusals) {
   EXPECT_EQ(o->request.stop, std::vector<std::string>{"x"});
   EXPECT_EQ(o->request.k, 3);
   EXPECT_EQ(o->request.adaptive, false);
+  EXPECT_EQ(o->request.proposer, ProposerKind::kNgram);
   EXPECT_TRUE(o->stream);
   // OpenAI's default temperature is 1; chat content may come in text parts.
   auto chat = ParseOpenAiRequest(
@@ -120,6 +121,8 @@ TEST(OpenAiRequest, TranslationAndRefusals) {
       {json{{"prompt", "a"}, {"max_tokens", 0}}, false, "'max_tokens'"},
       {json{{"prompt", "a"}, {"stop", 5}}, false, "'stop'"},
       {json{{"prompt", "a"}, {"logprobs", 50}}, false, "'logprobs'"},
+      {json{{"prompt", "a"}, {"speculation", {{"proposer", "eagle"}}}}, false, "proposer 'eagle'"},
+      {json{{"prompt", "a"}, {"speculation", {{"proposer", 1}}}}, false, "'speculation.proposer'"},
       {json{{"messages", json::array()}}, true, "'messages'"},
       {json{{"messages", {{{"content", "x"}}}}}, true, "'messages'"},
       {json{{"messages", {{{"role", "user"}, {"content", "x"}}}}, {"tools", json::array()}}, true, "'tools'"},

@@ -5,10 +5,12 @@
 #include <map>
 #include <random>
 
+#include "common/api/request.h"
 #include "common/engine/spec_bench.h"
 #include "common/engine/spec_local.h"
 #include "common/spec/chain.h"
 #include "common/spec/loop.h"
+#include "common/spec/ngram.h"
 #include "common/spec/policy.h"
 #include "common/modelgen/modelgen.h"
 #include "gtest/gtest.h"
@@ -432,6 +434,44 @@ TEST_F(SpecLoopTest, AChainOfLookupThenDraftIsLossless) {
   EXPECT_GT(chain.proposals_by_member()[0], 0) << "the lookup proposed";
   EXPECT_GT(chain.proposals_by_member()[1], 0) << "the draft proposed where the lookup had nothing";
   EXPECT_GT(target_->path_counts().one_hot, 0);
+  EXPECT_EQ(draft_engine_->active_sequences(), 0);
+}
+
+TEST_F(SpecLoopTest, NgramProposalsAreLosslessAloneAndBeforeTheDraft) {
+  // The real n-gram proposer (common/spec/ngram.h): alone (no draft at all)
+  // and chained before the draft, fixed and adaptive k, on text that repeats
+  // itself and on text that does not.
+  std::vector<std::vector<int32_t>> prompts = Prompts(6);
+  for (const char* text : {"1, 2, 3, 1, 2, 3, 1, 2,", "the cat sat on the mat. the cat sat on the",
+                           "def f(x):\n    return x\n\ndef g(x):\n    return"}) {
+    prompts.push_back(tok().Encode(text, true, false));
+  }
+  NgramProposer ngram;
+  ProposerChain chain({&ngram, draft_.get()});
+  SpecCosts free_costs;  // as the generators keep for n-gram requests
+  api::SeedModelFreeCosts(&free_costs);
+  int64_t ngram_accepted = 0;
+  for (const auto& prompt : prompts) {
+    const std::vector<int32_t> ref = ReferenceGreedy(prompt, 40);
+    for (int k : {1, 4, 8}) {
+      const SpecResult alone = Run(FixedRequest(40, prompt, 40, k), &ngram);
+      ASSERT_TRUE(alone.status.ok()) << alone.status;
+      EXPECT_EQ(alone.tokens, ref) << "n-gram alone, k=" << k;
+      EXPECT_EQ(alone.stats.draft_failures, 0);
+      ngram_accepted += alone.stats.accepted;
+      const SpecResult both = Run(FixedRequest(41, prompt, 40, k), &chain);
+      ASSERT_TRUE(both.status.ok()) << both.status;
+      EXPECT_EQ(both.tokens, ref) << "n-gram then draft, k=" << k;
+    }
+    const SpecResult adaptive = Run(AdaptiveRequest(42, prompt, 40, &free_costs), &ngram);
+    ASSERT_TRUE(adaptive.status.ok()) << adaptive.status;
+    EXPECT_EQ(adaptive.tokens, ref) << "n-gram alone, adaptive";
+  }
+  EXPECT_GT(ngram_accepted, 0) << "the lookup's proposals were accepted";
+  EXPECT_GT(chain.proposals_by_member()[0], 0);
+  EXPECT_GT(chain.proposals_by_member()[1], 0);
+  EXPECT_TRUE(free_costs.Table(8).known) << "adaptive n-gram requests price steps without draft forwards";
+  EXPECT_EQ(target_engine_->active_sequences(), 0);
   EXPECT_EQ(draft_engine_->active_sequences(), 0);
 }
 
