@@ -92,6 +92,9 @@ int BenchSpec(const std::vector<std::string>& args) {
   c.AddBool("chat", false, "render each prompt as a user message with the model's chat template");
   c.AddString("prompt-file", "", "workload: prompts separated by lines '### LABEL' (default: the built-in mixed one)");
   c.AddInt("max-tokens", 128, "tokens generated per prompt", 1, 1 << 16);
+  c.AddBool("ignore-eos", true,
+            "generate --max-tokens tokens whatever the model says (false: a prompt ends at end-of-generation, the "
+            "same place in every mode when greedy)");
   c.AddDouble("temperature", 0.0, "sampling temperature for every prompt (0: greedy; outputs then compared)", 0.0,
               10.0);
   c.AddInt("top-k", 0, "top-k for every prompt (0: off)", 0, 1 << 24);
@@ -172,6 +175,7 @@ int BenchSpec(const std::vector<std::string>& args) {
     p.sampling.top_p = static_cast<float>(c.GetDouble("top-p"));
     p.sampling.seed = 1;
     p.max_tokens = static_cast<int>(c.GetInt("max-tokens"));
+    p.ignore_eos = c.GetBool("ignore-eos");
     if (p.tokens.empty()) return Fail("a prompt encodes to no tokens");
     prompts.push_back(std::move(p));
     if (std::find(labels.begin(), labels.end(), t.label) == labels.end()) labels.push_back(t.label);
@@ -250,6 +254,12 @@ int BenchSpec(const std::vector<std::string>& args) {
                 1e3 * r.draft_seconds, 1e3 * r.verify_seconds,
                 1e3 * (r.seconds - r.prefill_seconds - r.draft_seconds - r.verify_seconds),
                 static_cast<long long>(captures[m]));
+  }
+  std::printf("decode (median run, prefill excluded): mode, tokens, tok/s, vs target-only\n");
+  for (const BenchResult& r : res) {
+    std::printf("  %-14s %8lld %8.1f %7.2fx\n", r.mode.c_str(), static_cast<long long>(r.tokens),
+                r.DecodeTokensPerSecond(),
+                res[0].DecodeTokensPerSecond() > 0 ? r.DecodeTokensPerSecond() / res[0].DecodeTokensPerSecond() : 0.0);
   }
   std::printf("step anatomy (median run), measured by the run: ms per step of draft forwards, verify forward, "
               "acceptance, transport, host; overhead = transport + host\n");

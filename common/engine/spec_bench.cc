@@ -56,7 +56,7 @@ absl::StatusOr<BenchResult> RunSpecBench(const BenchPair& pair, const std::vecto
     req.prompt = p.tokens;
     req.sampling = p.sampling;
     req.max_tokens = p.max_tokens;
-    req.ignore_eos = true;
+    req.ignore_eos = p.ignore_eos;
     req.k = mode.k;
     req.min_confidence = mode.min_confidence;
     req.policy.adaptive = mode.adaptive;

@@ -21,7 +21,8 @@ struct BenchPrompt {
   std::string label;  // a class of prompts ("code", "prose"): results are also given per label
   std::vector<int32_t> tokens;
   SamplingParams sampling;  // greedy unless set
-  int max_tokens = 128;     // generated tokens (end-of-generation tokens are ignored)
+  int max_tokens = 128;     // generated tokens at most
+  bool ignore_eos = true;   // true: exactly max_tokens (end-of-generation tokens are output like any other)
 };
 
 struct BenchMode {
@@ -61,6 +62,10 @@ struct BenchResult {
   std::string acceptance_prior;  // what the run's requests learned of the pair (AcceptancePrior::ToString)
 
   double TokensPerSecond() const { return seconds > 0 ? static_cast<double>(tokens) / seconds : 0.0; }
+  // Without the prompts' prefill: the decoding speculation changes.
+  double DecodeTokensPerSecond() const {
+    return seconds > prefill_seconds ? static_cast<double>(tokens) / (seconds - prefill_seconds) : 0.0;
+  }
   double ModeledTokensPerSecond() const {
     return modeled_seconds > 0 ? static_cast<double>(tokens) / modeled_seconds : 0.0;
   }
