@@ -35,6 +35,9 @@ void EngineOptions::AddFlags(Config* c, const std::string& p) {
               "the device's memory budget, shared by every specd process on the device: weights + KV + "
               "activations + exchange buffers + runtime of this one plus what the others hold (auto: the "
               "device's free memory)");
+  c->AddBool(p + "cuda-device-sampling", false,
+             "CUDA: sample and accept in device kernels (experimental: they fail gpu_check --spec); off: the "
+             "logits rows are read back and the CPU reference samples them");
   c->AddString(p + "device-registry", "auto",
                "where the processes on a device record what they hold, so that they share one budget: auto ("
                "GPU backends: /dev/shm/specd-registry-UID; cpu: off), off, or a directory");
@@ -58,6 +61,7 @@ absl::StatusOr<EngineOptions> EngineOptions::FromConfig(const Config& c, const s
   o.backend.name = c.GetString(p + "backend");
   o.backend.threads = static_cast<int>(c.GetInt(p + "threads"));
   o.backend.device = static_cast<int>(c.GetInt(p + "device"));
+  o.backend.cuda_device_sampling = c.GetBool(p + "cuda-device-sampling");
   o.max_seqs = static_cast<int>(c.GetInt(p + "max-seqs"));
   o.max_seq_len = static_cast<int>(c.GetInt(p + "max-seq-len"));
   o.max_batch_tokens = static_cast<int>(c.GetInt(p + "max-batch-tokens"));

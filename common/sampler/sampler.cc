@@ -265,7 +265,9 @@ float Confidence(const float* logits, int vocab, const SamplingParams& p, const 
   }
   if (!std::isfinite(mx)) return 0.0f;
   double z = 0;
-  for (int i = 0; i < vocab; ++i) z += std::exp(logits[i] - mx);  // NaN and -inf add nothing useful
+  for (int i = 0; i < vocab; ++i) {
+    if (!std::isnan(logits[i])) z += std::exp(logits[i] - mx);  // NaN counts as -inf, as everywhere in the sampler
+  }
   return z > 0 ? static_cast<float>(1.0 / z) : 0.0f;
 }
 

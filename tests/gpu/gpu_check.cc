@@ -500,6 +500,12 @@ void CheckSpeculative(const Shape& shape, const std::string& wtype, const std::s
 
 // ------------------------------------------------------------------ op-level matmul
 
+// The speculative ops' implementation under test: the product's default
+// (rows read back, the host reference) or the device kernels (--spec-kernels,
+// BackendOptions::cuda_device_sampling: experimental, off by default).
+bool g_device_sampling = false;
+const char* SamplingMode() { return g_device_sampling ? "device kernels" : "host-sampled"; }
+
 struct OpEnv {
   std::unique_ptr<Backend> gpu;
   CudaBackendControl* ctl = nullptr;
@@ -508,6 +514,7 @@ struct OpEnv {
     BackendOptions o;
     o.name = "cuda";
     o.cuda_graphs = false;
+    o.cuda_device_sampling = g_device_sampling;
     SPECD_ASSIGN_OR_RETURN(gpu, CreateCudaBackend(o));
     ctl = AsCudaControl(gpu.get());
     KvLayout kv;
@@ -1076,12 +1083,20 @@ void CheckDeviceSampler() {
           const float* h = host_out.data() + static_cast<size_t>(i) * (V + 2);
           ++tokens;
           same += std::memcmp(g, h, sizeof(int32_t)) == 0;
+          if (std::memcmp(g, h, sizeof(int32_t)) != 0 && d == 0) {  // what differs, once per row
+            int32_t gt = 0, ht = 0;
+            std::memcpy(&gt, g, sizeof gt);
+            std::memcpy(&ht, h, sizeof ht);
+            const float* lr = logits.data() + static_cast<size_t>(i) * V;
+            std::printf("  V=%d %s row %d: device token %d (logit %.9g), host token %d (logit %.9g)\n", V,
+                        name.c_str(), i, gt, gt >= 0 && gt < V ? lr[gt] : NAN, ht, ht >= 0 && ht < V ? lr[ht] : NAN);
+          }
           conf_err = std::max(conf_err, std::fabs(static_cast<double>(g[1]) - h[1]) / std::max(1e-6, std::fabs(static_cast<double>(h[1]))));
           for (int j = 0; j < V; ++j) prob_err = std::max(prob_err, std::fabs(static_cast<double>(g[2 + j]) - h[2 + j]));
         }
       }
       Check(same == tokens && prob_err <= 1e-6 && conf_err <= 1e-4,
-            absl::StrCat("device sampler == CPU sampler, V=", V, ", ", name, ": tokens ", same, "/", tokens,
+            absl::StrCat("CUDA Sample (", SamplingMode(), ") == CPU sampler, V=", V, ", ", name, ": tokens ", same, "/", tokens,
                          ", max prob diff ", Fmt(prob_err), ", max confidence rel diff ", Fmt(conf_err)));
     }
   }
@@ -1144,7 +1159,7 @@ void CheckDeviceAccept() {
         ++trials;
         same += got[0] == want[0] && got[1] == want[1] && got[2] == want[2];
       }
-      Check(same == trials, absl::StrCat("device acceptance == CPU acceptance, V=", V, ", ", name, ": ", same, "/",
+      Check(same == trials, absl::StrCat("CUDA Accept (", SamplingMode(), ") == CPU acceptance, V=", V, ", ", name, ": ", same, "/",
                                          trials, " trials (dense and one-hot q)"));
     }
   }
@@ -1170,6 +1185,7 @@ struct DevicePair {
     SPECD_RETURN_IF_ERROR(DeriveDraft(dir + "/target.gguf", d, dir + "/draft.gguf"));
     EngineOptions o;
     o.backend.name = "cuda";
+    o.backend.cuda_device_sampling = g_device_sampling;
     o.max_seqs = 6;
     o.max_seq_len = 512;
     o.max_batch_tokens = 64;
@@ -1256,7 +1272,7 @@ void CheckDeviceSpeculation() {
     if (p->tokens != want) std::printf("  %s: device proposal differs from the host's\n", name.c_str());
     (*draft)->ReleaseSeq(1);
   }
-  Check(same == cases && q_err <= 1e-6, absl::StrCat("device-resident proposal == host-sampled proposal: ", same, "/",
+  Check(same == cases && q_err <= 1e-6, absl::StrCat("CUDA proposal (", SamplingMode(), ") == host-sampled proposal: ", same, "/",
                                                      cases, " sampling settings, q rows max diff ", Fmt(q_err)));
   // 2. Greedy speculation on the device path == greedy target-only.
   LocalTarget target(pair.target.get());
@@ -1283,7 +1299,7 @@ void CheckDeviceSpeculation() {
     }
   }
   Check(lossless == runs && target.path_counts().one_hot > 0,
-        absl::StrCat("greedy speculation on the device path == greedy target-only: ", lossless, "/", runs,
+        absl::StrCat("greedy speculation on the CUDA path (", SamplingMode(), ") == greedy target-only: ", lossless, "/", runs,
                      " runs, acceptance ", accepted, "/", proposed));
   // 3. Sampled speculation: the device rows decide as the host rows do.
   int s_runs = 0, s_same = 0;
@@ -1309,7 +1325,9 @@ void CheckDeviceSpeculation() {
                      target.path_counts().device, ", host steps ", host_reader.path_counts().host, ")"));
 }
 
-int RunSpecChecks() {
+int RunSpecChecks(bool kernels) {
+  g_device_sampling = kernels;
+  std::printf("speculative ops: %s\n", SamplingMode());
   CheckDeviceSampler();
   CheckDeviceAccept();
   CheckDeviceSpeculation();
@@ -1993,7 +2011,8 @@ int main(int argc, char** argv) {
     if (std::strcmp(argv[i], "--profile") == 0) return specd::RunProfile();
     if (std::strcmp(argv[i], "--profile-attn") == 0) return specd::ProfileAttention();
     if (std::strcmp(argv[i], "--profile-step") == 0) return specd::RunProfileStep();
-    if (std::strcmp(argv[i], "--spec") == 0) return specd::RunSpecChecks();
+    if (std::strcmp(argv[i], "--spec") == 0) return specd::RunSpecChecks(false);
+    if (std::strcmp(argv[i], "--spec-kernels") == 0) return specd::RunSpecChecks(true);
   }
   return bench ? specd::RunBench() : specd::RunChecks(argv[0], quick);
 }

@@ -23,6 +23,19 @@ TEST(SamplerTest, GreedyIsArgmaxWithLowestIdOnTies) {
   EXPECT_EQ(Argmax(l, 5), 1);
 }
 
+// Greedy confidence is the temperature-1 softmax's top probability; a NaN
+// logit counts as -inf there as everywhere in the sampler (it once made the
+// sum NaN and the confidence 0).
+TEST(SamplerTest, GreedyConfidenceIgnoresNaNAndInfiniteMinus) {
+  const std::vector<float> l = {1.0f, NAN, 3.0f, -INFINITY, 2.0f};
+  SamplingParams p;  // greedy
+  TokenDist d;
+  ProcessLogits(l.data(), static_cast<int>(l.size()), p, {}, &d);
+  ASSERT_EQ(d.ids[0], 2);
+  const double z = std::exp(1.0 - 3.0) + 1.0 + std::exp(2.0 - 3.0);
+  EXPECT_NEAR(Confidence(l.data(), static_cast<int>(l.size()), p, d), 1.0 / z, 1e-6);
+}
+
 TEST(SamplerTest, TemperatureSoftmaxMatchesFloat64) {
   std::vector<float> l = {1.0f, 2.0f, 0.5f, -3.0f, 4.0f};
   SamplingParams p;

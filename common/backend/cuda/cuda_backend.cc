@@ -1,4 +1,5 @@
 #include "common/backend/cuda/cuda_backend.h"
+#include "common/backend/host_sample.h"
 
 #include <cublas_v2.h>
 #include <cuda.h>
@@ -248,6 +249,12 @@ class CudaBackend final : public Backend, public CudaBackendControl {
   void GatherOutRows(const float* x, int dim, float* out) override;
   void Sample(const float* logits, int vocab, const std::vector<SampleRow>& rows) override;
   void Accept(const float* logits, int vocab, const std::vector<AcceptRows>& seqs) override;
+  // The default (BackendOptions::cuda_device_sampling off): the rows read
+  // back, the reference rules on the host, the results written back.
+  void SampleViaHost(const float* logits, int vocab, const std::vector<SampleRow>& rows);
+  void AcceptViaHost(const float* logits, int vocab, const std::vector<AcceptRows>& seqs);
+  // Reads logits rows lo..hi of a `vocab`-wide matrix into host_rows_.
+  absl::Status ReadRows(const float* logits, int vocab, int lo, int hi);
   absl::StatusOr<void*> AllocBuffer(size_t bytes) override;
   absl::Status WriteBytes(const void* host, void* dst, size_t bytes) override;
   bool HostMemory() const override { return false; }
@@ -410,6 +417,11 @@ class CudaBackend final : public Backend, public CudaBackendControl {
   size_t read_stage_cap_ = 0;
   std::vector<cudaEvent_t> marks_;
   int n_marks_ = 0;
+  bool device_sampling_ = false;
+  // Host scratch of the host-side sampling: rows, draft q rows, small results.
+  std::vector<float> host_rows_, host_q_, host_probs_;
+  std::vector<int32_t> host_ints_;
+  std::vector<float> host_conf_;
 
   // Recording and graphs.
   std::vector<OpRec> ops_;
@@ -466,10 +478,12 @@ absl::Status CudaBackend::Init(const BackendOptions& opts) {
   cuda::Tuning tuning = cuda::GetTuning();  // process-wide: tests set the attention fields before
   tuning.pdl = opts.cuda_pdl;
   cuda::SetTuning(tuning);
+  device_sampling_ = opts.cuda_device_sampling;
   SPECD_LOG(INFO) << "cuda backend" << Kv("device", prop.name) << Kv("sm", absl::StrCat(prop.major, prop.minor))
                   << Kv("multiprocessors", info.sm_count) << Kv("graphs", graphs_on_ ? "on" : "off")
                   << Kv("pdl", cuda::GetTuning().pdl && prop.major >= 9 ? "on" : "off")
-                  << Kv("attn_kernel", cuda::GetTuning().attn_kernel) << Kv("attn_split", cuda::GetTuning().attn_split);
+                  << Kv("attn_kernel", cuda::GetTuning().attn_kernel) << Kv("attn_split", cuda::GetTuning().attn_split)
+                  << Kv("sampling", device_sampling_ ? "device" : "host");
   SPECD_CUDA_RETURN(cuda::PrepareMatvecKernels(), "preparing the matvec kernels");
   SPECD_CUDA_RETURN(cuda::PrepareAttentionKernels(), "preparing the attention kernels");
   SPECD_CUDA_RETURN(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
@@ -647,7 +661,7 @@ absl::Status CudaBackend::InitKv(const KvLayout& layout) {
     kv_pool_ = nullptr;
     return absl::ResourceExhaustedError(absl::StrCat("cannot allocate the KV pool (", bytes, " bytes): ", CudaErr(e)));
   }
-  SPECD_CUDA_RETURN(cudaMemset(kv_pool_, 0, bytes), "clearing the KV pool");
+  SPECD_CUDA_RETURN(cudaMemsetAsync(kv_pool_, 0, bytes, stream_), "clearing the KV pool");
   kv_ = layout;
   kv_row_bytes_ = RowBytes(layout.type, layout.head_dim);
   kv_init_ = true;
@@ -662,7 +676,7 @@ absl::StatusOr<float*> CudaBackend::AllocActivations(size_t n_floats) {
   if (e != cudaSuccess)
     return absl::ResourceExhaustedError(
         absl::StrCat("cannot allocate ", n_floats * 4, " bytes of activations: ", CudaErr(e)));
-  SPECD_CUDA_RETURN(cudaMemset(p, 0, n_floats * sizeof(float)), "clearing activations");
+  SPECD_CUDA_RETURN(cudaMemsetAsync(p, 0, n_floats * sizeof(float), stream_), "clearing activations");
   activations_.push_back(p);
   mem_.activations += n_floats * sizeof(float);
   return static_cast<float*>(p);
@@ -1492,8 +1506,96 @@ cuda::SampleRowDev RowParams(int row, const SamplingParams& p, uint64_t stream, 
 }
 }  // namespace
 
+absl::Status CudaBackend::ReadRows(const float* logits, int vocab, int lo, int hi) {
+  const size_t V = static_cast<size_t>(vocab);
+  host_rows_.resize(static_cast<size_t>(hi - lo + 1) * V);
+  return ReadBytes(logits + static_cast<size_t>(lo) * V, host_rows_.data(), host_rows_.size() * sizeof(float));
+}
+
+void CudaBackend::SampleViaHost(const float* logits, int vocab, const std::vector<SampleRow>& rows) {
+  const size_t V = static_cast<size_t>(vocab), n = rows.size();
+  int lo = rows[0].row, hi = rows[0].row;
+  size_t n_recent = 0;
+  for (const SampleRow& r : rows) {
+    lo = std::min(lo, r.row);
+    hi = std::max(hi, r.row);
+    if (r.recent_dev) n_recent += static_cast<size_t>(std::max(0, r.n_recent_dev));
+  }
+  if (const absl::Status st = ReadRows(logits, vocab, lo, hi); !st.ok()) return Fail(st);
+  // Host stand-ins for the backend pointers: tokens first, then the penalty windows' device parts.
+  host_ints_.assign(n + n_recent, 0);
+  host_conf_.assign(n, 0.0f);
+  host_probs_.resize(n * V);
+  std::vector<SampleRow> h(rows);
+  size_t at = n;
+  for (size_t i = 0; i < n; ++i) {
+    const SampleRow& r = rows[i];
+    h[i].row = r.row - lo;
+    if (r.recent_dev && r.n_recent_dev > 0) {
+      if (const absl::Status st = ReadBytes(r.recent_dev, host_ints_.data() + at, sizeof(int32_t) * r.n_recent_dev);
+          !st.ok())
+        return Fail(st);
+      h[i].recent_dev = host_ints_.data() + at;
+      at += static_cast<size_t>(r.n_recent_dev);
+    } else {
+      h[i].recent_dev = nullptr;
+      h[i].n_recent_dev = 0;
+    }
+    h[i].token = r.token ? host_ints_.data() + i : nullptr;
+    h[i].confidence = r.confidence ? host_conf_.data() + i : nullptr;
+    h[i].probs = r.probs ? host_probs_.data() + i * V : nullptr;
+  }
+  SampleOnHost(host_rows_.data(), vocab, h);
+  // Back where the callers look (stream-ordered before whatever reads them).
+  for (size_t i = 0; i < n; ++i) {
+    const SampleRow& r = rows[i];
+    if (r.token)
+      Fail(cudaMemcpyAsync(r.token, h[i].token, sizeof(int32_t), cudaMemcpyHostToDevice, stream_), "sampled token");
+    if (r.confidence)
+      Fail(cudaMemcpyAsync(r.confidence, h[i].confidence, sizeof(float), cudaMemcpyHostToDevice, stream_),
+           "confidence");
+    if (r.probs)
+      Fail(cudaMemcpyAsync(r.probs, h[i].probs, sizeof(float) * V, cudaMemcpyHostToDevice, stream_), "q row");
+  }
+  // The sources are host scratch that the next call reuses: wait for the copies.
+  Fail(cudaStreamSynchronize(stream_), "host sampling");
+}
+
+void CudaBackend::AcceptViaHost(const float* logits, int vocab, const std::vector<AcceptRows>& seqs) {
+  const size_t V = static_cast<size_t>(vocab), n = seqs.size();
+  int lo = seqs[0].row0, hi = seqs[0].row0;
+  size_t q_rows = 0;
+  for (const AcceptRows& a : seqs) {
+    lo = std::min(lo, a.row0);
+    hi = std::max(hi, a.row0 + a.k);
+    if (a.q) q_rows += static_cast<size_t>(a.k);
+  }
+  if (const absl::Status st = ReadRows(logits, vocab, lo, hi); !st.ok()) return Fail(st);
+  host_q_.resize(q_rows * V);
+  host_ints_.assign(4 * n, 0);
+  std::vector<AcceptRows> h(seqs);
+  size_t at = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const AcceptRows& a = seqs[i];
+    h[i].row0 = a.row0 - lo;
+    if (a.q) {
+      float* q = host_q_.data() + at * V;
+      if (const absl::Status st = ReadBytes(a.q, q, sizeof(float) * V * static_cast<size_t>(a.k)); !st.ok())
+        return Fail(st);
+      h[i].q = q;
+      at += static_cast<size_t>(a.k);
+    }
+    h[i].out = host_ints_.data() + 4 * i;
+  }
+  AcceptOnHost(host_rows_.data(), vocab, h);
+  for (size_t i = 0; i < n; ++i)
+    Fail(cudaMemcpyAsync(seqs[i].out, h[i].out, 3 * sizeof(int32_t), cudaMemcpyHostToDevice, stream_), "acceptance");
+  Fail(cudaStreamSynchronize(stream_), "host acceptance");
+}
+
 void CudaBackend::Sample(const float* logits, int vocab, const std::vector<SampleRow>& rows) {
   if (!Recording() || rows.empty()) return;
+  if (!device_sampling_) return SampleViaHost(logits, vocab, rows);
   std::vector<cuda::SampleRowDev> devs;
   devs.reserve(rows.size());
   for (const SampleRow& r : rows) {
@@ -1513,6 +1615,7 @@ void CudaBackend::Sample(const float* logits, int vocab, const std::vector<Sampl
 
 void CudaBackend::Accept(const float* logits, int vocab, const std::vector<AcceptRows>& seqs) {
   if (!Recording() || seqs.empty()) return;
+  if (!device_sampling_) return AcceptViaHost(logits, vocab, seqs);
   // Scratch for the processed target rows: dense p rows, then one argmax per row.
   size_t n_rows = 0;
   for (const AcceptRows& a : seqs) n_rows += static_cast<size_t>(a.k) + 1;
@@ -1568,7 +1671,9 @@ absl::StatusOr<void*> CudaBackend::AllocBuffer(size_t bytes) {
     return absl::ResourceExhaustedError(absl::StrCat("cannot allocate ", bytes, " bytes of device memory: ", CudaErr(e)));
   buffers_.push_back(p);
   other_bytes_ += bytes;
-  SPECD_CUDA_RETURN(cudaMemset(p, 0, bytes), "clearing a buffer");
+  // On the backend's stream: a legacy-stream memset is not ordered before
+  // the non-blocking stream's next writes to the buffer.
+  SPECD_CUDA_RETURN(cudaMemsetAsync(p, 0, bytes, stream_), "clearing a buffer");
   return p;
 }
 
