@@ -1088,8 +1088,15 @@ void CheckDeviceSampler() {
             std::memcpy(&gt, g, sizeof gt);
             std::memcpy(&ht, h, sizeof ht);
             const float* lr = logits.data() + static_cast<size_t>(i) * V;
-            std::printf("  V=%d %s row %d: device token %d (logit %.9g), host token %d (logit %.9g)\n", V,
-                        name.c_str(), i, gt, gt >= 0 && gt < V ? lr[gt] : NAN, ht, ht >= 0 && ht < V ? lr[ht] : NAN);
+            // The row as the device holds it after the op (greedy rows are not
+            // changed in place): tells a wrong reduction from wrong data.
+            float dev_at_host = NAN;
+            if (ht >= 0 && ht < V)
+              (void)dev.gpu->ReadBytes(*l_dev + static_cast<size_t>(i) * V + ht, &dev_at_host, sizeof(float));
+            std::printf("  V=%d %s row %d: device token %d (logit %.9g), host token %d (logit %.9g; %.9g in device "
+                        "memory)\n",
+                        V, name.c_str(), i, gt, gt >= 0 && gt < V ? lr[gt] : NAN, ht, ht >= 0 && ht < V ? lr[ht] : NAN,
+                        dev_at_host);
           }
           conf_err = std::max(conf_err, std::fabs(static_cast<double>(g[1]) - h[1]) / std::max(1e-6, std::fabs(static_cast<double>(h[1]))));
           for (int j = 0; j < V; ++j) prob_err = std::max(prob_err, std::fabs(static_cast<double>(g[2 + j]) - h[2 + j]));
