@@ -21,8 +21,14 @@
 #               jsonl), the draft's tg128; -ngl 99 -fa 1
 #   specd bench decode at ctx 64 and DEPTH, verify k=1..8 at DEPTH, the draft
 #   generate    target only, NTOK tokens, greedy: llama-completion vs specd
-#   speculative llama-speculative-simple --spec-draft-n-max 3 and 6 (p-min 0)
-#               vs specd generate --draft --k 3, 6 and adaptive; same prompt
+#   speculative llama-speculative-simple --spec-draft-n-max N (p-min 0) vs
+#               specd generate --draft --k N, for N in $SPEC_NS (default
+#               "3 6"), and specd's adaptive; same prompt
+# Other pairs (issue 12 item 6: pairs that represent the field):
+#   DRAFT_LAYERS (6), DRAFT_TYPE (Q4_K_M), RESIDUAL_GAIN (make-model's; lower:
+#   the draft agrees more; the pair's folder is named after it), SPEC_NS
+#   ("2 3 4 5 6 7 8" for the sweep), SPEC_ONLY=1 (skip the decode/pass benches:
+#   a second pair in the same call needs only the speculative rows).
 # Files under $OUT (the device tool returns <= 8): harness.log (stages and
 # timings), llama.log, specd.log (every command and its output),
 # llama_bench.jsonl, specd_bench.jsonl, table.md.
@@ -83,10 +89,17 @@ if [ "${PEER_DRY:-0}" = 1 ]; then
   BACKEND=cpu; NGL=0; DEPTH=256; NTOK=32; REPS=1; SREPS=3
 else
   MM=(--preset qwen3-27b)
-  NAME=qwen3-27b; TYPE=Q4_K_S; DLAYERS=6; DTYPE=Q4_K_M
+  NAME=qwen3-27b; TYPE=Q4_K_S; DLAYERS=${DRAFT_LAYERS:-6}; DTYPE=${DRAFT_TYPE:-Q4_K_M}
   BACKEND=cuda; NGL=99; DEPTH=4096; NTOK=256; REPS=3; SREPS=10
 fi
 PROMPT="The history of the city begins with a small harbour where fishermen"
+SPEC_NS=${SPEC_NS:-3 6}
+SPEC_ONLY=${SPEC_ONLY:-0}
+GAIN=${RESIDUAL_GAIN:-}
+if [ -n "$GAIN" ]; then
+  MM+=(--residual-gain "$GAIN")
+  NAME=$NAME-g$GAIN
+fi
 stamp "peer_bench: $NAME $TYPE pair (draft: $DLAYERS layers $DTYPE), backend $BACKEND, depth $DEPTH, $NTOK tokens"
 { uname -a; nproc; free -g | head -2; df -h /tmp | tail -1; } >> "$LOG" 2>&1
 command -v nvidia-smi > /dev/null &&
@@ -156,13 +169,15 @@ fi
 
 # ---- llama.cpp figures ----
 if [ -n "$L" ]; then
-  pp=2,3,4,5,6,7,8,9
-  STDOUT=$LBJ run "$LL" 150 llama-bench-target "$L/llama-bench" -m "$T" -ngl $NGL -fa 1 -p $pp -n 128 \
-    -d 0,$DEPTH -r $REPS -o jsonl
-  STDOUT=$LBJ run "$LL" 60 llama-bench-draft "$L/llama-bench" -m "$D" -ngl $NGL -fa 1 -p 0 -n 128 -r $REPS -o jsonl
-  run "$LL" 90 llama-completion "$L/llama-completion" -m "$T" -ngl $NGL -fa on -c 2048 -n $NTOK --temp 0 \
-    --ignore-eos -no-cnv --no-display-prompt -p "$PROMPT"
-  for n in 3 6; do
+  if [ "$SPEC_ONLY" != 1 ]; then
+    pp=2,3,4,5,6,7,8,9
+    STDOUT=$LBJ run "$LL" 150 llama-bench-target "$L/llama-bench" -m "$T" -ngl $NGL -fa 1 -p $pp -n 128 \
+      -d 0,$DEPTH -r $REPS -o jsonl
+    STDOUT=$LBJ run "$LL" 60 llama-bench-draft "$L/llama-bench" -m "$D" -ngl $NGL -fa 1 -p 0 -n 128 -r $REPS -o jsonl
+    run "$LL" 90 llama-completion "$L/llama-completion" -m "$T" -ngl $NGL -fa on -c 2048 -n $NTOK --temp 0 \
+      --ignore-eos -no-cnv --no-display-prompt -p "$PROMPT"
+  fi
+  for n in $SPEC_NS; do
     run "$LL" 120 "llama-spec-n$n" "$L/llama-speculative-simple" -m "$T" -md "$D" -ngl $NGL -ngld $NGL -fa on \
       -c 2048 -n $NTOK --temp 0 --top-k 1 --ignore-eos --spec-type draft-simple --spec-draft-n-max $n \
       --spec-draft-n-min 0 --spec-draft-p-min 0 -p "$PROMPT"
@@ -179,13 +194,16 @@ if [ -n "$S" ]; then
     run "$SL" "$t" "$tag" "$S" bench "${G[@]}" --reps $SREPS --json "$TMP/b.json" "$@" &&
       [ -s "$TMP/b.json" ] && printf '{"tag":"%s","result":%s}\n' "$tag" "$(cat "$TMP/b.json")" >> "$SBJ"
   }
-  bench specd-bench-target-ctx64 120 --model "$T" --ctx 64 --prefill 64 --batches 1 --verify-k 1
-  bench specd-bench-target-depth 150 --model "$T" --ctx $DEPTH --prefill 512 --batches 1 --verify-k 1,2,3,4,5,6,7,8
-  bench specd-bench-draft 60 --model "$D" --ctx 64 --prefill 64 --batches 1 --verify-k 1
   GEN=("$S" generate "${G[@]}" --max-seqs 1 --max-seq-len 2048 --max-tokens "$NTOK" --ignore-eos --prompt "$PROMPT")
-  run "$SL" 90 specd-generate "${GEN[@]}" --model "$T"
-  run "$SL" 120 specd-spec-k3 "${GEN[@]}" --model "$T" --draft "$D" --k 3
-  run "$SL" 120 specd-spec-k6 "${GEN[@]}" --model "$T" --draft "$D" --k 6
+  if [ "$SPEC_ONLY" != 1 ]; then
+    bench specd-bench-target-ctx64 120 --model "$T" --ctx 64 --prefill 64 --batches 1 --verify-k 1
+    bench specd-bench-target-depth 150 --model "$T" --ctx $DEPTH --prefill 512 --batches 1 --verify-k 1,2,3,4,5,6,7,8
+    bench specd-bench-draft 60 --model "$D" --ctx 64 --prefill 64 --batches 1 --verify-k 1
+    run "$SL" 90 specd-generate "${GEN[@]}" --model "$T"
+  fi
+  for n in $SPEC_NS; do
+    run "$SL" 120 "specd-spec-k$n" "${GEN[@]}" --model "$T" --draft "$D" --k "$n"
+  done
   run "$SL" 120 specd-spec-adaptive "${GEN[@]}" --model "$T" --draft "$D"
 fi
 

@@ -140,19 +140,23 @@ def main():
     s7, sdec = verify_ms("specd-bench-target-depth", 6), decode_tps("specd-bench-target-depth")
     rows.append((f"7-token pass / 1 decode step @ d{depth}, x",
                  l7 * ltg / 1e3 if l7 and ltg else None, s7 * sdec / 1e3 if s7 and sdec else None, True, "{:.2f}"))
-    l3, la3 = llama_spec(ll.get("llama-spec-n3"))
-    l6, la6 = llama_spec(ll.get("llama-spec-n6"))
-    s3, sa3 = specd_gen(sl.get("specd-spec-k3"))
-    s6, sa6 = specd_gen(sl.get("specd-spec-k6"))
+    # Speculative rows for every N both logs ran (llama.cpp's --spec-draft-n-max N, specd's --k N).
+    tags = [re.match(r"(?:llama-spec-n|specd-spec-k)(\d+)$", t) for t in list(ll) + list(sl)]
+    ns = sorted({int(m.group(1)) for m in tags if m})
+    spec = {n: (llama_spec(ll.get(f"llama-spec-n{n}")), specd_gen(sl.get(f"specd-spec-k{n}"))) for n in ns}
     sad, saad = specd_gen(sl.get("specd-spec-adaptive"))
-    rows.append((f"speculative, 3 drafted per step, tok/s (N=3 | k=3)", l3, s3, False, "{:.1f}"))
-    rows.append((f"speculative, 6 drafted per step, tok/s (N=6 | k=6)", l6, s6, False, "{:.1f}"))
-    rows.append((f"speculative, default setting, tok/s (N=3 | adaptive)", l3, sad, False, "{:.1f}"))
+    for n in ns:
+        rows.append((f"speculative, {n} drafted per step, tok/s (N={n} | k={n})", spec[n][0][0], spec[n][1][0], False,
+                     "{:.1f}"))
+    l3 = spec.get(3, ((None, None), (None, None)))[0]
+    rows.append(("speculative, default setting, tok/s (N=3 | adaptive)", l3[0], sad, False, "{:.1f}"))
     best = lambda *v: max((x for x in v if x), default=None)  # noqa: E731
-    rows.append(("speculative, best setting, tok/s", best(l3, l6), best(s3, s6, sad), False, "{:.1f}"))
-    rows.append(("acceptance, 3 drafted per step, % (N=3 | k=3)", la3, sa3, False, "{:.1f}"))
-    rows.append(("acceptance, 6 drafted per step, % (N=6 | k=6)", la6, sa6, False, "{:.1f}"))
-    rows.append(("acceptance, default setting, % (N=3 | adaptive)", la3, saad, False, "{:.1f}"))
+    rows.append(("speculative, best setting, tok/s", best(*(spec[n][0][0] for n in ns)),
+                 best(sad, *(spec[n][1][0] for n in ns)), False, "{:.1f}"))
+    for n in ns:
+        rows.append((f"acceptance, {n} drafted per step, % (N={n} | k={n})", spec[n][0][1], spec[n][1][1], False,
+                     "{:.1f}"))
+    rows.append(("acceptance, default setting, % (N=3 | adaptive)", l3[1], saad, False, "{:.1f}"))
     mm = find(r"### end make-model rc=0 (\d+) s", sl.get("make-model", ""))
     rows.append(("make-model pair (--fill blocks --sync=false), s", None, mm, True, "{:.0f}"))
 
