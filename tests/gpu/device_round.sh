@@ -17,8 +17,10 @@
 #   ncustep per-kernel GPU time of one 27B-class decode step (ncu, graphs off)
 #   peerbuild  starts building llama.cpp (the peer, from .peer/) detached, so
 #           that it finishes during this call's other stages; idempotent
-#   speccheck  gpu_check --spec: the device sampler, acceptance and the
-#           device-resident proposal against the CPU sampler and rule
+#   speccheck  gpu_check --spec: CUDA Sample/Accept (the default: rows read
+#           back, host reference), the proposal and lossless speculation on the GPU
+#   speckernels  the same with the device sampling kernels (--spec-kernels;
+#           experimental: their argmax failed in session 6)
 #   pair27  the 27B-class pair tests/gpu/peer_bench.sh uses, made now
 #           (make-model --fill blocks) into /tmp/peer_models
 #   spec27  bench-spec on that pair (greedy: k = 3, 6, adaptive; sampled at
@@ -72,6 +74,11 @@ for stage in "$@"; do
       export LD_LIBRARY_PATH="$root/.gpu_carry/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
       timeout ${SPECCHECK_S:-150} "$root/.gpu_carry/bin/gpu_check" --spec > "$OUT/speccheck.log" 2>&1 || rc=1
       grep -E "^(FAIL|SUMMARY)|rror" "$OUT/speccheck.log" | head -40 ;;
+    speckernels)
+      stamp "gpu_check --spec-kernels"
+      export LD_LIBRARY_PATH="$root/.gpu_carry/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+      timeout ${SPECCHECK_S:-150} "$root/.gpu_carry/bin/gpu_check" --spec-kernels > "$OUT/speckernels.log" 2>&1 || rc=1
+      grep -E "^(FAIL|SUMMARY|  V=)|rror" "$OUT/speckernels.log" | head -60 ;;
     pair27)
       M=/tmp/peer_models/qwen3-27b-Q4_K_S-d6-Q4_K_M
       stamp "make-model 27B-class pair into $M"
