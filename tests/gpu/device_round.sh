@@ -25,6 +25,8 @@
 #           (make-model --fill blocks) into /tmp/peer_models
 #   spec27  bench-spec on that pair (greedy: k = 3, 6, adaptive; sampled at
 #           temperature 0.7, top-p 0.9: k = 6), with the step anatomy
+#   batch6  6 concurrent streams through the services, speculation off vs on
+#           (tests/gpu/batch_spec.sh on the pair27 pair; needs all four binaries)
 #   peerwait   waits (within PEERWAIT_S, default 420 s) for the peer build
 # Carries: .gpu_carry (gpu_check + abseil; or packed as .devpack/gpucarry.tar.xz)
 # and .devpack/devcarry.tar.xz (the product binaries and libraries,
@@ -99,6 +101,9 @@ for stage in "$@"; do
         --draft $M/draft.gguf --max-tokens 128 --repeats 1 --ks 6 --temperature 0.7 --top-p 0.9 \
         > "$OUT/spec27_sampled.txt" 2>&1
       echo "rc=$?"; tail -n 30 "$OUT/spec27_sampled.txt" ;;
+    batch6)
+      stamp "batched speculation through the services"
+      OUT=$OUT/batch6 timeout ${BATCH_S:-420} bash tests/gpu/batch_spec.sh 2>&1 | tail -n 20 || rc=1 ;;
     peerwait)
       w0=$(date +%s)
       while [ ! -f /tmp/peer/done ] && [ $(( $(date +%s) - w0 )) -lt ${PEERWAIT_S:-420} ]; do sleep 5; done

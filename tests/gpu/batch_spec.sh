@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# Batched speculation through the three services (issue 12 item 7): the same
+# load of N concurrent streams (default 6, the seed's final setting) with
+# speculation off and on, aggregate output tok/s from `specd loadgen`, and
+# the ratio. Greedy, fixed-length outputs; the speculative run also checks
+# its outputs against target-only references (--verify-greedy).
+#
+# Env:
+#   TARGET, DRAFT  the pair (default: the 27B-class pair tests/gpu/peer_bench.sh
+#                  makes in /tmp/peer_models)
+#   BACKEND (cuda)  STREAMS (6)  REQUESTS (4 x STREAMS)  TOKENS (128)
+#   PROMPT_TOKENS (128)  MAX_SEQ_LEN (2048)  SPEC_FLAGS (coordinator flags of
+#   the speculative run; default adaptive)  CARRY (.devcarry: bin/ lib/)
+# Output: $OUT/{off,on}.{target,draft,coord,loadgen}.log and a table on stdout.
+# Here (plumbing only, CPU, a small pair):
+#   BACKEND=cpu TARGET=... DRAFT=... STREAMS=2 TOKENS=16 PROMPT_TOKENS=16 \
+#     CARRY=build-cpu-layout bash tests/gpu/batch_spec.sh
+set -u
+OUT=${OUT:-/tmp/batch_out}
+mkdir -p "$OUT"
+root=$(pwd)
+C=${CARRY:-$root/.devcarry}
+[ -d "$C" ] || { [ -f .devpack/devcarry.tar.xz ] && tar -xJf .devpack/devcarry.tar.xz; }
+export LD_LIBRARY_PATH="$C/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+S=$C/bin/specd
+M=/tmp/peer_models/qwen3-27b-Q4_K_S-d6-Q4_K_M
+TARGET=${TARGET:-$M/target.gguf}
+DRAFT=${DRAFT:-$M/draft.gguf}
+BACKEND=${BACKEND:-cuda}
+STREAMS=${STREAMS:-6}
+REQUESTS=${REQUESTS:-$((4 * STREAMS))}
+TOKENS=${TOKENS:-128}
+PROMPT_TOKENS=${PROMPT_TOKENS:-128}
+MAX_SEQ_LEN=${MAX_SEQ_LEN:-2048}
+SPEC_FLAGS=${SPEC_FLAGS:-}
+TP=${BATCH_TARGET_PORT:-18811}
+DP=${BATCH_DRAFT_PORT:-18812}
+CO=127.0.0.1:${BATCH_COORD_PORT:-18810}
+
+for b in specd specd-target-worker specd-draft-worker specd-coordinator; do
+  [ -x "$C/bin/$b" ] || { echo "missing $C/bin/$b (tests/gpu/make_carry.sh with all four binaries)"; exit 1; }
+done
+[ -f "$TARGET" ] && [ -f "$DRAFT" ] || { echo "missing the pair: $TARGET $DRAFT"; exit 1; }
+
+pids=()
+stop_all() {
+  for p in "${pids[@]}"; do kill "$p" 2> /dev/null; done
+  for p in "${pids[@]}"; do wait "$p" 2> /dev/null; done
+  pids=()
+}
+trap stop_all EXIT
+
+# run TAG COORDINATOR-FLAGS...: the three processes, one loadgen, then stop.
+run() {
+  local tag=$1; shift
+  local W="--backend $BACKEND --max-seqs $STREAMS --max-seq-len $MAX_SEQ_LEN"
+  # shellcheck disable=SC2086
+  "$C/bin/specd-target-worker" --model "$TARGET" --listen 127.0.0.1:$TP $W > "$OUT/$tag.target.log" 2>&1 &
+  pids+=($!)
+  # shellcheck disable=SC2086
+  "$C/bin/specd-draft-worker" --model "$DRAFT" --listen 127.0.0.1:$DP $W > "$OUT/$tag.draft.log" 2>&1 &
+  pids+=($!)
+  "$C/bin/specd-coordinator" --target 127.0.0.1:$TP --draft 127.0.0.1:$DP --listen $CO "$@" \
+    > "$OUT/$tag.coord.log" 2>&1 &
+  pids+=($!)
+  local ready=0
+  for _ in $(seq 1 240); do
+    "$S" stats --coordinator $CO 2> /dev/null | grep -q "draft ready" && { ready=1; break; }
+    sleep 0.5
+  done
+  if [ $ready = 0 ]; then
+    echo "$tag: services did not become ready"
+    tail -n 5 "$OUT/$tag.target.log" "$OUT/$tag.draft.log" "$OUT/$tag.coord.log"
+    stop_all
+    return 1
+  fi
+  local extra=()
+  [ "$tag" = off ] && extra=(--no-speculation)
+  [ "$tag" = on ] && extra=(--verify-greedy)
+  timeout 400 "$S" loadgen --coordinator $CO --concurrency "$STREAMS" --requests "$REQUESTS" \
+    --warmup "$STREAMS" --max-tokens "$TOKENS:$TOKENS" --prompt-tokens "$PROMPT_TOKENS:$PROMPT_TOKENS" \
+    --ignore-eos "${extra[@]}" > "$OUT/$tag.loadgen.log" 2>&1
+  echo "$tag: loadgen rc=$?"
+  nvidia-smi --query-gpu=memory.used --format=csv,noheader 2> /dev/null | sed "s/^/$tag: nvidia-smi memory.used /"
+  stop_all
+}
+
+tps() { sed -n 's/^throughput: \([0-9.]*\) output tokens\/s.*/\1/p' "$OUT/$1.loadgen.log" | tail -1; }
+# shellcheck disable=SC2086
+run off
+# shellcheck disable=SC2086
+run on $SPEC_FLAGS
+off=$(tps off); on=$(tps on)
+echo
+echo "| $STREAMS streams, $TOKENS tokens each, greedy, $BACKEND | aggregate output tok/s |"
+echo "| --- | ---: |"
+echo "| target-only | ${off:-n/a} |"
+echo "| speculative (${SPEC_FLAGS:-adaptive}) | ${on:-n/a} |"
+if [ -n "$off" ] && [ -n "$on" ]; then
+  echo "| ratio | $(python3 -c "print(f'{$on / $off:.2f}x')") |"
+fi
+grep -hE "^speculation:|^verify-greedy:" "$OUT/on.loadgen.log"
+grep -q "verify-greedy: .* 0 mismatches" "$OUT/on.loadgen.log"
