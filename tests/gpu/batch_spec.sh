@@ -42,35 +42,16 @@ for b in specd specd-target-worker specd-draft-worker specd-coordinator; do
 done
 [ -f "$TARGET" ] && [ -f "$DRAFT" ] || { echo "missing the pair: $TARGET $DRAFT"; exit 1; }
 
-pids=()
-stop_all() {
-  for p in "${pids[@]}"; do kill "$p" 2> /dev/null; done
-  for p in "${pids[@]}"; do wait "$p" 2> /dev/null; done
-  pids=()
-}
-trap stop_all EXIT
+# shellcheck source=tests/gpu/services.sh
+. "$root/tests/gpu/services.sh"
+SVC_FLAGS="--backend $BACKEND --max-seqs $STREAMS --max-seq-len $MAX_SEQ_LEN"
+SVC_READY_S=120
 
 # run TAG COORDINATOR-FLAGS...: the three processes, one loadgen, then stop.
 run() {
   local tag=$1; shift
-  local W="--backend $BACKEND --max-seqs $STREAMS --max-seq-len $MAX_SEQ_LEN"
-  # shellcheck disable=SC2086
-  "$C/bin/specd-target-worker" --model "$TARGET" --listen 127.0.0.1:$TP $W > "$OUT/$tag.target.log" 2>&1 &
-  pids+=($!)
-  # shellcheck disable=SC2086
-  "$C/bin/specd-draft-worker" --model "$DRAFT" --listen 127.0.0.1:$DP $W > "$OUT/$tag.draft.log" 2>&1 &
-  pids+=($!)
-  "$C/bin/specd-coordinator" --target 127.0.0.1:$TP --draft 127.0.0.1:$DP --listen $CO "$@" \
-    > "$OUT/$tag.coord.log" 2>&1 &
-  pids+=($!)
-  local ready=0
-  for _ in $(seq 1 240); do
-    "$S" stats --coordinator $CO 2> /dev/null | grep -q "draft ready" && { ready=1; break; }
-    sleep 0.5
-  done
-  if [ $ready = 0 ]; then
+  if ! svc_start "$tag" "$TARGET" "$DRAFT" "$@"; then
     echo "$tag: services did not become ready"
-    tail -n 5 "$OUT/$tag.target.log" "$OUT/$tag.draft.log" "$OUT/$tag.coord.log"
     stop_all
     return 1
   fi
@@ -86,7 +67,6 @@ run() {
 }
 
 tps() { sed -n 's/^throughput: \([0-9.]*\) output tokens\/s.*/\1/p' "$OUT/$1.loadgen.log" | tail -1; }
-# shellcheck disable=SC2086
 run off
 # shellcheck disable=SC2086
 run on $SPEC_FLAGS

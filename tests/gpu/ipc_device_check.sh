@@ -46,32 +46,15 @@ if ! "$S" --help > /dev/null 2>&1; then
 fi
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | head -2
 
-pids=()
-stop_all() {
-  for p in "${pids[@]}"; do kill "$p" 2> /dev/null; done
-  for p in "${pids[@]}"; do wait "$p" 2> /dev/null; done
-  pids=()
-}
-trap stop_all EXIT
-
+# shellcheck source=tests/gpu/services.sh
+. "$root/tests/gpu/services.sh"
+SVC_FLAGS="--backend $BACKEND --max-seqs 4 --max-seq-len 1024"
+SVC_DRAFT_FLAGS="--k-max 8"
+SVC_READY_S=60
 # start TAG TARGET DRAFT [target flags...]: the three processes; waits for "draft ready".
 start() {
   local tag=$1 target=$2 draft=$3; shift 3
-  local W="--backend $BACKEND --max-seqs 4 --max-seq-len 1024"
-  "$C/bin/specd-target-worker" --model "$target" --listen 127.0.0.1:$TP $W "$@" > "$OUT/$tag.target.log" 2>&1 &
-  pids+=($!)
-  "$C/bin/specd-draft-worker" --model "$draft" --listen 127.0.0.1:$DP $W --k-max 8 > "$OUT/$tag.draft.log" 2>&1 &
-  pids+=($!)
-  "$C/bin/specd-coordinator" --target 127.0.0.1:$TP --draft 127.0.0.1:$DP --listen $CO --no-adaptive --k 4 \
-    --min-confidence 0 > "$OUT/$tag.coord.log" 2>&1 &
-  pids+=($!)
-  for _ in $(seq 1 120); do
-    "$S" stats --coordinator $CO 2> /dev/null | grep -q "draft ready" && return 0
-    sleep 0.5
-  done
-  echo "   services did not become ready; log tails:"
-  tail -n 5 "$OUT/$tag.target.log" "$OUT/$tag.draft.log" "$OUT/$tag.coord.log"
-  return 1
+  SVC_TARGET_FLAGS="$*" svc_start "$tag" "$target" "$draft" --no-adaptive --k 4 --min-confidence 0
 }
 
 # gen FILE ARGS...: one request through the coordinator; ids on FILE's "ids:" line, summary in FILE.err.

@@ -1,0 +1,37 @@
+# The three processes on loopback, for the device scripts (sourced, not run):
+# tests/gpu/ipc_device_check.sh and tests/gpu/batch_spec.sh.
+# The caller sets C (bin/ of the binaries), S (specd), OUT, TP, DP (worker
+# ports) and CO (coordinator address); SVC_FLAGS go to both workers,
+# SVC_TARGET_FLAGS / SVC_DRAFT_FLAGS to one, SVC_READY_S bounds the wait.
+pids=()
+stop_all() {
+  for p in "${pids[@]}"; do kill "$p" 2> /dev/null; done
+  for p in "${pids[@]}"; do wait "$p" 2> /dev/null; done
+  pids=()
+}
+trap stop_all EXIT
+
+# svc_start TAG TARGET DRAFT [coordinator flags...]: logs $OUT/TAG.{target,
+# draft,coord}.log; waits for "draft ready" in `specd stats` (1 and the log
+# tails when it does not come).
+svc_start() {
+  local tag=$1 target=$2 draft=$3; shift 3
+  # shellcheck disable=SC2086
+  "$C/bin/specd-target-worker" --model "$target" --listen 127.0.0.1:$TP ${SVC_FLAGS:-} ${SVC_TARGET_FLAGS:-} \
+    > "$OUT/$tag.target.log" 2>&1 &
+  pids+=($!)
+  # shellcheck disable=SC2086
+  "$C/bin/specd-draft-worker" --model "$draft" --listen 127.0.0.1:$DP ${SVC_FLAGS:-} ${SVC_DRAFT_FLAGS:-} \
+    > "$OUT/$tag.draft.log" 2>&1 &
+  pids+=($!)
+  "$C/bin/specd-coordinator" --target 127.0.0.1:$TP --draft 127.0.0.1:$DP --listen "$CO" "$@" \
+    > "$OUT/$tag.coord.log" 2>&1 &
+  pids+=($!)
+  for _ in $(seq 1 $((2 * ${SVC_READY_S:-60}))); do
+    "$S" stats --coordinator "$CO" 2> /dev/null | grep -q "draft ready" && return 0
+    sleep 0.5
+  done
+  echo "   services did not become ready; log tails:"
+  tail -n 5 "$OUT/$tag.target.log" "$OUT/$tag.draft.log" "$OUT/$tag.coord.log"
+  return 1
+}
