@@ -252,6 +252,18 @@ constexpr int kBlockSize = 16;
 constexpr int kBlocksPerSlot = 8;  // 128 positions per test sequence
 constexpr int kSlots = 8;
 
+// The KV cache of a loaded model: n_blocks blocks of block_size positions.
+KvLayout KvOf(const ModelConfig& c, int block_size, int64_t n_blocks, GgmlType type) {
+  KvLayout kv;
+  kv.n_layers = c.n_layers;
+  kv.n_kv_heads = c.n_kv_heads;
+  kv.head_dim = c.head_dim;
+  kv.block_size = block_size;
+  kv.n_blocks = n_blocks;
+  kv.type = type;
+  return kv;
+}
+
 struct Runner {
   std::unique_ptr<Backend> be;
   std::unique_ptr<Model> model;
@@ -274,14 +286,7 @@ struct Runner {
     SPECD_ASSIGN_OR_RETURN(model, Model::Load(f, be.get(), 128, 128));
     const ModelConfig& c = model->config();
     vocab = c.vocab_size;
-    KvLayout kv;
-    kv.n_layers = c.n_layers;
-    kv.n_kv_heads = c.n_kv_heads;
-    kv.head_dim = c.head_dim;
-    kv.block_size = kBlockSize;
-    kv.n_blocks = kBlocksPerSlot * kSlots;
-    kv.type = kv_type;
-    return be->InitKv(kv);
+    return be->InitKv(KvOf(c, kBlockSize, kBlocksPerSlot * kSlots, kv_type));
   }
 
   // Feeds tokens of one or more sequences; returns logits of the requested rows.
@@ -1788,13 +1793,7 @@ void BenchModel(const char* label, const Shape& s, const std::string& mix, GgmlT
   auto model = Model::Load(*bm.file, &be, max_batch, 16);
   CHECK_OK(model.status());
   const ModelConfig& c = (*model)->config();
-  KvLayout kv;
-  kv.n_layers = c.n_layers;
-  kv.n_kv_heads = c.n_kv_heads;
-  kv.head_dim = c.head_dim;
-  kv.block_size = 16;
-  kv.n_blocks = ctx / 16 + 8;
-  kv.type = kvt;
+  const KvLayout kv = KvOf(c, 16, ctx / 16 + 8, kvt);
   CHECK_OK(be.InitKv(kv));
   const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const BackendMemory mem = be.Memory();
@@ -1883,14 +1882,7 @@ void ProfileStep() {
   auto model = Model::Load(*bm.file, &be, 16, 16);
   CHECK_OK(model.status());
   const ModelConfig& c = (*model)->config();
-  KvLayout kv;
-  kv.n_layers = c.n_layers;
-  kv.n_kv_heads = c.n_kv_heads;
-  kv.head_dim = c.head_dim;
-  kv.block_size = 16;
-  kv.n_blocks = 4096 / 16 + 8;
-  kv.type = GgmlType::Q8_0;
-  CHECK_OK(be.InitKv(kv));
+  CHECK_OK(be.InitKv(KvOf(c, 16, 4096 / 16 + 8, GgmlType::Q8_0)));
   Batch b;
   BatchSeq sq{0, 4081, {}};
   for (int i = 0; i < (4081 + 15) / 16; ++i) sq.blocks.push_back(i);
