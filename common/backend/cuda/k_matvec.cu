@@ -237,6 +237,20 @@ struct XView {
   bool out_ok[NT];   // the lane's first output column exists
 };
 
+// Adds one unit's products to the high- and low-limb sums: fragment rows g
+// (elements 0, 1) take the first half's scale s0, rows g + 8 (2, 3) s1.
+__device__ __forceinline__ void AddScaled(int (&hi)[4], int (&lo)[4], int s0, int s1, const int (&dh)[4],
+                                          const int (&dl)[4]) {
+  hi[0] += s0 * dh[0];
+  hi[1] += s0 * dh[1];
+  hi[2] += s1 * dh[2];
+  hi[3] += s1 * dh[3];
+  lo[0] += s0 * dl[0];
+  lo[1] += s0 * dl[1];
+  lo[2] += s1 * dl[2];
+  lo[3] += s1 * dl[3];
+}
+
 template <GgmlType T, int NT>
 __device__ __forceinline__ void GroupK(const WRegs& w, const XView<NT>& x, int lane, float (&acc)[NT][4]) {
   constexpr Layout l = mmv::LayoutOf(T);
@@ -261,14 +275,7 @@ __device__ __forceinline__ void GroupK(const WRegs& w, const XView<NT>& x, int l
         int dh[4], dl[4];
         Mma32<kS8>(dh, a, b.x, b.y);
         Mma32<kS8>(dl, a, b.z, b.w);
-        shi[ct][0] += s0 * dh[0];
-        shi[ct][1] += s0 * dh[1];
-        shi[ct][2] += s1 * dh[2];
-        shi[ct][3] += s1 * dh[3];
-        slo[ct][0] += s0 * dl[0];
-        slo[ct][1] += s0 * dl[1];
-        slo[ct][2] += s1 * dl[2];
-        slo[ct][3] += s1 * dl[3];
+        AddScaled(shi[ct], slo[ct], s0, s1, dh, dl);
       } else {
 #pragma unroll
         for (int hh = 0; hh < 2; ++hh) {
@@ -277,14 +284,7 @@ __device__ __forceinline__ void GroupK(const WRegs& w, const XView<NT>& x, int l
           int dh[4], dl[4];
           Mma16<kS8>(dh, a[2 * hh], a[2 * hh + 1], hh ? b.y : b.x);
           Mma16<kS8>(dl, a[2 * hh], a[2 * hh + 1], hh ? b.w : b.z);
-          shi[ct][0] += s0 * dh[0];
-          shi[ct][1] += s0 * dh[1];
-          shi[ct][2] += s1 * dh[2];
-          shi[ct][3] += s1 * dh[3];
-          slo[ct][0] += s0 * dl[0];
-          slo[ct][1] += s0 * dl[1];
-          slo[ct][2] += s1 * dl[2];
-          slo[ct][3] += s1 * dl[3];
+          AddScaled(shi[ct], slo[ct], s0, s1, dh, dl);
         }
       }
     }
