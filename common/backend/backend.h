@@ -246,11 +246,10 @@ struct BackendOptions {
   int device = 0;       // cuda: device ordinal
   bool cuda_graphs = true;
   bool cuda_pdl = true;  // programmatic dependent launch between kernels (sm_90)
-  // Sample/Accept in device kernels (no host round trip per token). Off by
-  // default: on the H200 the kernels' argmax missed the top logit of some
-  // rows (gpu_check --spec), so the rows are read back and the reference
-  // rules run on the host (host_sample.h), exact by construction.
-  bool cuda_device_sampling = false;
+  // Sample/Accept in device kernels (no host round trip per token); off:
+  // the rows are read back and the reference rules run on the host
+  // (host_sample.h).
+  bool cuda_device_sampling = true;
 };
 absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const BackendOptions& opts);
 // Backends compiled into this build, e.g. {"cpu", "cuda"}.

@@ -20,7 +20,7 @@ void SampleOnHost(const float* logits, int vocab, const std::vector<SampleRow>& 
       *r.token = r.params.greedy() ? dist.ids[0]
                                    : SampleDist(dist, Uniform01(r.params.seed, r.stream, r.counter));
     }
-    if (r.confidence) *r.confidence = Confidence(row, vocab, r.params, dist);
+    if (r.confidence) *r.confidence = Confidence(row, vocab, r.params, recent, dist);
     if (r.probs) {
       std::memset(r.probs, 0, sizeof(float) * static_cast<size_t>(vocab));
       for (size_t j = 0; j < dist.ids.size(); ++j) r.probs[dist.ids[j]] = dist.probs[j];

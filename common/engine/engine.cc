@@ -35,9 +35,9 @@ void EngineOptions::AddFlags(Config* c, const std::string& p) {
               "the device's memory budget, shared by every specd process on the device: weights + KV + "
               "activations + exchange buffers + runtime of this one plus what the others hold (auto: the "
               "device's free memory)");
-  c->AddBool(p + "cuda-device-sampling", false,
-             "CUDA: sample and accept in device kernels (experimental: they fail gpu_check --spec); off: the "
-             "logits rows are read back and the CPU reference samples them");
+  c->AddBool(p + "cuda-device-sampling", true,
+             "CUDA: sample and accept in device kernels; off: the logits rows are read back and the CPU "
+             "reference samples them");
   c->AddString(p + "device-registry", "auto",
                "where the processes on a device record what they hold, so that they share one budget: auto ("
                "GPU backends: /dev/shm/specd-registry-UID; cpu: off), off, or a directory");

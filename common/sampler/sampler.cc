@@ -109,43 +109,48 @@ uint64_t SelectThreshold(const std::vector<uint64_t>& keys, const std::vector<do
 
 }  // namespace
 
+namespace {
+
+// The row the rules see: `logits` with the repetition penalty applied once
+// per distinct token of the window (a penalized copy in thread-local scratch;
+// `logits` itself when nothing is penalized).
+const float* PenalizedRow(const float* logits, int vocab, const SamplingParams& p, std::span<const int32_t> recent) {
+  thread_local std::vector<std::pair<int32_t, float>> penalized;
+  thread_local std::vector<float> row;
+  penalized.clear();
+  if (p.repetition_penalty == 1.0f || p.repetition_window <= 0 || recent.empty()) return logits;
+  const size_t start =
+      recent.size() > static_cast<size_t>(p.repetition_window) ? recent.size() - p.repetition_window : 0;
+  for (size_t i = start; i < recent.size(); ++i) {
+    const int32_t id = recent[i];
+    if (id < 0 || id >= vocab) continue;
+    penalized.push_back({id, 0.0f});
+  }
+  if (penalized.empty()) return logits;
+  std::sort(penalized.begin(), penalized.end());
+  penalized.erase(std::unique(penalized.begin(), penalized.end(),
+                              [](auto& a, auto& b) { return a.first == b.first; }),
+                  penalized.end());
+  for (auto& [id, v] : penalized) {
+    const float l = logits[id];
+    v = l > 0 ? l / p.repetition_penalty : l * p.repetition_penalty;
+  }
+  row.assign(logits, logits + vocab);
+  for (const auto& [id, v] : penalized) row[id] = v;
+  return row.data();
+}
+
+}  // namespace
+
 void ProcessLogits(const float* logits, int vocab, const SamplingParams& p, std::span<const int32_t> recent,
                    TokenDist* out) {
   out->ids.clear();
   out->probs.clear();
   // Scratch kept across calls: no allocation per token once warm.
-  thread_local std::vector<std::pair<int32_t, float>> penalized;
-  thread_local std::vector<float> row;
   thread_local std::vector<int32_t> cand;
   thread_local std::vector<double> w;
   thread_local std::vector<uint64_t> keys;
-  // Repetition penalty touches only the recent tokens: a sparse list, then a
-  // penalized copy of the row (only when there is a penalty).
-  penalized.clear();
-  if (p.repetition_penalty != 1.0f && p.repetition_window > 0 && !recent.empty()) {
-    const size_t start = recent.size() > static_cast<size_t>(p.repetition_window)
-                             ? recent.size() - p.repetition_window
-                             : 0;
-    for (size_t i = start; i < recent.size(); ++i) {
-      const int32_t id = recent[i];
-      if (id < 0 || id >= vocab) continue;
-      penalized.push_back({id, 0.0f});
-    }
-    std::sort(penalized.begin(), penalized.end());
-    penalized.erase(std::unique(penalized.begin(), penalized.end(),
-                                [](auto& a, auto& b) { return a.first == b.first; }),
-                    penalized.end());
-    for (auto& [id, v] : penalized) {
-      const float l = logits[id];
-      v = l > 0 ? l / p.repetition_penalty : l * p.repetition_penalty;
-    }
-  }
-  const float* src = logits;
-  if (!penalized.empty()) {
-    row.assign(logits, logits + vocab);
-    for (const auto& [id, v] : penalized) row[id] = v;
-    src = row.data();
-  }
+  const float* src = PenalizedRow(logits, vocab, p, recent);
   auto logit = [&](int32_t id) -> float {
     const float v = src[id];
     return std::isnan(v) ? -INFINITY : v;
@@ -251,14 +256,17 @@ void ProcessLogits(const float* logits, int vocab, const SamplingParams& p, std:
   }
 }
 
-float Confidence(const float* logits, int vocab, const SamplingParams& p, const TokenDist& dist) {
+float Confidence(const float* raw, int vocab, const SamplingParams& p, std::span<const int32_t> recent,
+                 const TokenDist& dist) {
   if (!p.greedy()) {
     float m = 0;
     for (float pr : dist.probs) m = std::max(m, pr);
     return m;
   }
-  // Softmax at temperature 1: float exponentials summed in double (a figure
-  // for the length policy, not part of any decision about the output).
+  // Softmax at temperature 1 of the penalized row the greedy token was taken
+  // from: float exponentials summed in double (a figure for the length
+  // policy, not part of any decision about the output).
+  const float* logits = PenalizedRow(raw, vocab, p, recent);
   float mx = -INFINITY;
   for (int i = 0; i < vocab; ++i) {
     if (logits[i] > mx) mx = logits[i];

@@ -62,9 +62,11 @@ void ProcessLogits(const float* logits, int vocab, const SamplingParams& p, std:
                    TokenDist* out);
 
 // How sure the draft is of its token: the processed distribution's top
-// probability; for greedy decoding (one-hot) the model's own top
-// probability, the softmax at temperature 1 of `logits`.
-float Confidence(const float* logits, int vocab, const SamplingParams& p, const TokenDist& dist);
+// probability; for greedy decoding (one-hot) the top probability of the
+// softmax at temperature 1 of `logits` after the repetition penalty over
+// `recent` (the row the greedy token was taken from).
+float Confidence(const float* logits, int vocab, const SamplingParams& p, std::span<const int32_t> recent,
+                 const TokenDist& dist);
 
 // Draws from `dist` with uniform u in [0, 1) by inverse CDF in id order.
 int32_t SampleDist(const TokenDist& dist, double u);

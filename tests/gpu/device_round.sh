@@ -17,10 +17,9 @@
 #   ncustep per-kernel GPU time of one 27B-class decode step (ncu, graphs off)
 #   peerbuild  starts building llama.cpp (the peer, from .peer/) detached, so
 #           that it finishes during this call's other stages; idempotent
-#   speccheck  gpu_check --spec: CUDA Sample/Accept (the default: rows read
-#           back, host reference), the proposal and lossless speculation on the GPU
-#   speckernels  the same with the device sampling kernels (--spec-kernels;
-#           experimental: their argmax failed in session 6)
+#   speccheck  gpu_check --spec: CUDA Sample/Accept in device kernels (the
+#           default), the proposal and lossless speculation on the GPU
+#   spechost  the same on the host-sampling fallback (--spec-host)
 #   pair27  the 27B-class pair tests/gpu/peer_bench.sh uses, made now
 #           (make-model --fill blocks) into /tmp/peer_models
 #   spec27  bench-spec on that pair (greedy: k = 3, 6, adaptive; sampled at
@@ -75,12 +74,12 @@ for stage in "$@"; do
       stamp "gpu_check --spec"
       export LD_LIBRARY_PATH="$root/.gpu_carry/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
       timeout ${SPECCHECK_S:-150} "$root/.gpu_carry/bin/gpu_check" --spec > "$OUT/speccheck.log" 2>&1 || rc=1
-      grep -E "^(FAIL|SUMMARY)|rror" "$OUT/speccheck.log" | head -40 ;;
-    speckernels)
-      stamp "gpu_check --spec-kernels"
+      grep -E "^(FAIL|SUMMARY|  V=)|rror" "$OUT/speccheck.log" | head -40 ;;
+    spechost)
+      stamp "gpu_check --spec-host"
       export LD_LIBRARY_PATH="$root/.gpu_carry/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
-      timeout ${SPECCHECK_S:-150} "$root/.gpu_carry/bin/gpu_check" --spec-kernels > "$OUT/speckernels.log" 2>&1 || rc=1
-      grep -E "^(FAIL|SUMMARY|  V=)|rror" "$OUT/speckernels.log" | head -60 ;;
+      timeout ${SPECCHECK_S:-150} "$root/.gpu_carry/bin/gpu_check" --spec-host > "$OUT/spechost.log" 2>&1 || rc=1
+      grep -E "^(FAIL|SUMMARY|  V=)|rror" "$OUT/spechost.log" | head -60 ;;
     pair27)
       M=/tmp/peer_models/qwen3-27b-Q4_K_S-d6-Q4_K_M
       stamp "make-model 27B-class pair into $M"

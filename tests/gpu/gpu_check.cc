@@ -8,6 +8,8 @@
 //   gpu_check --quick        correctness on a subset (one arch)
 //   gpu_check --spec         the speculative-step checks only (device sampler,
 //                            acceptance, proposal, lossless speculation)
+//   gpu_check --spec-host    the same on the host-sampling fallback
+//                            (--cuda-device-sampling=false)
 //
 // Correctness (every check prints PASS/FAIL with its numbers; exit 1 on any FAIL):
 //  * MatMul per weight type and column count vs the CPU backend (relative
@@ -505,10 +507,10 @@ void CheckSpeculative(const Shape& shape, const std::string& wtype, const std::s
 
 // ------------------------------------------------------------------ op-level matmul
 
-// The speculative ops' implementation under test: the product's default
-// (rows read back, the host reference) or the device kernels (--spec-kernels,
-// BackendOptions::cuda_device_sampling: experimental, off by default).
-bool g_device_sampling = false;
+// The speculative ops' implementation under test: the product's default,
+// the device kernels, or the host fallback (--spec-host,
+// BackendOptions::cuda_device_sampling off: rows read back, host reference).
+bool g_device_sampling = true;
 const char* SamplingMode() { return g_device_sampling ? "device kernels" : "host-sampled"; }
 
 struct OpEnv {
@@ -2010,8 +2012,8 @@ int main(int argc, char** argv) {
     if (std::strcmp(argv[i], "--profile") == 0) return specd::RunProfile();
     if (std::strcmp(argv[i], "--profile-attn") == 0) return specd::ProfileAttention();
     if (std::strcmp(argv[i], "--profile-step") == 0) return specd::RunProfileStep();
-    if (std::strcmp(argv[i], "--spec") == 0) return specd::RunSpecChecks(false);
-    if (std::strcmp(argv[i], "--spec-kernels") == 0) return specd::RunSpecChecks(true);
+    if (std::strcmp(argv[i], "--spec") == 0) return specd::RunSpecChecks(true);
+    if (std::strcmp(argv[i], "--spec-host") == 0) return specd::RunSpecChecks(false);
   }
   return bench ? specd::RunBench() : specd::RunChecks(argv[0], quick);
 }

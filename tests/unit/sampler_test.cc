@@ -33,7 +33,23 @@ TEST(SamplerTest, GreedyConfidenceIgnoresNaNAndInfiniteMinus) {
   ProcessLogits(l.data(), static_cast<int>(l.size()), p, {}, &d);
   ASSERT_EQ(d.ids[0], 2);
   const double z = std::exp(1.0 - 3.0) + 1.0 + std::exp(2.0 - 3.0);
-  EXPECT_NEAR(Confidence(l.data(), static_cast<int>(l.size()), p, d), 1.0 / z, 1e-6);
+  EXPECT_NEAR(Confidence(l.data(), static_cast<int>(l.size()), p, {}, d), 1.0 / z, 1e-6);
+}
+
+// With a repetition penalty the greedy token comes from the penalized row,
+// and so does its confidence (the CUDA sampler penalizes the row in place
+// and gives the same figure; gpu_check --spec compares them).
+TEST(SamplerTest, GreedyConfidenceIsThePenalizedRowsSoftmax) {
+  const std::vector<float> l = {1.0f, 4.0f, 3.0f, -2.0f};
+  SamplingParams p;  // greedy
+  p.repetition_penalty = 2.0f;
+  p.repetition_window = 8;
+  const std::vector<int32_t> recent = {1, 3, 1};  // token 1 penalized once: 4 -> 2; token 3: -2 -> -4
+  TokenDist d;
+  ProcessLogits(l.data(), 4, p, recent, &d);
+  ASSERT_EQ(d.ids[0], 2);
+  const double z = std::exp(1.0 - 3.0) + std::exp(2.0 - 3.0) + 1.0 + std::exp(-4.0 - 3.0);
+  EXPECT_NEAR(Confidence(l.data(), 4, p, recent, d), 1.0 / z, 1e-6);
 }
 
 TEST(SamplerTest, TemperatureSoftmaxMatchesFloat64) {

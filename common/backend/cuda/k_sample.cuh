@@ -14,16 +14,21 @@ namespace specd::cuda {
 constexpr int kRowThreads = 1024;
 constexpr int kRowWarps = kRowThreads / 32;
 
-// The sum of v over the block; every thread gets it (warp totals added in
-// warp order).
+// Block reductions: a warp pass, then one pass over the kRowWarps warp
+// results by every warp (shuffles), so every thread gets the result. Not a
+// serial loop over the shared results: CUDA 13.0's ptxas unrolled that loop
+// in SampleRowsKernel with wrong shared-memory offsets, skipping warps 25-27
+// (docs/runs/round7/argmax.md).
+static_assert(kRowWarps == 32, "the second pass gives each lane one warp's result");
+
+// The sum of v over the block (warp totals added in butterfly order: the
+// same order on every run).
 __device__ __forceinline__ double BlockSumD(double v, double* scratch) {
   v = WarpSumD(v);
   __syncthreads();  // scratch may still be read by a previous call
   if ((threadIdx.x & 31) == 0) scratch[threadIdx.x >> 5] = v;
   __syncthreads();
-  double t = 0;
-  for (int i = 0; i < kRowWarps; ++i) t += scratch[i];
-  return t;
+  return WarpSumD(scratch[threadIdx.x & 31]);
 }
 
 // Exclusive prefix sum of v over the threads in order; *total gets the sum.
@@ -40,21 +45,24 @@ __device__ __forceinline__ double BlockExclusiveScanD(double v, double* scratch,
   __syncthreads();
   if (lane == 31) scratch[warp] = x;
   __syncthreads();
-  double before = 0, all = 0;
-  for (int i = 0; i < kRowWarps; ++i) {
-    if (i < warp) before += scratch[i];
-    all += scratch[i];
+  // Lane i scans the warp totals: inclusive prefix up to warp i.
+  double s = scratch[lane];
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    const double y = __shfl_up_sync(kFull, s, o);
+    if (lane >= o) s += y;
   }
-  *total = all;
-  return before + excl;
+  *total = __shfl_sync(kFull, s, 31);
+  double before = __shfl_up_sync(kFull, s, 1);  // exclusive: the warps before lane i's
+  if (lane == 0) before = 0;
+  return __shfl_sync(kFull, before, warp) + excl;
 }
 
 // The sampler's order: the larger value, then the lower id.
 __device__ __forceinline__ bool Better(float v, int j, float bv, int bj) { return v > bv || (v == bv && j < bj); }
 
-// Argmax over the block's candidates (v, j) in the sampler's order; every
-// thread gets the winner. vs/js: kRowWarps floats / ints of shared scratch.
-__device__ __forceinline__ void BlockArgmax(float* v, int* j, float* vs, int* js) {
+// The warp's best (v, j) in the sampler's order; every lane gets it.
+__device__ __forceinline__ void WarpArgmax(float* v, int* j) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) {
     const float ov = __shfl_xor_sync(kFull, *v, o);
@@ -64,22 +72,21 @@ __device__ __forceinline__ void BlockArgmax(float* v, int* j, float* vs, int* js
       *j = oj;
     }
   }
+}
+
+// Argmax over the block's candidates (v, j) in the sampler's order; every
+// thread gets the winner. vs/js: kRowWarps floats / ints of shared scratch.
+__device__ __forceinline__ void BlockArgmax(float* v, int* j, float* vs, int* js) {
+  WarpArgmax(v, j);
   __syncthreads();
   if ((threadIdx.x & 31) == 0) {
     vs[threadIdx.x >> 5] = *v;
     js[threadIdx.x >> 5] = *j;
   }
   __syncthreads();
-  float bv = vs[0];
-  int bj = js[0];
-  for (int i = 1; i < kRowWarps; ++i) {
-    if (Better(vs[i], js[i], bv, bj)) {
-      bv = vs[i];
-      bj = js[i];
-    }
-  }
-  *v = bv;
-  *j = bj;
+  *v = vs[threadIdx.x & 31];
+  *j = js[threadIdx.x & 31];
+  WarpArgmax(v, j);
 }
 
 // Inverse-CDF draw in id order over weights w(i), i < n (SampleDist's rule):
