@@ -3,8 +3,9 @@
 # says) for tests/gpu/peer_bench.sh: llama-bench, llama-completion and
 # llama-speculative-simple with the shared libraries they load, stripped and
 # xz-compressed into .peer/llama-cuda.tar.xz (layout llama-cuda/{bin,lib}).
-# Left out: the C runtime and the CUDA driver/runtime/cuBLAS, which the device
-# supplies.
+# Left out: the C runtime and the CUDA driver/runtime/cuBLAS/NCCL, which the
+# device supplies (NCCL from its Python nvidia-nccl package: peer_bench.sh
+# finds it).
 #   tests/gpu/pack_peer.sh [LLAMA_BUILD_DIR]     (default /work/peer/lcb)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -23,7 +24,7 @@ for b in "${bins[@]}"; do cp "$lcb/bin/$b" "$stage/llama-cuda/bin/"; done
 for b in "${bins[@]}"; do
   LD_LIBRARY_PATH="$lcb/bin:${LD_LIBRARY_PATH:-}" ldd "$lcb/bin/$b" | awk '/=> \//{print $3}'
 done | sort -u |
-  grep -vE '/(libc|libm|libpthread|libdl|librt|libgcc_s|ld-linux[^/]*|libcuda|libcudart|libcublas|libcublasLt|libnvidia[^/]*)[.-]' |
+  grep -vE '/(libc|libm|libpthread|libdl|librt|libgcc_s|ld-linux[^/]*|libcuda|libcudart|libcublas|libcublasLt|libnccl|libnvidia[^/]*)[.-]' |
   while read -r lib; do cp -L "$lib" "$stage/llama-cuda/lib/"; done
 strip "$stage/llama-cuda/bin/"* || true
 strip --strip-unneeded "$stage/llama-cuda/lib/"*.so* 2>/dev/null || true

@@ -114,7 +114,9 @@ if [ -n "${LLAMA_BIN:-}" ]; then
 elif [ -x "$P/llama-cuda/bin/llama-bench" ] || { [ -f .peer/llama-cuda.tar.xz ] && mkdir -p "$P" &&
                                                tar -C "$P" -xJf .peer/llama-cuda.tar.xz; }; then
   L="$P/llama-cuda/bin"
-  export LD_LIBRARY_PATH="$P/llama-cuda/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+  # ggml-cuda links NCCL; the device has it in its Python nvidia-nccl package.
+  nccl=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null)
+  export LD_LIBRARY_PATH="$P/llama-cuda/lib:/usr/local/cuda/lib64:${nccl:+$nccl:}${LD_LIBRARY_PATH:-}"
 elif [ -x "$P/lcb/bin/llama-bench" ] || [ -f .peer/llama.cpp-b0.3.36-cuda-src.tar.xz ]; then
   if [ ! -x "$P/lcb/bin/llama-bench" ]; then
     stamp "building llama.cpp from .peer/llama.cpp-b0.3.36-cuda-src.tar.xz (no packed build carried)"
