@@ -10,7 +10,9 @@
 #                  makes in /tmp/peer_models)
 #   BACKEND (cuda)  STREAMS (6)  REQUESTS (4 x STREAMS)  TOKENS (128)
 #   PROMPT_TOKENS (128)  MAX_SEQ_LEN (2048)  SPEC_FLAGS (coordinator flags of
-#   the speculative run; default adaptive)  CARRY (.devcarry: bin/ lib/)
+#   the speculative run; default adaptive)  WORKER_FLAGS (both workers, both
+#   runs: e.g. "--batch-wait-us 3000" to keep the streams in one cohort)
+#   CARRY (.devcarry: bin/ lib/)
 # Output: $OUT/{off,on}.{target,draft,coord,loadgen}.log and a table on stdout.
 # Here (plumbing only, CPU, a small pair):
 #   BACKEND=cpu TARGET=... DRAFT=... STREAMS=2 TOKENS=16 PROMPT_TOKENS=16 \
@@ -44,7 +46,7 @@ done
 
 # shellcheck source=tests/gpu/services.sh
 . "$root/tests/gpu/services.sh"
-SVC_FLAGS="--backend $BACKEND --max-seqs $STREAMS --max-seq-len $MAX_SEQ_LEN"
+SVC_FLAGS="--backend $BACKEND --max-seqs $STREAMS --max-seq-len $MAX_SEQ_LEN ${WORKER_FLAGS:-}"
 SVC_READY_S=120
 
 # run TAG COORDINATOR-FLAGS...: the three processes, one loadgen, then stop.
