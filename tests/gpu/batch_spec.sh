@@ -13,7 +13,8 @@
 #   the speculative run; default adaptive)  WORKER_FLAGS (both workers, both
 #   runs: e.g. "--batch-wait-us 3000" to keep the streams in one cohort)
 #   CARRY (.devcarry: bin/ lib/)
-# Output: $OUT/{off,on}.{target,draft,coord,loadgen}.log and a table on stdout.
+# Output: $OUT/{off,on}.{target,draft,coord,loadgen}.log, {off,on}.stats.txt
+# (specd stats after the load) and a table on stdout.
 # Here (plumbing only, CPU, a small pair):
 #   BACKEND=cpu TARGET=... DRAFT=... STREAMS=2 TOKENS=16 PROMPT_TOKENS=16 \
 #     CARRY=build-cpu-layout bash tests/gpu/batch_spec.sh
@@ -64,6 +65,10 @@ run() {
     --warmup "$STREAMS" --max-tokens "$TOKENS:$TOKENS" --prompt-tokens "$PROMPT_TOKENS:$PROMPT_TOKENS" \
     --ignore-eos "${extra[@]}" > "$OUT/$tag.loadgen.log" 2>&1
   echo "$tag: loadgen rc=$?"
+  # The batches' composition (sequences per verify / per proposal): streams
+  # out of phase show as ~1 per verify.
+  timeout 20 "$S" stats --coordinator $CO > "$OUT/$tag.stats.txt" 2>&1
+  grep -E "^batches:" "$OUT/$tag.stats.txt" | sed "s/^/$tag: /"
   nvidia-smi --query-gpu=memory.used --format=csv,noheader 2> /dev/null | sed "s/^/$tag: nvidia-smi memory.used /"
   stop_all
 }
