@@ -12,14 +12,20 @@ stop_all() {
 trap stop_all EXIT
 
 # svc_start TAG TARGET DRAFT [coordinator flags...]: logs $OUT/TAG.{target,
-# draft,coord}.log; waits for "draft ready" in `specd stats` (1 and the log
-# tails when it does not come).
+# draft,coord}.log; starts the draft once the target serves; waits for
+# "draft ready" in `specd stats` (1 and the log tails when it does not come).
 svc_start() {
   local tag=$1 target=$2 draft=$3; shift 3
   # shellcheck disable=SC2086
   "$C/bin/specd-target-worker" --model "$target" --listen 127.0.0.1:$TP ${SVC_FLAGS:-} ${SVC_TARGET_FLAGS:-} \
     > "$OUT/$tag.target.log" 2>&1 &
   pids+=($!)
+  # The draft after the target serves: a derived draft maps the target's
+  # weights (CUDA IPC) only when the target exports them before it loads.
+  for _ in $(seq 1 $((2 * ${SVC_READY_S:-60}))); do
+    grep -q "msg=serving" "$OUT/$tag.target.log" 2> /dev/null && break
+    sleep 0.5
+  done
   # shellcheck disable=SC2086
   "$C/bin/specd-draft-worker" --model "$draft" --listen 127.0.0.1:$DP ${SVC_FLAGS:-} ${SVC_DRAFT_FLAGS:-} \
     > "$OUT/$tag.draft.log" 2>&1 &
