@@ -1,8 +1,7 @@
 // The speculative ops (Backend::Sample, Backend::Accept) on rows in host
 // memory, by the reference rules (common/sampler, common/spec/acceptance.h):
-// the CPU backend's implementation, and the CUDA backend's default, which
-// reads the rows back first (its device kernels are off by default: see
-// BackendOptions::cuda_device_sampling).
+// the CPU backend's implementation, and the CUDA backend's fallback, which
+// reads the rows back first (BackendOptions::cuda_device_sampling off).
 #pragma once
 #include <vector>
 

@@ -107,10 +107,6 @@ uint64_t SelectThreshold(const std::vector<uint64_t>& keys, const std::vector<do
   return std::min(s.threshold, within);
 }
 
-}  // namespace
-
-namespace {
-
 // The row the rules see: `logits` with the repetition penalty applied once
 // per distinct token of the window (a penalized copy in thread-local scratch;
 // `logits` itself when nothing is penalized).

@@ -507,8 +507,8 @@ void CheckSpeculative(const Shape& shape, const std::string& wtype, const std::s
 
 // ------------------------------------------------------------------ op-level matmul
 
-// The speculative ops' implementation under test: the product's default,
-// the device kernels, or the host fallback (--spec-host,
+// The speculative ops' implementation under test: the device kernels (the
+// product's default) or the host fallback (--spec-host,
 // BackendOptions::cuda_device_sampling off: rows read back, host reference).
 bool g_device_sampling = true;
 const char* SamplingMode() { return g_device_sampling ? "device kernels" : "host-sampled"; }

@@ -249,7 +249,7 @@ class CudaBackend final : public Backend, public CudaBackendControl {
   void GatherOutRows(const float* x, int dim, float* out) override;
   void Sample(const float* logits, int vocab, const std::vector<SampleRow>& rows) override;
   void Accept(const float* logits, int vocab, const std::vector<AcceptRows>& seqs) override;
-  // The default (BackendOptions::cuda_device_sampling off): the rows read
+  // The fallback (BackendOptions::cuda_device_sampling off): the rows read
   // back, the reference rules on the host, the results written back.
   void SampleViaHost(const float* logits, int vocab, const std::vector<SampleRow>& rows);
   void AcceptViaHost(const float* logits, int vocab, const std::vector<AcceptRows>& seqs);
