@@ -29,7 +29,12 @@ Frontend::Frontend(Cluster* cluster, const FrontendOptions& opts)
   if (!opts.acceptance_prior.empty()) status_ = prior_.Load(opts.acceptance_prior);
   if (status_.ok()) status_ = opts.ngram.Validate();
   api::SeedModelFreeCosts(&ngram_costs_);
+  if (opts.lockstep) gate_ = std::make_unique<StepGate>(opts.lockstep_gate);
   AddCollectors();
+}
+
+std::string Frontend::LockstepFigures() const {
+  return gate_ ? gate_->Figures().ToString() : "off";
 }
 
 int Frontend::ContextFor(const v1::InfoResponse& target) const {
@@ -115,6 +120,7 @@ absl::StatusOr<api::Summary> Frontend::Generate(const api::Request& req, const a
     sr.prior = proposer.ngram_only() ? &ngram_prior_ : &prior_;
     sr.cancelled = cancelled;
     sr.draft_retry = opts_.draft_retry;
+    sr.gate = gate_.get();
     auto on_step = [&](const StepEvent& ev) {
       if (!ev.tokens.empty() && ttft == 0)
         ttft = std::chrono::duration<double>(std::chrono::steady_clock::now() - arrival).count();
@@ -227,6 +233,7 @@ grpc::Status Frontend::Stats(v1::StatsResponse* resp) {
   resp->set_adaptive(adaptive_.load());
   resp->set_draft_max(draft_max_.load());
   resp->set_step_costs(costs_.ToString());
+  resp->set_lockstep(LockstepFigures());
   resp->set_acceptance_prior(prior_.ToString());
   resp->set_draft_ready(cluster_->draft().has_value());
   std::shared_ptr<const TargetView> t = cluster_->target();

@@ -17,9 +17,11 @@
 #include <chrono>
 #include <condition_variable>
 #include <functional>
+#include <memory>
 #include <mutex>
 
 #include "common/api/request.h"
+#include "common/spec/step_gate.h"
 #include "coordinator/admission.h"
 #include "coordinator/cluster.h"
 #include "coordinator/grpc_clients.h"
@@ -47,6 +49,8 @@ struct FrontendOptions {
   std::chrono::milliseconds target_wait{30000};  // longest wait for the target without a deadline
   std::chrono::milliseconds draft_retry{250};
   CallTimeouts timeouts;
+  bool lockstep = true;      // keep concurrent requests' steps in phase (common/spec/step_gate.h)
+  StepGateOptions lockstep_gate;
 };
 
 class Frontend : public api::Generator {
@@ -85,6 +89,7 @@ class Frontend : public api::Generator {
   std::shared_ptr<const TargetView> WaitTarget(Deadline deadline, const std::function<bool()>& cancelled);
   absl::Status TargetUnavailable(Deadline deadline, const std::function<bool()>& cancelled) const;
   api::SpecDefaults SpecNow() const;
+  std::string LockstepFigures() const;
 
   Cluster* cluster_;
   FrontendOptions opts_;
@@ -103,6 +108,8 @@ class Frontend : public api::Generator {
   SpecCosts ngram_costs_;   // the same two for requests with n-gram proposals alone
   AcceptancePrior ngram_prior_;
   ServiceStats stats_;
+  // Every request's steps pass it (null: --lockstep=false).
+  std::unique_ptr<StepGate> gate_;
   absl::Status status_;
 };
 

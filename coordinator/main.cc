@@ -54,6 +54,11 @@ int Main(int argc, char** argv) {
   cfg.AddInt("probe-interval-ms", 500, "how often the workers are probed (reconnects, swaps)", 10, 600000);
   cfg.AddInt("probe-timeout-ms", 3000, "per probe (Info) call", 1, 600000);
   cfg.AddInt("swap-timeout-ms", 300000, "longest draft model load during a swap", 1, 3600000);
+  cfg.AddBool("lockstep", true,
+              "keep concurrent requests' steps in phase (each step's proposals, then its verifies, start together), "
+              "so that the workers batch them into one forward");
+  cfg.AddInt("lockstep-max-wait-ms", 100,
+             "longest a step waits for a lagging request (the wait is 2x the usual step, at most this)", 1, 10000);
   auto run = rpc::ParseServiceFlags(&cfg, argc, argv, "coordinator");
   if (!run.ok()) return rpc::ExitWith(kProgram, run.status(), 2);
   if (!*run) return 0;
@@ -100,6 +105,8 @@ int Main(int argc, char** argv) {
   fo.timeouts.draft = ms(cfg.GetInt("draft-timeout-ms"));
   fo.timeouts.draft_open = ms(cfg.GetInt("draft-open-timeout-ms"));
   fo.timeouts.target = ms(cfg.GetInt("target-timeout-ms"));
+  fo.lockstep = cfg.GetBool("lockstep");
+  fo.lockstep_gate.max_wait = ms(cfg.GetInt("lockstep-max-wait-ms"));
   if (fo.default_max_tokens > fo.max_tokens_limit)
     return rpc::ExitWith(kProgram, absl::InvalidArgumentError("--default-max-tokens exceeds --max-tokens-limit"), 2);
 

@@ -1,6 +1,7 @@
 #include "common/spec/loop.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "absl/strings/str_format.h"
 
@@ -153,7 +154,12 @@ SpecResult RunSpeculative(const SpecRequest& req, const Tokenizer& tok, Verifier
     SPECD_LOG(DEBUG) << "draft unavailable, step runs target-only" << Kv("seq", seq) << Kv("why", why.ToString());
   };
 
+  // A member from the first step to the last (the prefill above and the
+  // releases below are not steps the others should wait for).
+  std::optional<StepGate::Member> gate(std::in_place, req.gate);
   while (true) {
+    const SteadyTime ts = std::chrono::steady_clock::now();
+    double gate_wait = gate->Start();
     if (req.cancelled && req.cancelled()) {
       r.reason = FinishReason::kCancelled;
       break;
@@ -173,7 +179,6 @@ SpecResult RunSpeculative(const SpecRequest& req, const Tokenizer& tok, Verifier
       }
       limit = static_cast<int>(std::min<int64_t>(limit, room));
     }
-    const SteadyTime ts = std::chrono::steady_clock::now();
     const int k = policy.Next(req.live_k ? req.live_k() : req.k, limit);
 
     Proposal prop;
@@ -182,7 +187,9 @@ SpecResult RunSpeculative(const SpecRequest& req, const Tokenizer& tok, Verifier
     double draft_call = 0, draft_open = 0;
     if (draft != nullptr && k > 0 && std::chrono::steady_clock::now() >= ds.retry_at) {
       if (!ds.open) {
-        // The draft's prefill of the committed tokens: not a cost of this step.
+        // The draft's prefill of the committed tokens: not a cost of this
+        // step, nor one the other requests should wait for.
+        gate->StepAlone();
         const SteadyTime to = std::chrono::steady_clock::now();
         st = draft->Open(seq, committed, req.sampling, req.deadline);
         draft_open = since(to);
@@ -241,6 +248,7 @@ SpecResult RunSpeculative(const SpecRequest& req, const Tokenizer& tok, Verifier
 
     static const std::vector<int32_t> kNone;
     if (!use_draft) draft_call = 0;  // a failed or empty proposal's time is the step's overhead
+    gate_wait += gate->Verify();
     SteadyTime tv = std::chrono::steady_clock::now();
     auto step = target.Verify(seq, use_draft ? prop.tokens : kNone, use_draft ? prop.ref : ExchangeRef{}, req.deadline);
     if (!step.ok() && use_draft && step.status().code() == absl::StatusCode::kFailedPrecondition) {
@@ -287,7 +295,7 @@ SpecResult RunSpeculative(const SpecRequest& req, const Tokenizer& tok, Verifier
     ev.time.draft_forward = use_draft ? prop.figures.forward_seconds : 0.0;
     ev.time.verify_forward = vf.forward_seconds;
     ev.time.accept = vf.accept_seconds;
-    ev.time.transport = std::max(0.0, verify_call - vf.worker_seconds) +
+    ev.time.transport = gate_wait + std::max(0.0, verify_call - vf.worker_seconds) +
                         (use_draft ? std::max(0.0, draft_call - prop.figures.worker_seconds) : 0.0);
     costs->ObserveVerify(ev.proposed, measured ? vf.forward_seconds + vf.accept_seconds : verify_call);
     r.stats.verify_seconds += verify_call;
@@ -346,6 +354,7 @@ SpecResult RunSpeculative(const SpecRequest& req, const Tokenizer& tok, Verifier
     }
   }
 
+  gate.reset();
   target.Release(seq);
   if (draft != nullptr && ds.ever_opened) draft->Release(seq);
   r.stats.elapsed_seconds = elapsed();

@@ -29,6 +29,7 @@
 #include "common/sampler/sampler.h"
 #include "common/spec/policy.h"
 #include "common/spec/proposer.h"
+#include "common/spec/step_gate.h"
 #include "common/spec/verifier.h"
 #include "common/tokenizer/tokenizer.h"
 #include "common/util/status.h"
@@ -56,6 +57,9 @@ struct SpecRequest {
   Deadline deadline = kNoDeadline;
   std::function<bool()> cancelled;  // polled between steps
   std::chrono::milliseconds draft_retry{250};  // back-off after a draft failure
+  // Lockstep with the other requests on the same workers (step_gate.h): their
+  // steps' proposals, then their verifies, start together (null: no gate).
+  StepGate* gate = nullptr;
 };
 
 // Where a step's time went (seconds), measured by the run itself: the
@@ -66,7 +70,7 @@ struct StepTimes {
   double draft_forward = 0;   // the proposer's forwards and sampling
   double verify_forward = 0;  // the target's forward
   double accept = 0;          // the target's sampling and the acceptance rule
-  double transport = 0;       // call time the workers did not spend working (RPC, queueing, batching waits)
+  double transport = 0;       // call time the workers did not spend working (RPC, queueing, batching and lockstep waits)
   double host = 0;            // everything else: the workers' and the loop's own host work
   double total() const { return draft_forward + verify_forward + accept + transport + host; }
   // What is not a forward or the acceptance: the step's overhead.

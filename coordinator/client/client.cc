@@ -214,6 +214,7 @@ absl::StatusOr<Stats> Client::GetStats(std::chrono::milliseconds timeout) {
   s.draft_max = r.draft_max();
   s.k_histogram.assign(r.k_histogram().begin(), r.k_histogram().end());
   s.step_costs = r.step_costs();
+  s.lockstep = r.lockstep();
   s.acceptance_prior = r.acceptance_prior();
   s.step_time = rpc::StepTimeFromProto(r.step_time());
   for (const v1::RequestRecord& q : r.recent()) {
@@ -301,6 +302,7 @@ std::string FormatStats(const Stats& s) {
                         s.mean_accepted_length);
   os << "k histogram (drafts verified per step: share of steps): " << KHist(s.k_histogram) << "\n";
   if (!s.step_costs.empty()) os << "step costs: " << s.step_costs << "\n";
+  if (!s.lockstep.empty()) os << "lockstep: " << s.lockstep << "\n";
   if (!s.acceptance_prior.empty()) os << "acceptance prior: " << s.acceptance_prior << "\n";
   if (s.steps > 0) os << "step time " << s.step_time.PerStep(s.steps) << "\n";
   os << absl::StrFormat("batches: %.2f sequences per verify, %.2f per draft proposal\n", s.verify_batch_mean,

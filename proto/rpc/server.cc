@@ -31,9 +31,13 @@ void AddSchedulerFlags(Config* cfg, const std::string& batch_help) {
               "prompt tokens prefilled per scheduler round, between batches (a long prompt never stalls the "
               "running sequences for longer than one chunk)",
               1, 1 << 20);
-  cfg->AddInt("batch-wait-us", 0,
-              "wait up to this long before a batch while fewer jobs are pending than in the last one (0: never)", 0,
-              1000000);
+  // The coordinator's lockstep (--lockstep) sends a step's calls together;
+  // they still reach the engine thread microseconds apart, and without a wait
+  // the first would start a forward alone.
+  cfg->AddInt("batch-wait-us", 1000,
+              "wait up to this long before a batch while fewer sequences have a job pending than in the last two "
+              "batches (0: never)",
+              0, 1000000);
 }
 
 SchedulerOptions SchedulerFromConfig(const Config& cfg) {

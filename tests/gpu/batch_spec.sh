@@ -11,7 +11,8 @@
 #   BACKEND (cuda)  STREAMS (6)  REQUESTS (4 x STREAMS)  TOKENS (128)
 #   PROMPT_TOKENS (128)  MAX_SEQ_LEN (2048)  SPEC_FLAGS (coordinator flags of
 #   the speculative run; default adaptive)  WORKER_FLAGS (both workers, both
-#   runs: e.g. "--batch-wait-us 3000" to keep the streams in one cohort)
+#   runs: e.g. "--batch-wait-us 3000")  COORD_FLAGS (the coordinator, both
+#   runs: e.g. "--lockstep=false" to let the streams drift out of phase)
 #   CARRY (.devcarry: bin/ lib/)
 # Output: $OUT/{off,on}.{target,draft,coord,loadgen}.log, {off,on}.stats.txt
 # (specd stats after the load) and a table on stdout.
@@ -53,7 +54,8 @@ SVC_READY_S=120
 # run TAG COORDINATOR-FLAGS...: the three processes, one loadgen, then stop.
 run() {
   local tag=$1; shift
-  if ! svc_start "$tag" "$TARGET" "$DRAFT" "$@"; then
+  # shellcheck disable=SC2086
+  if ! svc_start "$tag" "$TARGET" "$DRAFT" ${COORD_FLAGS:-} "$@"; then
     echo "$tag: services did not become ready"
     stop_all
     return 1

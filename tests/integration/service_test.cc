@@ -384,7 +384,12 @@ TEST_F(ServiceTest, ConcurrentRequestsAreBatchedAndStayLossless) {
   EXPECT_GE(s.draft.max_batch, 2) << "concurrent Propose calls should share a forward";
   EXPECT_LE(s.target.max_batch, 8);
   EXPECT_LT(s.target.batches, s.target.batched_requests);
-  EXPECT_NE(s.step_costs.find("verify[1]="), std::string::npos) << s.step_costs;
+  EXPECT_NE(s.step_costs.find("verify[0]="), std::string::npos) << s.step_costs;
+  EXPECT_NE(s.step_costs.find("draft[4]="), std::string::npos) << s.step_costs;
+  // Lockstep (on by default): phases that released several requests together.
+  EXPECT_EQ(s.lockstep.rfind("start: ", 0), 0u) << s.lockstep;
+  EXPECT_EQ(s.lockstep.find("start: 0 steps"), std::string::npos) << s.lockstep;
+  EXPECT_EQ(s.lockstep.find("verify: 0 steps"), std::string::npos) << s.lockstep;
   EXPECT_EQ(s.acceptance_prior.rfind("steps=", 0), 0u) << s.acceptance_prior;
   // The steps taken apart through the services: both workers measured their
   // forwards, and the RPCs show as transport.

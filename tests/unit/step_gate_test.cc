@@ -1,0 +1,177 @@
+// StepGate: concurrent requests' steps start together; a lagging member holds
+// the others back at most one timeout, then is not waited for.
+#include "common/spec/step_gate.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <future>
+#include <thread>
+#include <vector>
+
+namespace specd {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+double Since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+TEST(StepGateTest, OneMemberNeverWaits) {
+  StepGate gate;
+  StepGate::Member m(&gate);
+  for (int i = 0; i < 100; ++i) {
+    EXPECT_EQ(m.Start(), 0.0);
+    EXPECT_EQ(m.Verify(), 0.0);
+  }
+  EXPECT_EQ(gate.Figures().start.opened, 0);
+  EXPECT_EQ(gate.Figures().start.timed_out, 0);
+}
+
+TEST(StepGateTest, NullGateIsANoOp) {
+  StepGate::Member m(nullptr);
+  EXPECT_EQ(m.Start(), 0.0);
+  EXPECT_EQ(m.Verify(), 0.0);
+  m.StepAlone();
+}
+
+TEST(StepGateTest, StaggeredMembersStartTogether) {
+  StepGateOptions o;
+  o.min_wait = milliseconds(2000);  // long enough that only the last arrival opens the phases
+  o.max_wait = milliseconds(2000);
+  StepGate gate(o);
+  constexpr int kMembers = 4, kSteps = 5;
+  std::vector<std::unique_ptr<StepGate::Member>> members;
+  for (int i = 0; i < kMembers; ++i) members.push_back(std::make_unique<StepGate::Member>(&gate));
+  const Clock::time_point t0 = Clock::now();
+  // arrived[s][i], released[s][i]: when member i reached and left the gate at step s.
+  std::vector<std::vector<double>> arrived(kSteps, std::vector<double>(kMembers)), released = arrived;
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kMembers; ++i) {
+    threads.emplace_back([&, i] {
+      for (int s = 0; s < kSteps; ++s) {
+        // Member i's "step" takes i x 3 ms: left alone they would drift apart.
+        std::this_thread::sleep_for(milliseconds(3 * i));
+        arrived[s][i] = Since(t0);
+        members[i]->Start();
+        released[s][i] = Since(t0);
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int s = 0; s < kSteps; ++s) {
+    double first_release = 1e9, last_arrival = 0;
+    for (int i = 0; i < kMembers; ++i) {
+      first_release = std::min(first_release, released[s][i]);
+      last_arrival = std::max(last_arrival, arrived[s][i]);
+    }
+    // Nobody starts a step before the slowest member arrived (its 3 x 3 ms
+    // step, s + 1 times): the four stay in phase.
+    EXPECT_GE(first_release, last_arrival) << "step " << s;
+    EXPECT_GE(first_release, 0.009 * (s + 1)) << "step " << s;
+  }
+  const GateFigures f = gate.Figures().start;
+  EXPECT_EQ(f.opened, kSteps);
+  EXPECT_EQ(f.members_released, kSteps * kMembers);
+  EXPECT_EQ(f.timed_out, 0);
+}
+
+TEST(StepGateTest, LateMemberHoldsTheOthersOnceThenIsNotWaitedFor) {
+  StepGateOptions o;
+  o.min_wait = milliseconds(50);
+  o.max_wait = milliseconds(50);
+  StepGate gate(o);
+  StepGate::Member a(&gate), b(&gate), stuck(&gate);
+  auto arrive_both = [&] {
+    auto fb = std::async(std::launch::async, [&] { return b.Start(); });
+    const double wa = a.Start();
+    return std::max(wa, fb.get());
+  };
+  const Clock::time_point t0 = Clock::now();
+  arrive_both();  // `stuck` never arrives: the phase opens after the timeout
+  const double first = Since(t0);
+  EXPECT_GE(first, 0.045);
+  EXPECT_LT(first, 1.0);
+  EXPECT_EQ(gate.Figures().start.timed_out, 1);
+  // Now `stuck` is late: a and b are not held back again.
+  for (int i = 0; i < 5; ++i) arrive_both();
+  EXPECT_EQ(gate.Figures().start.timed_out, 1) << "a late member was waited for";
+  // When it arrives again it counts again: the phase it waits in opens when
+  // the other two arrive, not at its timeout.
+  auto fs = std::async(std::launch::async, [&] { return stuck.Start(); });
+  std::this_thread::sleep_for(milliseconds(10));
+  arrive_both();
+  fs.get();
+  EXPECT_EQ(gate.Figures().start.timed_out, 1);
+  EXPECT_EQ(gate.Figures().start.members_released, 2 + 5 * 2 + 3);
+}
+
+TEST(StepGateTest, LeavingReleasesTheWaiters) {
+  StepGateOptions o;
+  o.min_wait = milliseconds(5000);
+  o.max_wait = milliseconds(5000);
+  StepGate gate(o);
+  StepGate::Member a(&gate);
+  auto other = std::make_unique<StepGate::Member>(&gate);
+  EXPECT_EQ(gate.members(), 2);
+  const Clock::time_point t0 = Clock::now();
+  auto fa = std::async(std::launch::async, [&] { return a.Start(); });
+  std::this_thread::sleep_for(milliseconds(20));
+  other.reset();  // the request ended: a must not wait for it
+  fa.get();
+  EXPECT_LT(Since(t0), 1.0);
+  EXPECT_EQ(gate.members(), 1);
+  EXPECT_EQ(gate.Figures().start.timed_out, 0);
+}
+
+TEST(StepGateTest, ATargetOnlyStepVerifiesWithItsCohortsProposals) {
+  StepGateOptions o;
+  o.min_wait = milliseconds(2000);
+  o.max_wait = milliseconds(2000);
+  StepGate gate(o);
+  StepGate::Member drafting(&gate), target_only(&gate);
+  std::atomic<double> proposal_done{0}, target_only_verifies{0};
+  const Clock::time_point t0 = Clock::now();
+  auto f = std::async(std::launch::async, [&] {
+    target_only.Start();
+    target_only.Verify();  // no proposal to make: straight to Verify, where it waits
+    target_only_verifies = Since(t0);
+  });
+  drafting.Start();
+  std::this_thread::sleep_for(milliseconds(20));  // its proposal
+  proposal_done = Since(t0);
+  drafting.Verify();
+  f.get();
+  EXPECT_GE(target_only_verifies.load(), proposal_done.load()) << "the verifies should reach the target together";
+  EXPECT_EQ(gate.Figures().verify.opened, 1);
+  EXPECT_EQ(gate.Figures().verify.timed_out, 0);
+}
+
+TEST(StepGateTest, AStepAloneIsNotWaitedFor) {
+  StepGateOptions o;
+  o.min_wait = milliseconds(5000);
+  o.max_wait = milliseconds(5000);
+  StepGate gate(o);
+  StepGate::Member a(&gate), slow(&gate);
+  auto f = std::async(std::launch::async, [&] { a.Start(); });
+  slow.Start();
+  f.get();
+  // `slow` runs the draft's prefill this step: a verifies and starts its next
+  // step without waiting for it (5 s timeouts would fail the test's time).
+  const Clock::time_point t0 = Clock::now();
+  slow.StepAlone();
+  a.Verify();
+  a.Start();
+  EXPECT_LT(Since(t0), 2.0);
+  EXPECT_EQ(gate.Figures().verify.timed_out + gate.Figures().start.timed_out, 0);
+  // Back in step: the next Start waits for it again.
+  auto g = std::async(std::launch::async, [&] { a.Verify(); a.Start(); });
+  slow.Verify();
+  slow.Start();
+  g.get();
+  EXPECT_EQ(gate.Figures().start.opened, 2);
+}
+
+}  // namespace
+}  // namespace specd
