@@ -64,7 +64,7 @@ absl::StatusOr<Verdict> GrpcTargetClient::Verify(int32_t seq, const std::vector<
   const grpc::Status gs = cluster_->target_stub().Verify(&ctx, req, &resp);
   if (!gs.ok()) return Failed(gs, "Verify", seq, deadline);
   return Verdict{resp.accepted(), rpc::ToVector(resp.appended()), rpc::LogprobsFromProto(resp.logprobs()),
-                 VerifyFigures{resp.forward_seconds(), resp.accept_seconds(), resp.worker_seconds()}};
+                 VerifyFigures{resp.forward_seconds(), resp.accept_seconds(), resp.worker_seconds(), resp.call_seconds()}};
 }
 
 void GrpcTargetClient::Release(int32_t seq) {
@@ -124,7 +124,7 @@ absl::StatusOr<Proposal> GrpcDraftClient::Propose(const ProposeRequest& pr, Dead
   p.tokens = rpc::ToVector(resp.tokens());
   p.confidence.assign(resp.confidences().begin(), resp.confidences().end());
   p.ref = ExchangeRef{resp.slot(), resp.generation()};
-  p.figures = ProposeFigures{resp.forwards(), resp.forward_seconds(), resp.worker_seconds()};
+  p.figures = ProposeFigures{resp.forwards(), resp.forward_seconds(), resp.worker_seconds(), resp.call_seconds()};
   return p;
 }
 

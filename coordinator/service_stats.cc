@@ -26,11 +26,11 @@ ServiceStats::ServiceStats(size_t recent) : recent_max_(recent) {
                           ExponentialBuckets(1, 2, 14));
   k_h_ = r.AddHistogram("specd_drafts_per_step", "Draft tokens verified per step (0: target-only step).",
                         metrics::LinearBuckets(0, 1, 17));
-  const char* parts[5] = {"draft_forward", "verify_forward", "accept", "transport", "host"};
-  for (int i = 0; i < 5; ++i)
+  const char* parts[kTimeParts] = {"draft_forward", "verify_forward", "accept", "transport", "wait", "host"};
+  for (int i = 0; i < kTimeParts; ++i)
     time_c_[i] = r.AddCounter("specd_step_seconds_total",
                               "Where the steps' time went: draft forwards, verify forward, acceptance, transport "
-                              "(RPC, queueing), host work.",
+                              "(RPC), wait (worker engine threads, lockstep), host work.",
                               {{"part", parts[i]}});
   for (const char* reason : {"eos", "stop", "length", "cancelled", "deadline", "error"})
     r.AddCounter("specd_requests_total", "Finished requests by how they ended.", {{"reason", reason}});
@@ -97,9 +97,9 @@ void ServiceStats::Record(const RequestOutcome& o) {
   drafted_c_->Inc(static_cast<double>(st.proposed));
   accepted_c_->Inc(static_cast<double>(st.accepted));
   draft_failures_c_->Inc(st.draft_failures);
-  const double parts_s[5] = {st.time.draft_forward, st.time.verify_forward, st.time.accept, st.time.transport,
-                             st.time.host};
-  for (int i = 0; i < 5; ++i) time_c_[i]->Inc(parts_s[i]);
+  const double parts_s[kTimeParts] = {st.time.draft_forward, st.time.verify_forward, st.time.accept,
+                                      st.time.transport, st.time.wait, st.time.host};
+  for (int i = 0; i < kTimeParts; ++i) time_c_[i]->Inc(parts_s[i]);
   duration_h_->Observe(st.elapsed_seconds);
   queue_h_->Observe(o.queue_seconds);
   if (o.ttft_seconds > 0) ttft_h_->Observe(o.ttft_seconds);
@@ -108,6 +108,7 @@ void ServiceStats::Record(const RequestOutcome& o) {
     for (int64_t n = 0; n < st.k_hist[k]; ++n) k_h_->Observe(static_cast<double>(k));
   }
   // One line per request: what an operator greps for.
+  auto per_step = [&](double seconds) { return absl::StrFormat("%.3f", st.steps ? 1e3 * seconds / st.steps : 0.0); };
   SPECD_LOG(INFO) << "request finished" << Kv("id", o.id) << Kv("reason", FinishReasonName(r.reason))
                   << Kv("prompt_tokens", o.prompt_tokens) << Kv("tokens", r.tokens.size())
                   << Kv("steps", st.steps) << Kv("acceptance", absl::StrFormat("%.3f", st.AcceptanceRate()))
@@ -118,8 +119,9 @@ void ServiceStats::Record(const RequestOutcome& o) {
                   << Kv("ttft_ms", absl::StrFormat("%.1f", o.ttft_seconds * 1e3))
                   << Kv("elapsed_ms", absl::StrFormat("%.1f", st.elapsed_seconds * 1e3))
                   << Kv("draft_failures", st.draft_failures)
-                  << Kv("overhead_ms_per_step",
-                        absl::StrFormat("%.3f", st.steps ? 1e3 * st.time.overhead() / st.steps : 0.0))
+                  << Kv("overhead_ms_per_step", per_step(st.time.overhead()))
+                  << Kv("transport_ms_per_step", per_step(st.time.transport))
+                  << Kv("wait_ms_per_step", per_step(st.time.wait)) << Kv("host_ms_per_step", per_step(st.time.host))
                   << (failed ? Kv("error", r.status.ToString()) : Kv("error", ""));
 }
 

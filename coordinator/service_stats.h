@@ -53,7 +53,8 @@ class ServiceStats {
   metrics::Counter *prompt_tokens_c_, *completion_tokens_c_, *spec_steps_c_, *plain_steps_c_, *drafted_c_,
       *accepted_c_, *draft_failures_c_;
   metrics::Histogram *duration_h_, *queue_h_, *ttft_h_, *k_h_, *tps_h_;
-  metrics::Counter *time_c_[5];  // specd_step_seconds_total by part
+  static constexpr int kTimeParts = 6;
+  metrics::Counter* time_c_[kTimeParts];  // specd_step_seconds_total by part
 };
 
 }  // namespace specd

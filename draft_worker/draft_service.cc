@@ -1,5 +1,7 @@
 #include "draft_worker/draft_service.h"
 
+#include <chrono>
+
 #include "common/util/log.h"
 #include "proto/rpc/convert.h"
 #include "proto/rpc/status.h"
@@ -137,6 +139,7 @@ grpc::Status DraftService::Info(grpc::ServerContext* ctx, const v1::InfoRequest*
 }
 
 grpc::Status DraftService::Propose(grpc::ServerContext* ctx, const v1::ProposeRequest* req, v1::ProposeResponse* resp) {
+  const auto arrived = std::chrono::steady_clock::now();
   if (auto st = rpc::Authorize(ctx); !st.ok()) return st;
   ProposeRequest job;
   job.seq = req->seq();
@@ -156,6 +159,7 @@ grpc::Status DraftService::Propose(grpc::ServerContext* ctx, const v1::ProposeRe
   resp->set_forwards(p.figures.forwards);
   resp->set_forward_seconds(p.figures.forward_seconds);
   resp->set_worker_seconds(p.figures.worker_seconds);
+  resp->set_call_seconds(std::chrono::duration<double>(std::chrono::steady_clock::now() - arrived).count());
   return grpc::Status::OK;
 }
 

@@ -1,5 +1,7 @@
 #include "target_worker/target_service.h"
 
+#include <chrono>
+
 #include "common/util/log.h"
 #include "proto/rpc/convert.h"
 #include "proto/rpc/status.h"
@@ -57,6 +59,7 @@ grpc::Status TargetService::Info(grpc::ServerContext* ctx, const v1::InfoRequest
 }
 
 grpc::Status TargetService::Verify(grpc::ServerContext* ctx, const v1::VerifyRequest* req, v1::VerifyResponse* resp) {
+  const auto arrived = std::chrono::steady_clock::now();
   if (auto st = rpc::Authorize(ctx); !st.ok()) return st;
   LocalTarget::VerifyJob job{req->seq(), ToVector(req->tokens()), ExchangeRef{req->slot(), req->generation()}};
   auto r = thread_->Submit(std::move(job));
@@ -68,6 +71,7 @@ grpc::Status TargetService::Verify(grpc::ServerContext* ctx, const v1::VerifyReq
   resp->set_forward_seconds(r->step.figures.forward_seconds);
   resp->set_accept_seconds(r->step.figures.accept_seconds);
   resp->set_worker_seconds(r->step.figures.worker_seconds);
+  resp->set_call_seconds(std::chrono::duration<double>(std::chrono::steady_clock::now() - arrived).count());
   return grpc::Status::OK;
 }
 

@@ -73,9 +73,9 @@ std::string StepTimes::PerStep(int64_t steps) const {
   const double n = static_cast<double>(steps), ms = 1e3 / n;
   const double all = total();
   return absl::StrFormat(
-      "per step: draft forwards %.3f ms, verify forward %.3f ms, acceptance %.3f ms, transport %.3f ms, host %.3f ms; "
-      "overhead %.3f ms (%.0f%%)",
-      draft_forward * ms, verify_forward * ms, accept * ms, transport * ms, host * ms, overhead() * ms,
+      "per step: draft forwards %.3f ms, verify forward %.3f ms, acceptance %.3f ms, transport %.3f ms, wait %.3f ms, "
+      "host %.3f ms; overhead %.3f ms (%.0f%%)",
+      draft_forward * ms, verify_forward * ms, accept * ms, transport * ms, wait * ms, host * ms, overhead() * ms,
       all > 0 ? 100.0 * overhead() / all : 0.0);
 }
 
@@ -84,6 +84,7 @@ void StepTimes::Add(const StepTimes& o) {
   verify_forward += o.verify_forward;
   accept += o.accept;
   transport += o.transport;
+  wait += o.wait;
   host += o.host;
 }
 
@@ -295,8 +296,16 @@ SpecResult RunSpeculative(const SpecRequest& req, const Tokenizer& tok, Verifier
     ev.time.draft_forward = use_draft ? prop.figures.forward_seconds : 0.0;
     ev.time.verify_forward = vf.forward_seconds;
     ev.time.accept = vf.accept_seconds;
-    ev.time.transport = gate_wait + std::max(0.0, verify_call - vf.worker_seconds) +
-                        (use_draft ? std::max(0.0, draft_call - prop.figures.worker_seconds) : 0.0);
+    // A call's time: the RPC (transport), then in the worker before its
+    // engine thread ran it (wait), then the worker's own time.
+    auto split = [&](double call, double worker_call, double worker) {
+      const double in_worker = worker_call > 0 ? std::max(worker_call, worker) : worker;
+      ev.time.transport += std::max(0.0, call - in_worker);
+      ev.time.wait += std::min(std::max(0.0, in_worker - worker), call);
+    };
+    ev.time.wait = gate_wait;
+    split(verify_call, vf.call_seconds, vf.worker_seconds);
+    if (use_draft) split(draft_call, prop.figures.call_seconds, prop.figures.worker_seconds);
     costs->ObserveVerify(ev.proposed, measured ? vf.forward_seconds + vf.accept_seconds : verify_call);
     r.stats.verify_seconds += verify_call;
     ++r.stats.steps;
@@ -341,7 +350,7 @@ SpecResult RunSpeculative(const SpecRequest& req, const Tokenizer& tok, Verifier
     if (end == FinishReason::kStop) r.stop = stopper.match();
     // Host: the rest of the step until its output is ready (before it is streamed).
     ev.time.host = std::max(0.0, since(ts) - draft_open - ev.time.draft_forward - ev.time.verify_forward -
-                                     ev.time.accept - ev.time.transport);
+                                     ev.time.accept - ev.time.transport - ev.time.wait);
     if (measured) costs->ObserveOverhead(use_draft, ev.time.overhead());
     r.stats.time.Add(ev.time);
     if (on_step && !on_step(ev)) {

@@ -41,6 +41,7 @@ struct ProposeFigures {
   int forwards = 0;             // model forwards run (may exceed the tokens kept: the last one found it unsure)
   double forward_seconds = 0;   // device time of the forwards and their sampling
   double worker_seconds = 0;    // the proposer's own time for the call (host work = worker - forward)
+  double call_seconds = 0;      // the call from its arrival to its reply, waits included (0: as worker_seconds)
 };
 
 struct Proposal {

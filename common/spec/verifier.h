@@ -21,6 +21,7 @@ struct VerifyFigures {
   double forward_seconds = 0;  // device time of the forward
   double accept_seconds = 0;   // the target's sampling and the acceptance rule
   double worker_seconds = 0;   // the verifier's own time for the call (host work = worker - forward - accept)
+  double call_seconds = 0;     // the call from its arrival to its reply, waits included (0: as worker_seconds)
 };
 
 // What one verify decided.

@@ -219,6 +219,7 @@ void StepTimeToProto(const StepTimes& t, int64_t steps, v1::StepTime* out) {
   out->set_accept(t.accept);
   out->set_transport(t.transport);
   out->set_host(t.host);
+  out->set_wait(t.wait);
 }
 
 StepTimes StepTimeFromProto(const v1::StepTime& t) {
@@ -228,6 +229,7 @@ StepTimes StepTimeFromProto(const v1::StepTime& t) {
   s.accept = t.accept();
   s.transport = t.transport();
   s.host = t.host();
+  s.wait = t.wait();
   return s;
 }
 

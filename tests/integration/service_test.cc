@@ -392,10 +392,11 @@ TEST_F(ServiceTest, ConcurrentRequestsAreBatchedAndStayLossless) {
   EXPECT_EQ(s.lockstep.find("verify: 0 steps"), std::string::npos) << s.lockstep;
   EXPECT_EQ(s.acceptance_prior.rfind("steps=", 0), 0u) << s.acceptance_prior;
   // The steps taken apart through the services: both workers measured their
-  // forwards, and the RPCs show as transport.
+  // forwards, the RPCs show as transport, the hand-offs as wait.
   EXPECT_GT(s.step_time.draft_forward, 0);
   EXPECT_GT(s.step_time.verify_forward, 0);
   EXPECT_GT(s.step_time.transport, 0);
+  EXPECT_GT(s.step_time.wait, 0);  // the hand-off to the workers' engine threads, the lockstep gate
   EXPECT_NE(client::FormatStats(s).find("step time per step: draft forwards"), std::string::npos);
   EXPECT_TRUE(g_service->WaitNoSequences());
 }

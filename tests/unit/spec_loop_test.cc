@@ -602,7 +602,7 @@ TEST_F(SpecLoopTest, StepTimeIsTakenApartByTheRun) {
   ASSERT_TRUE(r.status.ok());
   StepTimes sum;
   for (const StepEvent& ev : events) {
-    for (double part : {ev.time.draft_forward, ev.time.verify_forward, ev.time.accept, ev.time.transport, ev.time.host})
+    for (double part : {ev.time.draft_forward, ev.time.verify_forward, ev.time.accept, ev.time.transport, ev.time.wait, ev.time.host})
       EXPECT_GE(part, 0.0);
     EXPECT_GT(ev.time.verify_forward, 0.0);  // the workers measured their own work
     if (ev.draft_used) {
