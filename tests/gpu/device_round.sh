@@ -26,6 +26,8 @@
 #           temperature 0.7, top-p 0.9: k = 6), with the step anatomy
 #   batch6  6 concurrent streams through the services, speculation off vs on
 #           (tests/gpu/batch_spec.sh on the pair27 pair; needs all four binaries)
+#   lockstep6  batch6 with the coordinator's --lockstep on, then off (fixed k,
+#           LOCKSTEP_SPEC_FLAGS, default "--k 4 --no-adaptive")
 #   peerwait   waits (within PEERWAIT_S, default 420 s) for the peer build
 # Carries: .gpu_carry (gpu_check + abseil; or packed as .devpack/gpucarry.tar.xz)
 # and .devpack/devcarry.tar.xz (the product binaries and libraries,
@@ -81,15 +83,18 @@ for stage in "$@"; do
       timeout ${SPECCHECK_S:-150} "$root/.gpu_carry/bin/gpu_check" --spec-host > "$OUT/spechost.log" 2>&1 || rc=1
       grep -E "^(FAIL|SUMMARY|  V=)|rror" "$OUT/spechost.log" | head -60 ;;
     pair27)
-      M=/tmp/peer_models/qwen3-27b-Q4_K_S-d6-Q4_K_M
+      # RESIDUAL_GAIN=0.05: the ~80%-acceptance pair (peer_bench.sh's naming);
+      # batch6 / lockstep6 then run on it.
+      M=/tmp/peer_models/qwen3-27b${RESIDUAL_GAIN:+-g$RESIDUAL_GAIN}-Q4_K_S-d6-Q4_K_M
       stamp "make-model 27B-class pair into $M"
       export LD_LIBRARY_PATH="$C/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
       [ -f $M/target.gguf ] && [ -f $M/draft.gguf ] ||
         timeout 300 "$S" make-model --preset qwen3-27b --type Q4_K_S --fill blocks --sync=false --pair --draft-layers 6 \
-          --draft-type Q4_K_M --out $M > "$OUT/pair27.txt" 2>&1 || rc=1
+          --draft-type Q4_K_M ${RESIDUAL_GAIN:+--residual-gain $RESIDUAL_GAIN} --out $M > "$OUT/pair27.txt" 2>&1 || rc=1
+      export TARGET=$M/target.gguf DRAFT=$M/draft.gguf
       ls -la $M ;;
     spec27)
-      M=/tmp/peer_models/qwen3-27b-Q4_K_S-d6-Q4_K_M
+      M=/tmp/peer_models/qwen3-27b${RESIDUAL_GAIN:+-g$RESIDUAL_GAIN}-Q4_K_S-d6-Q4_K_M
       export LD_LIBRARY_PATH="$C/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
       stamp "bench-spec 27B-class pair, greedy"
       timeout ${SPEC27_S:-150} "$S" bench-spec --backend cuda --max-seqs 1 --max-seq-len 2048 --model $M/target.gguf \
@@ -103,6 +108,13 @@ for stage in "$@"; do
     batch6)
       stamp "batched speculation through the services"
       OUT=$OUT/batch6 timeout ${BATCH_S:-420} bash tests/gpu/batch_spec.sh 2>&1 | tail -n 20 || rc=1 ;;
+    lockstep6)
+      # The coordinator's lockstep on and off, 6 streams, fixed k (default 4).
+      for ls in true false; do
+        stamp "six streams, --lockstep=$ls"
+        OUT=$OUT/lockstep6_$ls COORD_FLAGS="--lockstep=$ls" SPEC_FLAGS="${LOCKSTEP_SPEC_FLAGS:---k 4 --no-adaptive}" \
+          timeout ${BATCH_S:-420} bash tests/gpu/batch_spec.sh 2>&1 | tail -n 20 || rc=1
+      done ;;
     peerwait)
       w0=$(date +%s)
       while [ ! -f /tmp/peer/done ] && [ $(( $(date +%s) - w0 )) -lt ${PEERWAIT_S:-420} ]; do sleep 5; done
