@@ -168,6 +168,11 @@ StepGateFigures StepGate::Figures() const {
   return fig_;
 }
 
+int StepGate::waiting() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return static_cast<int>(arrivals_.size());
+}
+
 int StepGate::members() const {
   std::lock_guard<std::mutex> l(mu_);
   return static_cast<int>(members_.size());

@@ -93,6 +93,7 @@ class StepGate {
 
   StepGateFigures Figures() const;
   int members() const;
+  int waiting() const;  // members waiting at Start now
 
  private:
   using Clock = std::chrono::steady_clock;
