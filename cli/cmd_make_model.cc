@@ -40,6 +40,14 @@ int MakeModel(const std::vector<std::string>& args) {
   c.AddString("derive-from", "", "derive a draft from this target file instead of generating");
   c.AddInt("draft-layers", 0, "layers the derived draft keeps (0: half of the target's)", 0, 1024);
   c.AddString("draft-type", "", "weight type of the derived draft (empty: the target's)");
+  c.AddString("draft-preset", "",
+              "with --pair: generate the draft from this shape preset instead of deriving it (same vocabulary; "
+              "give --successor-gain so that it agrees with the target)");
+  c.AddDouble("successor-gain", 0.0,
+              "> 0: the head maps each token to a successor token (a vocabulary permutation) this many logits above "
+              "its random ones, so models of any shapes made with the same --successor-seed agree (higher: more)",
+              0.0, 1000.0);
+  c.AddInt("successor-seed", 1, "the successor permutation's seed (the same for a target and its draft)");
   if (int rc = ParseOrExit(c, args); rc >= 0) return rc;
   if (c.GetBool("list-presets")) {
     for (const auto& p : PresetNames()) std::printf("%s\n", p.c_str());
@@ -79,6 +87,8 @@ int MakeModel(const std::vector<std::string>& args) {
   g.vocab = c.GetString("vocab");
   g.seed = static_cast<uint64_t>(c.GetInt("seed"));
   g.residual_gain = static_cast<float>(c.GetDouble("residual-gain"));
+  g.successor_gain = static_cast<float>(c.GetDouble("successor-gain"));
+  g.successor_seed = static_cast<uint64_t>(c.GetInt("successor-seed"));
   auto fill = ParseWeightFill(c.GetString("fill"));
   if (!fill.ok()) return Fail(fill.status());
   g.fill = *fill;
@@ -95,7 +105,25 @@ int MakeModel(const std::vector<std::string>& args) {
   if (g.fill == WeightFill::kGaussian && s.ParamCount() > int64_t{2000000000})
     std::printf("note: --fill blocks makes a model this size ~50x faster when the weights' values do not matter\n");
   if (auto st = GenerateModel(g, target); !st.ok()) return Fail(st);
-  if (c.GetBool("pair")) {
+  if (c.GetBool("pair") && !c.GetString("draft-preset").empty()) {
+    // An independent draft: its own shape and weights, the target's vocabulary
+    // and successor structure.
+    auto ds = PresetShape(c.GetString("draft-preset"));
+    if (!ds.ok()) return Fail(ds.status());
+    GenOptions dg = g;
+    dg.shape = *ds;
+    dg.shape.vocab_size = s.vocab_size;
+    dg.shape.ctx = s.ctx;
+    if (!c.GetString("draft-type").empty()) dg.weight_type = c.GetString("draft-type");
+    dg.seed = g.seed + 1;
+    dg.name = g.name + "-draft-" + c.GetString("draft-preset");
+    if (g.successor_gain <= 0)
+      std::printf("note: without --successor-gain an independent draft almost never agrees with the target\n");
+    const std::string draft = out + "/draft.gguf";
+    std::printf("generating %s (%s, %s)\n", draft.c_str(), dg.shape.Describe().c_str(), dg.weight_type.c_str());
+    if (auto st = GenerateModel(dg, draft); !st.ok()) return Fail(st);
+    std::printf("wrote %s and %s\n", target.c_str(), draft.c_str());
+  } else if (c.GetBool("pair")) {
     DeriveOptions d;
     d.layers = c.GetInt("draft-layers") > 0 ? static_cast<int>(c.GetInt("draft-layers")) : std::max(1, s.n_layers / 2);
     d.weight_type = c.GetString("draft-type");

@@ -4,7 +4,10 @@
 #include <cmath>
 #include <cstring>
 #include <memory>
+#include <numeric>
 #include <sstream>
+#include <tuple>
+#include <utility>
 
 #include "common/gguf/file_type.h"
 #include "common/gguf/gguf.h"
@@ -204,6 +207,30 @@ absl::Status FillBlocks(GgmlType t, uint64_t key, int64_t ne0, int64_t ne1, floa
   return absl::OkStatus();
 }
 
+// The successor structure (GenOptions::successor_gain): Gaussian embedding
+// rows e_x (deviation 1) and head rows
+//   h_y = noise_y (deviation 3/sqrt(d)) + gain / d * e_{Prev(y)},
+// so that a final hidden state near e_x scores Next(x) about `gain` above the
+// head's random logits.
+absl::Status FillSuccessorHead(GgmlType t, uint64_t head_key, uint64_t embd_key, const SuccessorMap& succ,
+                               float gain, int64_t d, int64_t vocab, uint8_t* dst) {
+  const size_t rb = RowBytes(t, d);
+  const float noise = 3.0f / std::sqrt(static_cast<float>(d)), pull = gain / static_cast<float>(d);
+  std::atomic<bool> failed{false};
+  Pool().ParallelFor(vocab, [&](int64_t r0, int64_t r1) {
+    std::vector<float> row(static_cast<size_t>(d));
+    for (int64_t y = r0; y < r1; ++y) {
+      const uint64_t x = static_cast<uint64_t>(succ.Prev(y));
+      for (int64_t i = 0; i < d; ++i)
+        row[i] = GaussAt(head_key, static_cast<uint64_t>(y * d + i)) * noise +
+                 GaussAt(embd_key, x * static_cast<uint64_t>(d) + static_cast<uint64_t>(i)) * pull;
+      if (!QuantizeRow(t, row.data(), dst + y * rb, d).ok()) failed = true;
+    }
+  });
+  if (failed) return absl::InternalError(absl::StrCat("cannot quantize to ", TypeTraits(t).name));
+  return absl::OkStatus();
+}
+
 // Adds a matrix of the mix's type; sets *quantized when that is a block format.
 absl::Status AddMatrix(GgufWriter& w, const GenOptions& o, bool* quantized, const std::string& name, int64_t ne0,
                        int64_t ne1, float stddev) {
@@ -211,7 +238,17 @@ absl::Status AddMatrix(GgufWriter& w, const GenOptions& o, bool* quantized, cons
   if (ne0 % TypeTraits(t).block_size != 0) t = GgmlType::F16;  // rows too short for the block format
   *quantized |= IsQuantized(t);
   const uint64_t key = TensorKey(o.seed, name);
-  const auto fill = o.fill == WeightFill::kBlocks ? FillBlocks : FillGaussian;
+  if (o.successor_gain > 0 && name == "output.weight") {
+    const uint64_t embd_key = TensorKey(o.seed, "token_embd.weight");
+    const float gain = o.successor_gain;
+    const SuccessorMap succ(o.successor_seed, ne1);
+    return w.AddTensorLazy(name, t, {ne0, ne1}, [=](uint8_t* dst) {
+      return FillSuccessorHead(t, key, embd_key, succ, gain, ne0, ne1, dst);
+    });
+  }
+  // The successor structure needs the embedding's values (the head is built from them).
+  const bool gaussian = o.fill == WeightFill::kGaussian || (o.successor_gain > 0 && name == "token_embd.weight");
+  const auto fill = gaussian ? FillGaussian : FillBlocks;
   return w.AddTensorLazy(name, t, {ne0, ne1},
                          [=](uint8_t* dst) { return fill(t, key, ne0, ne1, stddev, dst); });
 }
@@ -234,7 +271,33 @@ absl::Status SetFileType(GgufWriter& w, const std::string& weight_type) {
 
 }  // namespace
 
-absl::Status GenerateModel(const GenOptions& o, const std::string& path) {
+SuccessorMap::SuccessorMap(uint64_t seed, int64_t vocab) : v_(std::max<int64_t>(vocab, 1)) {
+  // A multiplier coprime with V (so x -> a x + b is a permutation), far from 1.
+  const uint64_t h = Mix64(seed ^ 0x5ecc0550a11ULL);
+  a_ = v_ > 2 ? static_cast<int64_t>(h % static_cast<uint64_t>(v_ - 2)) + 2 : 1;
+  while (std::gcd(a_, v_) != 1) a_ = a_ + 1 < v_ ? a_ + 1 : 1;
+  b_ = static_cast<int64_t>(Mix64(h) % static_cast<uint64_t>(v_));
+  // a^-1 mod V by the extended Euclidean algorithm.
+  int64_t r0 = v_, r1 = a_, t0 = 0, t1 = 1;
+  while (r1 != 0) {
+    const int64_t q = r0 / r1;
+    std::tie(r0, r1) = std::make_pair(r1, r0 - q * r1);
+    std::tie(t0, t1) = std::make_pair(t1, t0 - q * t1);
+  }
+  a_inv_ = ((t0 % v_) + v_) % v_;
+}
+
+int64_t SuccessorMap::Next(int64_t x) const {
+  return static_cast<int64_t>((static_cast<__int128>(a_) * x + b_) % v_);
+}
+
+int64_t SuccessorMap::Prev(int64_t y) const {
+  return static_cast<int64_t>((static_cast<__int128>(a_inv_) * ((y - b_ + v_) % v_)) % v_);
+}
+
+absl::Status GenerateModel(const GenOptions& opts, const std::string& path) {
+  GenOptions o = opts;
+  if (o.successor_gain > 0) o.shape.tied_output = false;  // the head carries the structure
   const ModelShape& s = o.shape;
   SPECD_RETURN_IF_ERROR(s.Validate());
   // An unknown type or mix is refused before anything is written.
@@ -246,6 +309,10 @@ absl::Status GenerateModel(const GenOptions& o, const std::string& path) {
   SPECD_RETURN_IF_ERROR(SetFileType(w, o.weight_type));
   w.Set("specd.generator.seed", GgufValue::U64(o.seed));
   w.Set("specd.generator.fill", GgufValue::Str(WeightFillName(o.fill)));
+  if (o.successor_gain > 0) {
+    w.Set("specd.generator.successor_gain", GgufValue::F32(o.successor_gain));
+    w.Set("specd.generator.successor_seed", GgufValue::U64(o.successor_seed));
+  }
   w.Set(a + "block_count", GgufValue::U32(s.n_layers));
   w.Set(a + "context_length", GgufValue::U32(s.ctx));
   w.Set(a + "embedding_length", GgufValue::U32(s.d_model));

@@ -72,6 +72,27 @@ struct GenOptions {
   float residual_gain = 0.35f;
   WeightFill fill = WeightFill::kGaussian;
   bool sync = true;  // fsync before the rename (GgufWriter::WriteFile)
+  // > 0: the output head also maps each token's embedding to a successor
+  // token (a permutation of the vocabulary drawn from successor_seed) with a
+  // logit of about this many units, over the head's random logits (deviation
+  // ~3). Models made with the same vocabulary and successor seed, of any
+  // shapes, then predict the same next token often (more often with a higher
+  // gain or a lower residual_gain): how an independent small draft (a
+  // 0.6B-class shape for a 27B-class target) agrees with its target without
+  // training. The embedding and the head are Gaussian even with kBlocks, and
+  // the head is untied.
+  float successor_gain = 0.0f;
+  uint64_t successor_seed = 1;
+};
+
+// The successor permutation GenOptions::successor_seed draws: x -> (a x + b) mod V.
+struct SuccessorMap {
+  SuccessorMap(uint64_t seed, int64_t vocab);
+  int64_t Next(int64_t x) const;
+  int64_t Prev(int64_t y) const;
+
+ private:
+  int64_t v_, a_, a_inv_, b_;
 };
 
 // Writes a model to `path` (atomically), one tensor at a time, each produced

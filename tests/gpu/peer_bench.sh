@@ -29,6 +29,10 @@
 #   the draft agrees more; the pair's folder is named after it), SPEC_NS
 #   ("2 3 4 5 6 7 8" for the sweep), SPEC_ONLY=1 (skip the decode/pass benches:
 #   a second pair in the same call needs only the speculative rows).
+#   DRAFT_PRESET (e.g. qwen3-0.6b: an independent draft of that shape instead
+#   of a derived one) with SUCCESSOR_GAIN (make-model --successor-gain: the
+#   pair's shared next-token structure; ~15-20 for a few disagreements in
+#   five; calibrate with the acceptance it prints).
 # Files under $OUT (the device tool returns <= 8): harness.log (stages and
 # timings), llama.log, specd.log (every command and its output),
 # llama_bench.jsonl, specd_bench.jsonl, table.md.
@@ -100,6 +104,15 @@ if [ -n "$GAIN" ]; then
   MM+=(--residual-gain "$GAIN")
   NAME=$NAME-g$GAIN
 fi
+DRAFTPART=d$DLAYERS
+if [ -n "${DRAFT_PRESET:-}" ]; then
+  MM+=(--draft-preset "$DRAFT_PRESET")
+  DRAFTPART=$DRAFT_PRESET
+fi
+if [ -n "${SUCCESSOR_GAIN:-}" ]; then
+  MM+=(--successor-gain "$SUCCESSOR_GAIN")
+  NAME=$NAME-s$SUCCESSOR_GAIN
+fi
 stamp "peer_bench: $NAME $TYPE pair (draft: $DLAYERS layers $DTYPE), backend $BACKEND, depth $DEPTH, $NTOK tokens"
 { uname -a; nproc; free -g | head -2; df -h /tmp | tail -1; } >> "$LOG" 2>&1
 command -v nvidia-smi > /dev/null &&
@@ -155,7 +168,7 @@ if ! "$S" --help > /dev/null 2>&1; then
 fi
 
 # ---- the pair ----
-M=/tmp/peer_models/$NAME-$TYPE-d$DLAYERS-$DTYPE
+M=/tmp/peer_models/$NAME-$TYPE-$DRAFTPART-$DTYPE
 T=$M/target.gguf
 D=$M/draft.gguf
 if [ -n "$S" ] && { [ ! -f "$T" ] || [ ! -f "$D" ]; }; then

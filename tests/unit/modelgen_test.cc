@@ -2,6 +2,7 @@
 // runnable models with the same type mix and the same per-tensor scales as the
 // Gaussian path, deterministically by seed; derived drafts copy what they do
 // not requantize.
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -171,6 +172,82 @@ TEST(ModelGen, DerivedDraftCopiesWhatItDoesNotRequantize) {
   }
   EXPECT_GT(copied, 5);
   EXPECT_GT(requantized, 0);
+}
+
+TEST(ModelGen, SuccessorMapIsAPermutation) {
+  for (const int64_t v : {1, 2, 7, 1000, 151936}) {
+    const SuccessorMap m(7, v);
+    std::vector<bool> seen(static_cast<size_t>(v));
+    for (int64_t x = 0; x < v; ++x) {
+      const int64_t y = m.Next(x);
+      ASSERT_GE(y, 0);
+      ASSERT_LT(y, v);
+      ASSERT_FALSE(seen[static_cast<size_t>(y)]) << "v=" << v << " x=" << x;
+      seen[static_cast<size_t>(y)] = true;
+      ASSERT_EQ(m.Prev(y), x);
+    }
+  }
+  EXPECT_NE(SuccessorMap(1, 1000).Next(5), SuccessorMap(2, 1000).Next(5));
+}
+
+// Greedy next tokens of `path` at each position of `tokens`.
+std::vector<int32_t> ArgmaxAt(const std::string& path, const std::vector<int32_t>& tokens) {
+  auto e = testing::MakeTestEngine(path);
+  EXPECT_NE(e, nullptr);
+  if (!e || !e->NewSequence(1).ok()) return {};
+  std::vector<float> out;
+  if (!e->Run({{1, tokens, static_cast<int>(tokens.size())}}, &out).ok()) return {};
+  const size_t V = static_cast<size_t>(e->vocab_size());
+  std::vector<int32_t> best;
+  for (size_t r = 0; r < tokens.size(); ++r)
+    best.push_back(static_cast<int32_t>(std::max_element(out.begin() + r * V, out.begin() + (r + 1) * V) -
+                                        (out.begin() + r * V)));
+  return best;
+}
+
+// Two independent models of different shapes (a 4-layer d=256 target, a
+// 2-layer d=64 draft) agree on the next token when made with the same
+// successor structure, and almost never without it.
+TEST(ModelGen, SuccessorStructureMakesIndependentShapesAgree) {
+  TempDir dir;
+  constexpr int kVocab = 2048;
+  std::vector<int32_t> tokens;
+  for (int i = 0; i < 64; ++i) tokens.push_back((i * 389 + 11) % kVocab);
+  const SuccessorMap succ(1, kVocab);
+  for (const float gain : {0.0f, 20.0f}) {
+    auto make = [&](const char* preset, uint64_t seed, const std::string& path) {
+      GenOptions g;
+      g.shape = *PresetShape(preset);
+      g.shape.vocab_size = kVocab;
+      g.weight_type = "Q8_0";
+      g.seed = seed;
+      g.successor_gain = gain;
+      ASSERT_TRUE(GenerateModel(g, path).ok());
+    };
+    const std::string t = dir.File("t.gguf"), d = dir.File("d.gguf");
+    make("small", 3, t);
+    make("tiny", 4, d);
+    if (gain > 0) {
+      auto f = GgufFile::Open(t);
+      ASSERT_TRUE(f.ok());
+      EXPECT_EQ(*(*f)->GetUInt("specd.generator.successor_seed"), 1u);
+      EXPECT_NE((*f)->FindTensor("output.weight"), nullptr);
+    }
+    const std::vector<int32_t> at = ArgmaxAt(t, tokens), ad = ArgmaxAt(d, tokens);
+    ASSERT_EQ(at.size(), tokens.size());
+    ASSERT_EQ(ad.size(), tokens.size());
+    int agree = 0, follows = 0;
+    for (size_t i = 0; i < tokens.size(); ++i) {
+      agree += at[i] == ad[i];
+      follows += at[i] == succ.Next(tokens[i]);
+    }
+    if (gain == 0) {
+      EXPECT_LT(agree, 6) << "independent random models should not agree";
+    } else {
+      EXPECT_GT(agree, 40) << "of 64 positions";
+      EXPECT_GT(follows, 48) << "the target should mostly follow the successor map";
+    }
+  }
 }
 
 // Benchmarks of named shapes synthesize weights in the backend with the same
