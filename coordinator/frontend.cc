@@ -283,6 +283,21 @@ void Frontend::AddCollectors() {
     s.Add("specd_target_ready", "Whether the target is connected.", Type::kGauge, {}, t != nullptr);
     s.Add("specd_draft_swaps_total", "Draft model swaps.", Type::kCounter, {},
           static_cast<double>(cluster_->draft_swaps()));
+    if (gate_) {
+      // The lockstep gate's two barriers (common/spec/step_gate.h).
+      const StepGateFigures g = gate_->Figures();
+      for (const auto& [name, f] : {std::pair<const char*, const GateFigures&>{"start", g.start}, {"verify", g.verify}}) {
+        const metrics::Labels l = {{"barrier", name}};
+        s.Add("specd_lockstep_openings_total", "Lockstep openings that released several requests together.",
+              Type::kCounter, l, static_cast<double>(f.opened));
+        s.Add("specd_lockstep_released_total", "Requests those openings released (per opening: the batch).",
+              Type::kCounter, l, static_cast<double>(f.members_released));
+        s.Add("specd_lockstep_timeouts_total", "Openings forced by the timeout (a lagging request).", Type::kCounter,
+              l, static_cast<double>(f.timed_out));
+        s.Add("specd_lockstep_wait_seconds_total", "Time requests waited at the barrier.", Type::kCounter, l,
+              f.waited_seconds);
+      }
+    }
     // The workers as last probed (no RPC on a scrape).
     auto worker = [&](const char* role, const v1::InfoResponse& i) {
       const metrics::Labels r = {{"role", role}};

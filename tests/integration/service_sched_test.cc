@@ -290,7 +290,8 @@ TEST_F(ServiceSchedTest, StatsMetricsAndLogsShowTheService) {
   }
   EXPECT_GT(s.draft.memory_exchange, 0u);
   const std::string report = client::FormatStats(s);
-  for (const char* want : {"k histogram", "sequences per verify", "memory: weights", "recent requests", "queued"})
+  for (const char* want : {"k histogram", "sequences per verify", "memory: weights", "recent requests", "queued",
+                           "lockstep: start: "})
     EXPECT_NE(report.find(want), std::string::npos) << want << " missing from:\n" << report;
 
   // The Prometheus endpoint: the same figures, in the text format.
@@ -308,6 +309,11 @@ TEST_F(ServiceSchedTest, StatsMetricsAndLogsShowTheService) {
   EXPECT_EQ(Sample(body, "specd_worker_memory_bytes{role=\"target\",part=\"total\"}"),
             static_cast<double>(s.target.memory_total));
   EXPECT_GT(Sample(body, "specd_worker_batched_sequences_total{role=\"draft\"}"), 0);
+  // Concurrent requests stepped in lockstep: openings released several at once.
+  const double openings = Sample(body, "specd_lockstep_openings_total{barrier=\"start\"}");
+  EXPECT_GT(openings, 0);
+  EXPECT_GE(Sample(body, "specd_lockstep_released_total{barrier=\"start\"}"), 2 * openings);
+  EXPECT_GE(Sample(body, "specd_lockstep_wait_seconds_total{barrier=\"verify\"}"), 0);
   EXPECT_EQ(HttpGet(mport, "/nope").rfind("HTTP/1.1 404", 0), 0u);
 
   // One logfmt line per finished request.
@@ -318,7 +324,7 @@ TEST_F(ServiceSchedTest, StatsMetricsAndLogsShowTheService) {
     if (line.find("msg=\"request finished\"") == std::string::npos) continue;
     ++lines;
     for (const char* key : {" id=", " reason=length", " tokens=100", " acceptance=", " tok_s=", " queue_wait_ms=",
-                            " ttft_ms=", " mean_k="})
+                            " ttft_ms=", " mean_k=", " transport_ms_per_step=", " wait_ms_per_step="})
       EXPECT_NE(line.find(key), std::string::npos) << key << " missing: " << line;
   }
   EXPECT_EQ(lines, nreq);
