@@ -8,6 +8,7 @@
 namespace specd {
 
 std::string GateFigures::ToString() const {
+  if (opened == 0 && timed_out == 0) return "no shared steps yet";
   const double n = static_cast<double>(std::max<int64_t>(opened, 1));
   return absl::StrFormat("%d steps, %.2f members each, %d timed out, %.3f ms waited per member", opened,
                          static_cast<double>(members_released) / n, timed_out,

@@ -50,6 +50,7 @@ struct GateFigures {
   int64_t members_released = 0;  // members those openings released (mean: members_released / opened)
   double waited_seconds = 0;     // members' time waiting, summed
   // "12 steps, 3.00 members each, 1 timed out, 0.40 ms waited per member"
+  // ("no shared steps yet" while no opening released two or more)
   std::string ToString() const;
 };
 
