@@ -18,6 +18,14 @@ using std::chrono::milliseconds;
 
 double Since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
+// A gate whose every wait is `wait`, whatever the members' step times.
+StepGateOptions FixedWait(milliseconds wait) {
+  StepGateOptions o;
+  o.min_wait = wait;
+  o.max_wait = wait;
+  return o;
+}
+
 TEST(StepGateTest, OneMemberNeverWaits) {
   StepGate gate;
   StepGate::Member m(&gate);
@@ -37,10 +45,7 @@ TEST(StepGateTest, NullGateIsANoOp) {
 }
 
 TEST(StepGateTest, StaggeredMembersStartTogether) {
-  StepGateOptions o;
-  o.min_wait = milliseconds(2000);  // long enough that only the last arrival opens the phases
-  o.max_wait = milliseconds(2000);
-  StepGate gate(o);
+  StepGate gate(FixedWait(milliseconds(2000)));  // long enough that only the last arrival opens the phases
   constexpr int kMembers = 4, kSteps = 5;
   std::vector<std::unique_ptr<StepGate::Member>> members;
   for (int i = 0; i < kMembers; ++i) members.push_back(std::make_unique<StepGate::Member>(&gate));
@@ -78,10 +83,7 @@ TEST(StepGateTest, StaggeredMembersStartTogether) {
 }
 
 TEST(StepGateTest, LateMemberHoldsTheOthersOnceThenIsNotWaitedFor) {
-  StepGateOptions o;
-  o.min_wait = milliseconds(200);  // well above a thread start on a loaded 2-core CI machine
-  o.max_wait = milliseconds(200);
-  StepGate gate(o);
+  StepGate gate(FixedWait(milliseconds(200)));  // well above a thread start on a loaded 2-core CI machine
   StepGate::Member a(&gate), b(&gate), stuck(&gate);
   auto arrive_both = [&] {
     auto fb = std::async(std::launch::async, [&] { return b.Start(); });
@@ -108,10 +110,7 @@ TEST(StepGateTest, LateMemberHoldsTheOthersOnceThenIsNotWaitedFor) {
 }
 
 TEST(StepGateTest, LeavingReleasesTheWaiters) {
-  StepGateOptions o;
-  o.min_wait = milliseconds(5000);
-  o.max_wait = milliseconds(5000);
-  StepGate gate(o);
+  StepGate gate(FixedWait(milliseconds(5000)));
   StepGate::Member a(&gate);
   auto other = std::make_unique<StepGate::Member>(&gate);
   EXPECT_EQ(gate.members(), 2);
@@ -126,10 +125,7 @@ TEST(StepGateTest, LeavingReleasesTheWaiters) {
 }
 
 TEST(StepGateTest, ATargetOnlyStepVerifiesWithItsCohortsProposals) {
-  StepGateOptions o;
-  o.min_wait = milliseconds(2000);
-  o.max_wait = milliseconds(2000);
-  StepGate gate(o);
+  StepGate gate(FixedWait(milliseconds(2000)));
   StepGate::Member drafting(&gate), target_only(&gate);
   std::atomic<double> proposal_done{0}, target_only_verifies{0};
   const Clock::time_point t0 = Clock::now();
@@ -149,10 +145,7 @@ TEST(StepGateTest, ATargetOnlyStepVerifiesWithItsCohortsProposals) {
 }
 
 TEST(StepGateTest, AStepAloneIsNotWaitedFor) {
-  StepGateOptions o;
-  o.min_wait = milliseconds(5000);
-  o.max_wait = milliseconds(5000);
-  StepGate gate(o);
+  StepGate gate(FixedWait(milliseconds(5000)));
   StepGate::Member a(&gate), slow(&gate);
   auto f = std::async(std::launch::async, [&] { a.Start(); });
   slow.Start();
@@ -165,12 +158,18 @@ TEST(StepGateTest, AStepAloneIsNotWaitedFor) {
   a.Start();
   EXPECT_LT(Since(t0), 2.0);
   EXPECT_EQ(gate.Figures().verify.timed_out + gate.Figures().start.timed_out, 0);
-  // Back in step: the next Start waits for it again.
-  auto g = std::async(std::launch::async, [&] { a.Verify(); a.Start(); });
-  slow.Verify();
-  slow.Start();
+  // Back in step: once it arrives at Start it is waited for again. (It must
+  // arrive first: while it is late, a Start of a's alone opens at once.)
+  auto g = std::async(std::launch::async, [&] {
+    slow.Verify();
+    slow.Start();
+  });
+  while (gate.waiting() == 0) std::this_thread::sleep_for(milliseconds(1));
+  a.Verify();
+  a.Start();
   g.get();
   EXPECT_EQ(gate.Figures().start.opened, 2);
+  EXPECT_EQ(gate.Figures().start.timed_out, 0);
 }
 
 }  // namespace
