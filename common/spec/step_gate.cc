@@ -6,6 +6,12 @@
 #include "absl/strings/str_format.h"
 
 namespace specd {
+namespace {
+
+// A running mean weighting the newest sample 0.2 (the first sets it).
+void Smooth(double* mean, double sample) { *mean = *mean < 0 ? sample : 0.8 * *mean + 0.2 * sample; }
+
+}  // namespace
 
 std::string GateFigures::ToString() const {
   if (opened == 0 && timed_out == 0) return "no shared steps yet";
@@ -44,8 +50,11 @@ void StepGate::Leave(Member* m) {
   if (m->late_) --late_;
   DropFromCohortLocked(m);
   // The members waiting at Start may now be all that is expected.
-  if (!arrivals_.empty() && static_cast<int>(arrivals_.size()) >= static_cast<int>(members_.size()) - late_)
-    OpenStartLocked();
+  if (!arrivals_.empty() && AllArrivedLocked()) OpenStartLocked();
+}
+
+bool StepGate::AllArrivedLocked() const {
+  return static_cast<int>(arrivals_.size()) >= static_cast<int>(members_.size()) - late_;
 }
 
 StepGate::Clock::duration StepGate::WaitFor(double typical_seconds) const {
@@ -71,8 +80,7 @@ void StepGate::OpenStartLocked() {
 }
 
 void StepGate::ObserveGatherLocked(const Cohort& c, Clock::time_point now) {
-  const double g = std::chrono::duration<double>(now - c.released).count();
-  gather_ewma_ = gather_ewma_ < 0 ? g : 0.8 * gather_ewma_ + 0.2 * g;
+  Smooth(&gather_ewma_, std::chrono::duration<double>(now - c.released).count());
 }
 
 void StepGate::OpenCohortLocked(Cohort* c, bool timed_out) {
@@ -98,8 +106,7 @@ void StepGate::StepAlone(Member* m) {
   if (!m->late_) {
     m->late_ = true;
     ++late_;
-    if (!arrivals_.empty() && static_cast<int>(arrivals_.size()) >= static_cast<int>(members_.size()) - late_)
-      OpenStartLocked();
+    if (!arrivals_.empty() && AllArrivedLocked()) OpenStartLocked();
   }
 }
 
@@ -107,27 +114,23 @@ double StepGate::Start(Member* m) {
   std::unique_lock<std::mutex> l(mu_);
   const Clock::time_point now = Clock::now();
   DropFromCohortLocked(m);  // it did not verify in its last step (it ended that step early)
-  if (m->started_before_) {
-    const double step = std::chrono::duration<double>(now - m->last_start_).count();
-    step_ewma_ = step_ewma_ < 0 ? step : 0.8 * step_ewma_ + 0.2 * step;
-  }
+  if (m->started_before_) Smooth(&step_ewma_, std::chrono::duration<double>(now - m->last_start_).count());
   if (m->late_) {
     m->late_ = false;
     --late_;
   }
   const uint64_t gen = gen_;
-  m->arrived_gen_ = gen;
   arrivals_.push_back(m);
   if (arrivals_.size() == 1) first_arrival_ = now;
   double waited = 0;
-  if (static_cast<int>(arrivals_.size()) >= static_cast<int>(members_.size()) - late_) {
+  if (AllArrivedLocked()) {
     OpenStartLocked();
   } else {
     if (!cv_.wait_until(l, first_arrival_ + WaitFor(step_ewma_), [&] { return gen_ != gen; })) {
       // Timed out: whoever has not arrived is late; open for those who have.
       ++fig_.start.timed_out;
       for (Member* o : members_) {
-        if (o->arrived_gen_ != gen && !o->late_) {
+        if (!o->late_ && std::find(arrivals_.begin(), arrivals_.end(), o) == arrivals_.end()) {
           o->late_ = true;
           ++late_;
         }

@@ -88,7 +88,6 @@ class StepGate {
     std::chrono::steady_clock::time_point last_start_{};
     bool started_before_ = false;
     bool late_ = false;
-    uint64_t arrived_gen_ = UINT64_MAX;  // the Start opening this member arrived for
     std::shared_ptr<Cohort> cohort_;      // released together at the last Start, until it verifies
   };
 
@@ -110,6 +109,8 @@ class StepGate {
   double Verify(Member* m);
   void StepAlone(Member* m);
   void ObserveGatherLocked(const Cohort& c, Clock::time_point now);
+  // Every member not late waits at the forming Start (mu_ held).
+  bool AllArrivedLocked() const;
   // Opens the forming Start (mu_ held): its arrivals become a cohort.
   void OpenStartLocked();
   // `m` will not verify with its cohort (mu_ held).
