@@ -3,6 +3,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <numeric>
 #include <sstream>
@@ -178,19 +179,28 @@ int LayerOf(const std::string& name) {
 
 bool IsQuantized(GgmlType t) { return TypeTraits(t).block_size > 1; }
 
-// A matrix of Gaussian rows of deviation `stddev`, quantized row by row.
-absl::Status FillGaussian(GgmlType t, uint64_t key, int64_t ne0, int64_t ne1, float stddev, uint8_t* dst) {
+// Writes `rows` rows of `ne0` values as type `t`, in parallel: row(r, values)
+// fills row r's floats, which are then quantized.
+absl::Status QuantizeRows(GgmlType t, int64_t ne0, int64_t rows, uint8_t* dst,
+                          const std::function<void(int64_t, float*)>& row) {
   const size_t rb = RowBytes(t, ne0);
   std::atomic<bool> failed{false};
-  Pool().ParallelFor(ne1, [&](int64_t r0, int64_t r1) {
-    std::vector<float> row(static_cast<size_t>(ne0));
+  Pool().ParallelFor(rows, [&](int64_t r0, int64_t r1) {
+    std::vector<float> values(static_cast<size_t>(ne0));
     for (int64_t r = r0; r < r1; ++r) {
-      for (int64_t i = 0; i < ne0; ++i) row[i] = GaussAt(key, static_cast<uint64_t>(r * ne0 + i)) * stddev;
-      if (!QuantizeRow(t, row.data(), dst + r * rb, ne0).ok()) failed = true;
+      row(r, values.data());
+      if (!QuantizeRow(t, values.data(), dst + r * rb, ne0).ok()) failed = true;
     }
   });
   if (failed) return absl::InternalError(absl::StrCat("cannot quantize to ", TypeTraits(t).name));
   return absl::OkStatus();
+}
+
+// A matrix of Gaussian rows of deviation `stddev`, quantized row by row.
+absl::Status FillGaussian(GgmlType t, uint64_t key, int64_t ne0, int64_t ne1, float stddev, uint8_t* dst) {
+  return QuantizeRows(t, ne0, ne1, dst, [&](int64_t r, float* row) {
+    for (int64_t i = 0; i < ne0; ++i) row[i] = GaussAt(key, static_cast<uint64_t>(r * ne0 + i)) * stddev;
+  });
 }
 
 absl::Status FillBlocks(GgmlType t, uint64_t key, int64_t ne0, int64_t ne1, float stddev, uint8_t* dst) {
@@ -214,21 +224,13 @@ absl::Status FillBlocks(GgmlType t, uint64_t key, int64_t ne0, int64_t ne1, floa
 // head's random logits.
 absl::Status FillSuccessorHead(GgmlType t, uint64_t head_key, uint64_t embd_key, const SuccessorMap& succ,
                                float gain, int64_t d, int64_t vocab, uint8_t* dst) {
-  const size_t rb = RowBytes(t, d);
   const float noise = 3.0f / std::sqrt(static_cast<float>(d)), pull = gain / static_cast<float>(d);
-  std::atomic<bool> failed{false};
-  Pool().ParallelFor(vocab, [&](int64_t r0, int64_t r1) {
-    std::vector<float> row(static_cast<size_t>(d));
-    for (int64_t y = r0; y < r1; ++y) {
-      const uint64_t x = static_cast<uint64_t>(succ.Prev(y));
-      for (int64_t i = 0; i < d; ++i)
-        row[i] = GaussAt(head_key, static_cast<uint64_t>(y * d + i)) * noise +
-                 GaussAt(embd_key, x * static_cast<uint64_t>(d) + static_cast<uint64_t>(i)) * pull;
-      if (!QuantizeRow(t, row.data(), dst + y * rb, d).ok()) failed = true;
-    }
+  return QuantizeRows(t, d, vocab, dst, [&](int64_t y, float* row) {
+    const uint64_t x = static_cast<uint64_t>(succ.Prev(y));
+    for (int64_t i = 0; i < d; ++i)
+      row[i] = GaussAt(head_key, static_cast<uint64_t>(y * d + i)) * noise +
+               GaussAt(embd_key, x * static_cast<uint64_t>(d) + static_cast<uint64_t>(i)) * pull;
   });
-  if (failed) return absl::InternalError(absl::StrCat("cannot quantize to ", TypeTraits(t).name));
-  return absl::OkStatus();
 }
 
 // Adds a matrix of the mix's type; sets *quantized when that is a block format.
@@ -423,17 +425,9 @@ absl::Status DeriveDraft(const std::string& target_path, const DeriveOptions& o,
       continue;
     }
     SPECD_RETURN_IF_ERROR(w.AddTensorLazy(t.name, nt, t.ne, [=](uint8_t* dst) {
-      const size_t src_rb = RowBytes(st, ne0), dst_rb = RowBytes(nt, ne0);
-      std::atomic<bool> failed{false};
-      Pool().ParallelFor(rows, [&](int64_t r0, int64_t r1) {
-        std::vector<float> row(static_cast<size_t>(ne0));
-        for (int64_t r = r0; r < r1; ++r) {
-          DequantizeRow(st, src + r * src_rb, row.data(), ne0);
-          if (!QuantizeRow(nt, row.data(), dst + r * dst_rb, ne0).ok()) failed = true;
-        }
-      });
-      if (failed) return absl::InternalError(absl::StrCat("cannot requantize to ", TypeTraits(nt).name));
-      return absl::OkStatus();
+      const size_t src_rb = RowBytes(st, ne0);
+      return QuantizeRows(nt, ne0, rows, dst,
+                          [&](int64_t r, float* row) { DequantizeRow(st, src + r * src_rb, row, ne0); });
     }));
   }
   if (quantized) w.Set(kQuantVersionKey, GgufValue::U32(kGgmlQuantVersion));
