@@ -91,7 +91,7 @@ struct Stats {
   int draft_max = 0;
   std::vector<int64_t> k_histogram;  // steps by drafts verified (index 0: target-only)
   std::string step_costs;            // the measured call times the adaptive policy uses
-  std::string lockstep;              // propose / verify phases of concurrent requests (StepGateFigures)
+  std::string lockstep;              // the lockstep gate's start / verify barriers (StepGateFigures)
   std::string acceptance_prior;      // the acceptance a new adaptive request starts from
   StepTimes step_time;               // the finished requests' steps taken apart (summed over `steps`)
   std::vector<RequestRecord> recent;  // newest first

@@ -41,6 +41,8 @@ root=$(pwd)
 [ -d .gpu_carry ] || { [ -f .devpack/gpucarry.tar.xz ] && tar -xJf .devpack/gpucarry.tar.xz; }
 C=$root/.devcarry
 S=$C/bin/specd
+# The 27B-class pair of pair27 / spec27, named as tests/gpu/peer_bench.sh names it.
+M27=/tmp/peer_models/qwen3-27b${RESIDUAL_GAIN:+-g$RESIDUAL_GAIN}-Q4_K_S-d6-Q4_K_M
 t0=$(date +%s)
 rc=0
 stamp() { echo "== [$(( $(date +%s) - t0 )) s] $*"; }
@@ -85,7 +87,7 @@ for stage in "$@"; do
     pair27)
       # RESIDUAL_GAIN=0.05: the ~80%-acceptance pair (peer_bench.sh's naming);
       # batch6 / lockstep6 then run on it.
-      M=/tmp/peer_models/qwen3-27b${RESIDUAL_GAIN:+-g$RESIDUAL_GAIN}-Q4_K_S-d6-Q4_K_M
+      M=$M27
       stamp "make-model 27B-class pair into $M"
       export LD_LIBRARY_PATH="$C/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
       [ -f $M/target.gguf ] && [ -f $M/draft.gguf ] ||
@@ -94,7 +96,7 @@ for stage in "$@"; do
       export TARGET=$M/target.gguf DRAFT=$M/draft.gguf
       ls -la $M ;;
     spec27)
-      M=/tmp/peer_models/qwen3-27b${RESIDUAL_GAIN:+-g$RESIDUAL_GAIN}-Q4_K_S-d6-Q4_K_M
+      M=$M27
       export LD_LIBRARY_PATH="$C/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
       stamp "bench-spec 27B-class pair, greedy"
       timeout ${SPEC27_S:-150} "$S" bench-spec --backend cuda --max-seqs 1 --max-seq-len 2048 --model $M/target.gguf \
