@@ -44,13 +44,13 @@ void PackMatrix(GgmlType t, const void* gguf, size_t row_bytes, int64_t rows, in
 
 void DequantPackedRow(GgmlType t, const uint8_t* packed, int64_t rows, int64_t k, int64_t row, float* y) {
   const int64_t groups = Groups(k);
-  RowGroup rg;
-  float buf[kGroup];
+  const int rr = static_cast<int>(row % kTileRows);
   for (int64_t g = 0; g < groups; ++g) {
-    DecodeRecordRow(t, packed + RecordOffset(t, groups, row / kTileRows, g), static_cast<int>(row % kTileRows), &rg);
-    DequantRowGroup(t, rg, buf);
-    const int64_t n = std::min<int64_t>(kGroup, k - g * kGroup);
-    std::memcpy(y + g * kGroup, buf, sizeof(float) * static_cast<size_t>(n));
+    const uint8_t* rec = packed + RecordOffset(t, groups, row / kTileRows, g);
+    RowAux x;
+    RecordAux(t, rec, rr, &x);
+    // K is a multiple of 32: a group's elements come in whole eights.
+    for (int e0 = 0; e0 < kGroup && g * kGroup + e0 < k; e0 += 8) DequantRecord8(t, rec, rr, x, e0, y + g * kGroup + e0);
   }
 }
 

@@ -118,12 +118,15 @@ SPECD_HD size_t RecordOffset(GgmlType t, int64_t groups, int64_t tile, int64_t g
 SPECD_HD int FragRow(int g, int j) { return g + 8 * (j & 1); }
 SPECD_HD int FragElem(int t, int j, int i) { return 16 * (j >> 1) + 4 * t + i; }
 
-// One row's share of a record: the integer code of each of the group's 256
-// elements (plane bits; Q8_0: the int8 as a byte) and the row's aux bytes.
-struct RowGroup {
-  uint8_t code[kGroup];
+// One row's share of a record: its aux bytes (the scales) and the integer
+// code of each of the group's 256 elements (plane bits; Q8_0: the int8 as a
+// byte).
+struct RowAux {
   uint8_t a[32];
   uint8_t b[4];
+};
+struct RowGroup : RowAux {
+  uint8_t code[kGroup];
 };
 
 SPECD_HD uint16_t Ld16Le(const uint8_t* p) { return static_cast<uint16_t>(p[0] | (p[1] << 8)); }
@@ -297,6 +300,13 @@ SPECD_HD void PackLane(GgmlType t, const uint8_t* const* rows, int64_t k, int64_
   }
 }
 
+// Row rr's aux bytes of a record (its scales), as RowGroup holds them.
+SPECD_HD void RecordAux(GgmlType t, const uint8_t* rec, int rr, RowAux* x) {
+  const Layout l = LayoutOf(t);
+  for (int i = 0; i < 32; ++i) x->a[i] = i < l.aux_a_row ? rec[l.aux_a + l.aux_a_row * rr + i] : 0;
+  for (int i = 0; i < 4; ++i) x->b[i] = i < l.aux_b_row ? rec[l.aux_b + l.aux_b_row * rr + i] : 0;
+}
+
 // The inverse of PackLane for one row rr of the record.
 SPECD_HD void DecodeRecordRow(GgmlType t, const uint8_t* rec, int rr, RowGroup* rg) {
   const Layout l = LayoutOf(t);
@@ -323,15 +333,14 @@ SPECD_HD void DecodeRecordRow(GgmlType t, const uint8_t* rec, int rr, RowGroup* 
           rg->code[32 * u + FragElem(tt, j, i)] = static_cast<uint8_t>(c);
         }
       }
-  for (int i = 0; i < 32; ++i) rg->a[i] = i < l.aux_a_row ? rec[l.aux_a + l.aux_a_row * rr + i] : 0;
-  for (int i = 0; i < 4; ++i) rg->b[i] = i < l.aux_b_row ? rec[l.aux_b + l.aux_b_row * rr + i] : 0;
+  RecordAux(t, rec, rr, rg);
 }
 
 // ---- scales from a row's aux bytes ----
 SPECD_HD float AuxHalf(const uint8_t* p) { return HalfToFloat(Ld16Le(p)); }
 // k-quants: the integer scale of unit u (32-element units; 16-element units
 // for unit16 types) and, for the formats with mins, the unit's integer min.
-SPECD_HD int KScale(GgmlType t, const RowGroup& rg, int u) {
+SPECD_HD int KScale(GgmlType t, const RowAux& rg, int u) {
   uint8_t sc = 0, m = 0;
   switch (t) {
     case GgmlType::Q4_K: case GgmlType::Q5_K: GetScaleMinK4(u, rg.a + 4, &sc, &m); return sc;
@@ -341,7 +350,7 @@ SPECD_HD int KScale(GgmlType t, const RowGroup& rg, int u) {
     default: return 0;
   }
 }
-SPECD_HD int KMin(GgmlType t, const RowGroup& rg, int u) {
+SPECD_HD int KMin(GgmlType t, const RowAux& rg, int u) {
   uint8_t sc = 0, m = 0;
   switch (t) {
     case GgmlType::Q4_K: case GgmlType::Q5_K: GetScaleMinK4(u, rg.a + 4, &sc, &m); return m;
@@ -352,10 +361,10 @@ SPECD_HD int KMin(GgmlType t, const RowGroup& rg, int u) {
 // The group's d and the factor of the offset term: -dmin for the formats
 // with mins (Q4_K, Q5_K, Q2_K); 0 for Q6_K and Q3_K, whose dots use signed
 // codes (DotCode) and need no offset.
-SPECD_HD float KD(GgmlType t, const RowGroup& rg) {
+SPECD_HD float KD(GgmlType t, const RowAux& rg) {
   return t == GgmlType::Q4_K || t == GgmlType::Q5_K ? AuxHalf(rg.a) : AuxHalf(rg.b);
 }
-SPECD_HD float KOff(GgmlType t, const RowGroup& rg) {
+SPECD_HD float KOff(GgmlType t, const RowAux& rg) {
   switch (t) {
     case GgmlType::Q4_K: case GgmlType::Q5_K: return -AuxHalf(rg.a + 2);
     case GgmlType::Q2_K: return -AuxHalf(rg.b + 2);
@@ -381,56 +390,84 @@ SPECD_HD int DotCode(GgmlType t, uint8_t c) {
   }
 }
 // Legacy formats: unit u's float scale d and min m (Q4_1/Q5_1; else 0).
-SPECD_HD float LegacyD(GgmlType t, const RowGroup& rg, int u) {
+SPECD_HD float LegacyD(GgmlType t, const RowAux& rg, int u) {
   return t == GgmlType::Q4_1 || t == GgmlType::Q5_1 ? AuxHalf(rg.a + 4 * u) : AuxHalf(rg.a + 2 * u);
 }
-SPECD_HD float LegacyM(GgmlType t, const RowGroup& rg, int u) {
+SPECD_HD float LegacyM(GgmlType t, const RowAux& rg, int u) {
   return t == GgmlType::Q4_1 || t == GgmlType::Q5_1 ? AuxHalf(rg.a + 4 * u + 2) : 0.0f;
 }
 
-// Dequantized values of a decoded row group, bit-identical to the GGUF
-// dequantizers (block_dequant.h) for the same elements.
-SPECD_HD void DequantRowGroup(GgmlType t, const RowGroup& rg, float* y) {
+// The little-endian 32-bit word at p (4-byte aligned in a record).
+SPECD_HD uint32_t Ld32Le(const uint8_t* p) {
+#ifdef __CUDA_ARCH__
+  return *reinterpret_cast<const uint32_t*>(p);
+#else
+  return static_cast<uint32_t>(p[0]) | static_cast<uint32_t>(p[1]) << 8 | static_cast<uint32_t>(p[2]) << 16 |
+         static_cast<uint32_t>(p[3]) << 24;
+#endif
+}
+
+// The codes of elements 16 jh + 4 tt .. +3 of unit u of row rr of a record:
+// one 32-bit word per plane (the inverse of PackLane for those four).
+SPECD_HD void RecordCodes4(GgmlType t, const uint8_t* rec, int rr, int u, int jh, int tt, uint8_t* c) {
   const Layout l = LayoutOf(t);
-  if (!l.kquant) {
-    for (int u = 0; u < kUnits; ++u) {
-      const float d = LegacyD(t, rg, u), m = LegacyM(t, rg, u);
-      for (int i = 0; i < kQK; ++i) {
-        const uint8_t c = rg.code[32 * u + i];
-        float v;
-        if (t == GgmlType::Q8_0) v = QMul(static_cast<float>(static_cast<int8_t>(c)), d);
-        else if (t == GgmlType::Q4_0) v = QMul(static_cast<float>(c - 8), d);
-        else if (t == GgmlType::Q5_0) v = QMul(static_cast<float>(c - 16), d);
-        else v = QMul(static_cast<float>(c), d) + m;
-        y[32 * u + i] = v;
+  const int j = 2 * jh + rr / 8, L = 4 * (rr % 8) + tt;
+  const uint32_t w8 = l.p8 >= 0 ? Ld32Le(rec + l.p8 + 512 * u + 16 * L + 4 * j) : 0;
+  const uint32_t w4 = l.p4 >= 0 ? Ld32Le(rec + l.p4 + 512 * (u / 2) + 16 * L + 4 * j) : 0;
+  const uint32_t w2 = l.p2 >= 0 ? Ld32Le(rec + l.p2 + 512 * (u / 4) + 16 * L + 4 * (u % 4)) : 0;
+  const uint32_t w1 = l.p1 >= 0 ? Ld32Le(rec + l.p1 + 16 * L + 4 * (u / 2)) : 0;
+  for (int i = 0; i < 4; ++i) {
+    uint32_t v;
+    if (l.p8 >= 0) {
+      v = (w8 >> (8 * i)) & 0xFF;
+    } else {
+      v = l.p4 >= 0 ? (w4 >> (8 * i + 4 * (u % 2))) & 0xF : 0;
+      if (l.p2 >= 0) {
+        const uint32_t v2 = (w2 >> (8 * i + 2 * j)) & 3;
+        v |= t == GgmlType::Q6_K ? v2 << 4 : v2;
       }
+      if (l.p1 >= 0) v |= ((w1 >> (8 * i + 4 * (u % 2) + j)) & 1) << (t == GgmlType::Q3_K ? 2 : 4);
+    }
+    c[i] = static_cast<uint8_t>(v);
+  }
+}
+
+// Elements e0 .. e0+7 (e0 % 8 == 0) of row rr of a record, dequantized
+// bit-identically to the GGUF dequantizers (block_dequant.h). Eight elements
+// lie in one scale unit (32 elements; 16 for unit16 types), so a device
+// thread reads two words per plane and its row's aux bytes.
+SPECD_HD void DequantRecord8(GgmlType t, const uint8_t* rec, int rr, const RowAux& x, int e0, float* y) {
+  const Layout l = LayoutOf(t);
+  const int u = e0 / 32, ie = e0 % 32;
+  uint8_t c[8];
+  RecordCodes4(t, rec, rr, u, ie / 16, (ie % 16) / 4, c);
+  RecordCodes4(t, rec, rr, u, ie / 16, (ie % 16) / 4 + 1, c + 4);
+  if (!l.kquant) {
+    const float d = LegacyD(t, x, u), m = LegacyM(t, x, u);
+    for (int i = 0; i < 8; ++i) {
+      if (t == GgmlType::Q8_0) y[i] = QMul(static_cast<float>(static_cast<int8_t>(c[i])), d);
+      else if (t == GgmlType::Q4_0) y[i] = QMul(static_cast<float>(c[i] - 8), d);
+      else if (t == GgmlType::Q5_0) y[i] = QMul(static_cast<float>(c[i] - 16), d);
+      else y[i] = QMul(static_cast<float>(c[i]), d) + m;
     }
     return;
   }
-  const float d = KD(t, rg);
+  const float d = KD(t, x);
   if (t == GgmlType::Q4_K || t == GgmlType::Q5_K) {
-    const float dmin = AuxHalf(rg.a + 2);
-    for (int u = 0; u < kUnits; ++u) {
-      const float d1 = QMul(d, static_cast<float>(KScale(t, rg, u)));
-      const float m1 = QMul(dmin, static_cast<float>(KMin(t, rg, u)));
-      for (int i = 0; i < 32; ++i) y[32 * u + i] = QMul(d1, static_cast<float>(rg.code[32 * u + i])) - m1;
-    }
+    const float d1 = QMul(d, static_cast<float>(KScale(t, x, u)));
+    const float m1 = QMul(AuxHalf(x.a + 2), static_cast<float>(KMin(t, x, u)));
+    for (int i = 0; i < 8; ++i) y[i] = QMul(d1, static_cast<float>(c[i])) - m1;
     return;
   }
-  for (int u = 0; u < 16; ++u) {
-    const uint8_t* c = rg.code + 16 * u;
-    float* yu = y + 16 * u;
-    if (t == GgmlType::Q6_K) {
-      const float ds = QMul(d, static_cast<float>(KScale(t, rg, u)));
-      for (int i = 0; i < 16; ++i) yu[i] = QMul(ds, static_cast<float>(c[i] - 32));
-    } else if (t == GgmlType::Q2_K) {
-      const float dl = QMul(d, static_cast<float>(KScale(t, rg, u)));
-      const float ml = QMul(AuxHalf(rg.b + 2), static_cast<float>(KMin(t, rg, u)));
-      for (int i = 0; i < 16; ++i) yu[i] = QMul(dl, static_cast<float>(c[i])) - ml;
-    } else {  // Q3_K
-      const float dl = QMul(d, static_cast<float>(KScale(t, rg, u)));
-      for (int i = 0; i < 16; ++i) yu[i] = QMul(dl, static_cast<float>(c[i] - 4));
-    }
+  const int u16 = e0 / 16;
+  const float dl = QMul(d, static_cast<float>(KScale(t, x, u16)));
+  if (t == GgmlType::Q6_K) {
+    for (int i = 0; i < 8; ++i) y[i] = QMul(dl, static_cast<float>(c[i] - 32));
+  } else if (t == GgmlType::Q2_K) {
+    const float ml = QMul(AuxHalf(x.b + 2), static_cast<float>(KMin(t, x, u16)));
+    for (int i = 0; i < 8; ++i) y[i] = QMul(dl, static_cast<float>(c[i])) - ml;
+  } else {  // Q3_K
+    for (int i = 0; i < 8; ++i) y[i] = QMul(dl, static_cast<float>(c[i] - 4));
   }
 }
 

@@ -1352,7 +1352,10 @@ void CudaBackend::ExecMatMul(const OpRec& op) {
                              op.p[0], CUDA_R_16F, static_cast<int>(k), xhalf_, CUDA_R_16F, static_cast<int>(k), &zero,
                              y, CUDA_R_32F, static_cast<int>(rows), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
         } else {
-          const int64_t chunk = std::max<int64_t>(1, static_cast<int64_t>(slab_cap_ / 2) / k);
+          // Chunks of whole 128-row blocks keep each GEMM's output pointer
+          // aligned (unaligned ones send cuBLAS to its align1 kernels).
+          int64_t chunk = std::max<int64_t>(1, static_cast<int64_t>(slab_cap_ / 2) / k);
+          if (chunk >= 128) chunk -= chunk % 128;
           for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
             const int64_t nr = std::min(chunk, rows - r0);
             Fail(cuda::MmvSupported(type)

@@ -532,30 +532,53 @@ __global__ void PackKernel(const uint8_t* gguf, size_t row_bytes, int64_t rows, 
 }
 
 // ---- dequantization of packed rows (prefill tiles, the reference path, embeddings) ----
-// One thread per (row, group): rows r0.. of the matrix -> dst rows 0.. of
-// `ld` elements (F16 or F32).
+// One warp per (row, group) and eight elements per lane, so that a warp
+// writes its row's 256 elements as 512 contiguous bytes (F16); a block's 16
+// warps are 16 consecutive output rows of one group, which read one record
+// (L1) when they are one tile. Rows r0.. of the matrix (or row_ids[i]) ->
+// dst rows 0.. of `ld` elements (F16 or F32).
+constexpr int kDequantRows = 16;
 template <GgmlType T>
-__global__ void DequantPackedKernel(const uint8_t* packed, int64_t k, const int32_t* row_ids, int64_t r0,
-                                    int64_t nrows, void* dst, int64_t ld, bool to_f16) {
+__global__ void __launch_bounds__(32 * kDequantRows) DequantPackedKernel(const uint8_t* packed, int64_t k,
+                                                                         const int32_t* row_ids, int64_t r0,
+                                                                         int64_t nrows, void* dst, int64_t ld,
+                                                                         bool to_f16) {
   GridDepWait();  // programmatic dependent launch: inputs are ready after this
   GridDepLaunch();
   const int64_t groups = mmv::Groups(k);
-  const int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (idx >= nrows * groups) return;
-  const int64_t i = idx / groups, g = idx % groups;
+  const int64_t g = blockIdx.x % groups;
+  const int64_t i = (blockIdx.x / groups) * kDequantRows + threadIdx.x / 32;
+  const int e0 = 8 * (threadIdx.x % 32);
+  if (i >= nrows || g * mmv::kGroup + e0 >= k) return;  // K is a multiple of 32: whole eights
   const int64_t r = row_ids ? row_ids[i] : r0 + i;
-  mmv::RowGroup rg;
-  mmv::DecodeRecordRow(T, packed + mmv::RecordOffset(T, groups, r / mmv::kTileRows, g),
-                       static_cast<int>(r % mmv::kTileRows), &rg);
-  float y[mmv::kGroup];
-  mmv::DequantRowGroup(T, rg, y);
-  const int64_t n = min(static_cast<int64_t>(mmv::kGroup), k - g * mmv::kGroup);
+  const uint8_t* rec = packed + mmv::RecordOffset(T, groups, r / mmv::kTileRows, g);
+  const int rr = static_cast<int>(r % mmv::kTileRows);
+  mmv::RowAux x;
+  mmv::RecordAux(T, rec, rr, &x);
+  float y[8];
+  mmv::DequantRecord8(T, rec, rr, x, e0, y);
+  const int64_t off = i * ld + g * mmv::kGroup + e0;
+  const bool aligned = (reinterpret_cast<uintptr_t>(dst) & 15) == 0;
   if (to_f16) {
-    __half* o = static_cast<__half*>(dst) + i * ld + g * mmv::kGroup;
-    for (int64_t e = 0; e < n; ++e) o[e] = __float2half_rn(y[e]);
+    __half* o = static_cast<__half*>(dst) + off;
+    if (aligned && ld % 8 == 0) {
+      __half2 h[4];
+#pragma unroll
+      for (int q = 0; q < 4; ++q) h[q] = __floats2half2_rn(y[2 * q], y[2 * q + 1]);
+      *reinterpret_cast<uint4*>(o) = *reinterpret_cast<const uint4*>(h);
+    } else {
+#pragma unroll
+      for (int q = 0; q < 8; ++q) o[q] = __float2half_rn(y[q]);
+    }
   } else {
-    float* o = static_cast<float*>(dst) + i * ld + g * mmv::kGroup;
-    for (int64_t e = 0; e < n; ++e) o[e] = y[e];
+    float* o = static_cast<float*>(dst) + off;
+    if (aligned && ld % 4 == 0) {
+      reinterpret_cast<float4*>(o)[0] = make_float4(y[0], y[1], y[2], y[3]);
+      reinterpret_cast<float4*>(o)[1] = make_float4(y[4], y[5], y[6], y[7]);
+    } else {
+#pragma unroll
+      for (int q = 0; q < 8; ++q) o[q] = y[q];
+    }
   }
 }
 
@@ -770,11 +793,11 @@ cudaError_t PrepareMatvecKernels() {
 
 cudaError_t LaunchDequantPacked(GgmlType type, const void* packed, int64_t k, const int32_t* row_ids, int64_t r0,
                                 int64_t nrows, void* dst, int64_t ld, bool to_f16, cudaStream_t s) {
-  const int64_t total = nrows * mmv::Groups(k);
-  if (total <= 0) return cudaSuccess;
+  const int64_t blocks = CeilDiv(nrows, kDequantRows) * mmv::Groups(k);
+  if (blocks <= 0) return cudaSuccess;
   const bool ok = DispatchPacked(type, [&]<GgmlType T>() {
-    LaunchPdl(DequantPackedKernel<T>, dim3(CeilDiv(total, 64)), dim3(64), 0, s, static_cast<const uint8_t*>(packed), k, row_ids, r0,
-                                                             nrows, dst, ld, to_f16);
+    LaunchPdl(DequantPackedKernel<T>, dim3(blocks), dim3(32 * kDequantRows), 0, s,
+              static_cast<const uint8_t*>(packed), k, row_ids, r0, nrows, dst, ld, to_f16);
   });
   return ok ? LaunchResult() : cudaErrorInvalidValue;
 }
