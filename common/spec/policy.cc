@@ -16,11 +16,21 @@ void SpecCosts::Add(std::vector<Cell>& cells, int i, double seconds) {
   std::lock_guard<std::mutex> l(mu_);
   if (frozen_) return;
   Cell& c = cells[static_cast<size_t>(i)];
+  // The first two calls of a length are often cold (the CUDA backend runs a
+  // new shape eagerly, then captures it as a graph: tens of ms): until a
+  // third arrives a cell holds the cheaper of them, and the mean starts
+  // from the third. (Averaged in, a capture kept a fresh request's deeper
+  // verifies looking dear for most of a short generate.)
+  if (c.n < 2) {
+    c.mean = c.n == 0 ? seconds : std::min(c.mean, seconds);
+    ++c.n;
+    return;
+  }
   // One call stuck behind a long prefill must not make a length look
-  // expensive for good: after two observations, outliers count as 4x.
-  if (c.n >= 2) seconds = std::clamp(seconds, c.mean / 4, c.mean * 4);
-  // Plain mean for the first observations, then an EWMA (costs drift with load).
-  const double w = std::max(ewma_, 1.0 / static_cast<double>(c.n + 1));
+  // expensive for good: outliers count as 4x.
+  seconds = std::clamp(seconds, c.mean / 4, c.mean * 4);
+  // Plain mean of the warm observations, then an EWMA (costs drift with load).
+  const double w = c.n == 2 ? 1.0 : std::max(ewma_, 1.0 / static_cast<double>(c.n - 1));
   c.mean += w * (seconds - c.mean);
   ++c.n;
 }

@@ -35,8 +35,11 @@ TEST(SpecCosts, InterpolatesAndExtrapolates) {
 
 TEST(SpecCosts, AveragesThenFollowsTheLatestAndFreezes) {
   SpecCosts c(0.5);
+  c.ObserveVerify(0, 2.0);
+  c.ObserveVerify(0, 2.5);  // the first two: the cheaper stands
+  EXPECT_DOUBLE_EQ(*c.Verify(0), 2.0);
   c.ObserveVerify(0, 1.0);
-  c.ObserveVerify(0, 3.0);  // the first observations are averaged
+  c.ObserveVerify(0, 3.0);  // from the third on: averaged
   EXPECT_DOUBLE_EQ(*c.Verify(0), 2.0);
   c.ObserveVerify(0, 4.0);  // then an EWMA of weight 0.5
   EXPECT_DOUBLE_EQ(*c.Verify(0), 3.0);
@@ -49,6 +52,20 @@ TEST(SpecCosts, AveragesThenFollowsTheLatestAndFreezes) {
   EXPECT_EQ(c.VerifyCount(5), 0);
   c.ObserveVerify(-1, 1.0);  // out of range: ignored
   EXPECT_NE(c.ToString().find("verify[0]=7500.000ms"), std::string::npos) << c.ToString();
+}
+
+TEST(SpecCosts, TheFirstTwoCallsOfALengthDoNotSetItsCost) {
+  // A CUDA verify of a new shape: run eagerly (12 ms), captured as a graph
+  // (50 ms), then replayed (10 ms).
+  SpecCosts c;
+  c.ObserveVerify(4, 0.012);
+  EXPECT_DOUBLE_EQ(*c.Verify(4), 0.012);
+  c.ObserveVerify(4, 0.050);
+  EXPECT_DOUBLE_EQ(*c.Verify(4), 0.012);
+  c.ObserveVerify(4, 0.010);
+  EXPECT_DOUBLE_EQ(*c.Verify(4), 0.010);
+  c.ObserveVerify(4, 0.010);
+  EXPECT_DOUBLE_EQ(*c.Verify(4), 0.010);
 }
 
 TEST(SpecCosts, LoadsWhatToStringWrites) {
@@ -500,6 +517,49 @@ TEST(SpecPolicy, MeasuresATargetOnlyStepWhenItsCostIsUnknown) {
   }
   EXPECT_EQ(zeros, 1) << "until a target-only step is measured";
   EXPECT_EQ(c.VerifyCount(0), 1);
+}
+
+// A fresh request (no prior) of a pair whose acceptance comes in streaks
+// (the device's ~80% pair: a first draft right 80% of the time, the ones
+// after it 97%), at that run's costs (draft forward 1.27 ms, verify of n
+// drafts 9.8 + 0.07 n ms), each new verify length cold twice (eager, then a
+// graph capture): within a 64-step generate it must find that deep drafts
+// pay. (Round 9's fresh generate on the device held k ~ 4 where k = 7 was
+// best: 0.82x.)
+TEST(SpecPolicy, AFreshRequestLearnsDeepPositionsWithinAShortGenerate) {
+  // The costs are learned as the request runs (as in `specd generate`).
+  SpecCosts c;
+  auto verify = [](int n) { return 0.0098 + 0.00007 * n; };
+  auto draft = [](int f) { return 0.00127 * f; };
+  SpecPolicyOptions o;
+  o.adaptive = true;
+  SpecPolicy p(o, &c);
+  std::string ks;
+  int seen[9] = {};
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<> u(0, 1);
+  double tokens = 0, seconds = 0;
+  for (int step = 0; step < 64; ++step) {
+    const int k = p.Next(4, 100);
+    ks += std::to_string(k);
+    int acc = 0;
+    while (acc < k && u(rng) < (acc == 0 ? 0.8 : 0.97)) ++acc;
+    if (k > 0) {
+      c.ObserveDraft(k, draft(k));
+      p.Observe(k, k, acc);
+    }
+    // A CUDA backend runs a new verify shape eagerly once, then captures it
+    // as a graph (tens of ms), then replays it.
+    const double cold = seen[k] == 0 ? 0.003 : seen[k] == 1 ? 0.040 : 0.0;
+    ++seen[k];
+    c.ObserveVerify(k, verify(k) + cold);
+    tokens += acc + 1;
+    seconds += verify(k) + cold + (k > 0 ? draft(k) : 0.0);
+  }
+  // Fixed k = 7 on the same pair: E = 1 + 0.8 (1 - 0.97^7) / 0.03 tokens per step.
+  const double fixed7 = (1 + 0.8 * (1 - std::pow(0.97, 7)) / 0.03) / (verify(7) + draft(7));
+  EXPECT_GE(tokens / seconds, 0.93 * fixed7) << "k per step " << ks << "; alpha(5..8) = " << p.alpha(5) << " "
+                                              << p.alpha(6) << " " << p.alpha(7) << " " << p.alpha(8);
 }
 
 }  // namespace
