@@ -190,7 +190,13 @@ std::string FormatSummary(const Summary& s) {
   } else {
     out += "; target-only";
   }
-  if (s.adaptive) out += "; adaptive k";
+  if (s.adaptive) {
+    // Which lengths the policy chose: what to read first when adaptive trails a fixed k.
+    out += "; adaptive k (steps by drafts verified:";
+    for (size_t k = 0; k < s.k_histogram.size(); ++k)
+      if (s.k_histogram[k] > 0) out += absl::StrFormat(" %d:%d", k, s.k_histogram[k]);
+    out += ")";
+  }
   if (s.draft_failures > 0) out += absl::StrFormat(" (%d draft failures)", s.draft_failures);
   if (s.time_to_first_token_seconds > 0)
     out += absl::StrFormat("; first token %.0f ms (queue %.0f ms)", 1e3 * s.time_to_first_token_seconds,
