@@ -17,9 +17,11 @@
 #               tests/gpu/make_carry.sh)
 #   models      make-model --fill blocks --sync=false into /tmp/peer_models
 #               (kept: a warm machine's next call skips it)
-#   llama-bench tg128 at depth 0 and DEPTH, pp2..pp9 at depth 0 and DEPTH (-o
-#               jsonl), the draft's tg128; -ngl 99 -fa 1
-#   specd bench decode at ctx 64 and DEPTH, verify k=1..8 at DEPTH, the draft
+#   llama-bench tg128 at depth 0 and DEPTH, pp2..pp9 (and pp128, pp512: the
+#               prefill rows) at depth 0 and DEPTH (-o jsonl), the draft's
+#               tg128; -ngl 99 -fa 1
+#   specd bench decode at ctx 64 and DEPTH, verify k=1..8 at DEPTH, the draft;
+#               prefill of 128 (ctx 64 run) and 512 tokens (DEPTH run)
 #   generate    target only, NTOK tokens, greedy: llama-completion vs specd
 #   speculative llama-speculative-simple --spec-draft-n-max N (p-min 0) vs
 #               specd generate --draft --k N, for N in $SPEC_NS (default
@@ -186,7 +188,7 @@ fi
 if [ -n "$L" ]; then
   if [ "$SPEC_ONLY" != 1 ]; then
     pp=2,3,4,5,6,7,8,9
-    STDOUT=$LBJ run "$LL" 150 llama-bench-target "$L/llama-bench" -m "$T" -ngl $NGL -fa 1 -p $pp -n 128 \
+    STDOUT=$LBJ run "$LL" 150 llama-bench-target "$L/llama-bench" -m "$T" -ngl $NGL -fa 1 -p $pp,128,512 -n 128 \
       -d 0,$DEPTH -r $REPS -o jsonl
     STDOUT=$LBJ run "$LL" 60 llama-bench-draft "$L/llama-bench" -m "$D" -ngl $NGL -fa 1 -p 0 -n 128 -r $REPS -o jsonl
     run "$LL" 90 llama-completion "$L/llama-completion" -m "$T" -ngl $NGL -fa on -c 2048 -n $NTOK --temp 0 \
@@ -211,7 +213,7 @@ if [ -n "$S" ]; then
   }
   GEN=("$S" generate "${G[@]}" --max-seqs 1 --max-seq-len 2048 --max-tokens "$NTOK" --ignore-eos --prompt "$PROMPT")
   if [ "$SPEC_ONLY" != 1 ]; then
-    bench specd-bench-target-ctx64 120 --model "$T" --ctx 64 --prefill 64 --batches 1 --verify-k 1
+    bench specd-bench-target-ctx64 120 --model "$T" --ctx 64 --prefill 128 --batches 1 --verify-k 1
     bench specd-bench-target-depth 150 --model "$T" --ctx $DEPTH --prefill 512 --batches 1 --verify-k 1,2,3,4,5,6,7,8
     bench specd-bench-draft 60 --model "$D" --ctx 64 --prefill 64 --batches 1 --verify-k 1
     run "$SL" 90 specd-generate "${GEN[@]}" --model "$T"

@@ -124,6 +124,13 @@ def main():
         v = lb.get(key)
         return v[i] if v else None
 
+    def prefill_tps(tag):  # a second prefill: bench warms up as llama-bench does
+        r = sb.get(tag, {})
+        return r["prefill_tokens"] / r["prefill_seconds"] if r.get("prefill_seconds", 0) > 0 else None
+
+    for tag, n in (("specd-bench-target-ctx64", 128), ("specd-bench-target-depth", 512)):
+        rows.append((f"target prefill {n} tokens, tok/s (pp{n} | bench --prefill {n})", get(("target", n, 0, 0), 0),
+                     prefill_tps(tag) if sb.get(tag, {}).get("prefill_tokens") == n else None, False, "{:.0f}"))
     rows.append(("target decode, depth 0, tok/s (llama-bench tg128 | bench ctx 64)",
                  get(("target", 0, 128, 0), 0), decode_tps("specd-bench-target-ctx64"), False, "{:.1f}"))
     rows.append((f"target decode, depth {depth}, tok/s (tg128 @ d{depth} | bench ctx {depth})",
