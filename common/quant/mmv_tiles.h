@@ -300,6 +300,41 @@ SPECD_HD void PackLane(GgmlType t, const uint8_t* const* rows, int64_t k, int64_
   }
 }
 
+// The little-endian 32-bit word at p (4-byte aligned in a record).
+SPECD_HD uint32_t Ld32Le(const uint8_t* p) {
+#ifdef __CUDA_ARCH__
+  return *reinterpret_cast<const uint32_t*>(p);
+#else
+  return static_cast<uint32_t>(p[0]) | static_cast<uint32_t>(p[1]) << 8 | static_cast<uint32_t>(p[2]) << 16 |
+         static_cast<uint32_t>(p[3]) << 24;
+#endif
+}
+
+// The codes of elements 16 jh + 4 tt .. +3 of unit u of row rr of a record:
+// one 32-bit word per plane (the inverse of PackLane for those four).
+SPECD_HD void RecordCodes4(GgmlType t, const uint8_t* rec, int rr, int u, int jh, int tt, uint8_t* c) {
+  const Layout l = LayoutOf(t);
+  const int j = 2 * jh + rr / 8, L = 4 * (rr % 8) + tt;
+  const uint32_t w8 = l.p8 >= 0 ? Ld32Le(rec + l.p8 + 512 * u + 16 * L + 4 * j) : 0;
+  const uint32_t w4 = l.p4 >= 0 ? Ld32Le(rec + l.p4 + 512 * (u / 2) + 16 * L + 4 * j) : 0;
+  const uint32_t w2 = l.p2 >= 0 ? Ld32Le(rec + l.p2 + 512 * (u / 4) + 16 * L + 4 * (u % 4)) : 0;
+  const uint32_t w1 = l.p1 >= 0 ? Ld32Le(rec + l.p1 + 16 * L + 4 * (u / 2)) : 0;
+  for (int i = 0; i < 4; ++i) {
+    uint32_t v;
+    if (l.p8 >= 0) {
+      v = (w8 >> (8 * i)) & 0xFF;
+    } else {
+      v = l.p4 >= 0 ? (w4 >> (8 * i + 4 * (u % 2))) & 0xF : 0;
+      if (l.p2 >= 0) {
+        const uint32_t v2 = (w2 >> (8 * i + 2 * j)) & 3;
+        v |= t == GgmlType::Q6_K ? v2 << 4 : v2;
+      }
+      if (l.p1 >= 0) v |= ((w1 >> (8 * i + 4 * (u % 2) + j)) & 1) << (t == GgmlType::Q3_K ? 2 : 4);
+    }
+    c[i] = static_cast<uint8_t>(v);
+  }
+}
+
 // Row rr's aux bytes of a record (its scales), as RowGroup holds them.
 SPECD_HD void RecordAux(GgmlType t, const uint8_t* rec, int rr, RowAux* x) {
   const Layout l = LayoutOf(t);
@@ -309,30 +344,8 @@ SPECD_HD void RecordAux(GgmlType t, const uint8_t* rec, int rr, RowAux* x) {
 
 // The inverse of PackLane for one row rr of the record.
 SPECD_HD void DecodeRecordRow(GgmlType t, const uint8_t* rec, int rr, RowGroup* rg) {
-  const Layout l = LayoutOf(t);
-  const int g = rr % 8, jr = rr / 8;  // registers j with (j & 1) == jr hold this row
   for (int u = 0; u < kUnits; ++u)
-    for (int tt = 0; tt < 4; ++tt)
-      for (int jh = 0; jh < 2; ++jh) {
-        const int j = 2 * jh + jr, L = 4 * g + tt;
-        for (int i = 0; i < 4; ++i) {
-          int c = 0;
-          if (l.p8 >= 0) {
-            c = rec[l.p8 + 512 * u + 16 * L + 4 * j + i];
-          } else {
-            if (l.p4 >= 0) c = (rec[l.p4 + 512 * (u / 2) + 16 * L + 4 * j + i] >> (4 * (u % 2))) & 0xF;
-            if (l.p2 >= 0) {
-              const int v2 = (rec[l.p2 + 512 * (u / 4) + 16 * L + 4 * (u % 4) + i] >> (2 * j)) & 3;
-              c |= t == GgmlType::Q6_K ? v2 << 4 : v2;
-            }
-            if (l.p1 >= 0) {
-              const int v1 = (rec[l.p1 + 16 * L + 4 * (u / 2) + i] >> (4 * (u % 2) + j)) & 1;
-              c |= v1 << (t == GgmlType::Q3_K ? 2 : 4);
-            }
-          }
-          rg->code[32 * u + FragElem(tt, j, i)] = static_cast<uint8_t>(c);
-        }
-      }
+    for (int e = 0; e < 32; e += 4) RecordCodes4(t, rec, rr, u, e / 16, (e % 16) / 4, rg->code + 32 * u + e);
   RecordAux(t, rec, rr, rg);
 }
 
@@ -395,41 +408,6 @@ SPECD_HD float LegacyD(GgmlType t, const RowAux& rg, int u) {
 }
 SPECD_HD float LegacyM(GgmlType t, const RowAux& rg, int u) {
   return t == GgmlType::Q4_1 || t == GgmlType::Q5_1 ? AuxHalf(rg.a + 4 * u + 2) : 0.0f;
-}
-
-// The little-endian 32-bit word at p (4-byte aligned in a record).
-SPECD_HD uint32_t Ld32Le(const uint8_t* p) {
-#ifdef __CUDA_ARCH__
-  return *reinterpret_cast<const uint32_t*>(p);
-#else
-  return static_cast<uint32_t>(p[0]) | static_cast<uint32_t>(p[1]) << 8 | static_cast<uint32_t>(p[2]) << 16 |
-         static_cast<uint32_t>(p[3]) << 24;
-#endif
-}
-
-// The codes of elements 16 jh + 4 tt .. +3 of unit u of row rr of a record:
-// one 32-bit word per plane (the inverse of PackLane for those four).
-SPECD_HD void RecordCodes4(GgmlType t, const uint8_t* rec, int rr, int u, int jh, int tt, uint8_t* c) {
-  const Layout l = LayoutOf(t);
-  const int j = 2 * jh + rr / 8, L = 4 * (rr % 8) + tt;
-  const uint32_t w8 = l.p8 >= 0 ? Ld32Le(rec + l.p8 + 512 * u + 16 * L + 4 * j) : 0;
-  const uint32_t w4 = l.p4 >= 0 ? Ld32Le(rec + l.p4 + 512 * (u / 2) + 16 * L + 4 * j) : 0;
-  const uint32_t w2 = l.p2 >= 0 ? Ld32Le(rec + l.p2 + 512 * (u / 4) + 16 * L + 4 * (u % 4)) : 0;
-  const uint32_t w1 = l.p1 >= 0 ? Ld32Le(rec + l.p1 + 16 * L + 4 * (u / 2)) : 0;
-  for (int i = 0; i < 4; ++i) {
-    uint32_t v;
-    if (l.p8 >= 0) {
-      v = (w8 >> (8 * i)) & 0xFF;
-    } else {
-      v = l.p4 >= 0 ? (w4 >> (8 * i + 4 * (u % 2))) & 0xF : 0;
-      if (l.p2 >= 0) {
-        const uint32_t v2 = (w2 >> (8 * i + 2 * j)) & 3;
-        v |= t == GgmlType::Q6_K ? v2 << 4 : v2;
-      }
-      if (l.p1 >= 0) v |= ((w1 >> (8 * i + 4 * (u % 2) + j)) & 1) << (t == GgmlType::Q3_K ? 2 : 4);
-    }
-    c[i] = static_cast<uint8_t>(v);
-  }
 }
 
 // Elements e0 .. e0+7 (e0 % 8 == 0) of row rr of a record, dequantized
