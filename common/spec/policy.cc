@@ -29,8 +29,9 @@ void SpecCosts::Add(std::vector<Cell>& cells, int i, double seconds) {
   // One call stuck behind a long prefill must not make a length look
   // expensive for good: outliers count as 4x.
   seconds = std::clamp(seconds, c.mean / 4, c.mean * 4);
-  // Plain mean of the warm observations, then an EWMA (costs drift with load).
-  const double w = c.n == 2 ? 1.0 : std::max(ewma_, 1.0 / static_cast<double>(c.n - 1));
+  // Plain mean of the warm observations (the third replaces the cold
+  // estimate: weight 1), then an EWMA (costs drift with load).
+  const double w = std::max(ewma_, 1.0 / static_cast<double>(c.n - 1));
   c.mean += w * (seconds - c.mean);
   ++c.n;
 }
