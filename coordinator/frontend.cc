@@ -121,6 +121,7 @@ absl::StatusOr<api::Summary> Frontend::Generate(const api::Request& req, const a
     sr.cancelled = cancelled;
     sr.draft_retry = opts_.draft_retry;
     sr.gate = gate_.get();
+    sr.pipeline_verify = opts_.pipeline_verify;
     auto on_step = [&](const StepEvent& ev) {
       if (!ev.tokens.empty() && ttft == 0)
         ttft = std::chrono::duration<double>(std::chrono::steady_clock::now() - arrival).count();

@@ -51,6 +51,7 @@ struct FrontendOptions {
   CallTimeouts timeouts;
   bool lockstep = true;      // keep concurrent requests' steps in phase (common/spec/step_gate.h)
   StepGateOptions lockstep_gate;
+  bool pipeline_verify = true;  // Verify sent with the Propose (SpecRequest::pipeline_verify)
 };
 
 class Frontend : public api::Generator {

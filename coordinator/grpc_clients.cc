@@ -1,5 +1,8 @@
 #include "coordinator/grpc_clients.h"
 
+#include <condition_variable>
+#include <mutex>
+
 #include "proto/rpc/convert.h"
 #include "proto/rpc/status.h"
 
@@ -51,6 +54,19 @@ absl::Status GrpcTargetClient::Open(int32_t seq, const std::vector<int32_t>& tok
   return gs.ok() ? absl::OkStatus() : Failed(gs, "Open", seq, deadline);
 }
 
+namespace {
+
+Verdict VerdictFromProto(const v1::VerifyResponse& resp) {
+  return Verdict{resp.accepted(),
+                 rpc::ToVector(resp.appended()),
+                 rpc::LogprobsFromProto(resp.logprobs()),
+                 VerifyFigures{resp.forward_seconds(), resp.accept_seconds(), resp.worker_seconds(), resp.call_seconds()},
+                 rpc::ToVector(resp.proposed()),
+                 {}};
+}
+
+}  // namespace
+
 absl::StatusOr<Verdict> GrpcTargetClient::Verify(int32_t seq, const std::vector<int32_t>& proposal,
                                                  const ExchangeRef& ref, Deadline deadline) {
   v1::VerifyRequest req;
@@ -63,8 +79,79 @@ absl::StatusOr<Verdict> GrpcTargetClient::Verify(int32_t seq, const std::vector<
   SetDeadline(&ctx, deadline, t_.target);
   const grpc::Status gs = cluster_->target_stub().Verify(&ctx, req, &resp);
   if (!gs.ok()) return Failed(gs, "Verify", seq, deadline);
-  return Verdict{resp.accepted(), rpc::ToVector(resp.appended()), rpc::LogprobsFromProto(resp.logprobs()),
-                 VerifyFigures{resp.forward_seconds(), resp.accept_seconds(), resp.worker_seconds(), resp.call_seconds()}};
+  return VerdictFromProto(resp);
+}
+
+// The pipelined Verify in flight: the callback fills the reply; the
+// destructor waits for it (the call refers to this object).
+class GrpcTargetClient::Pending final : public PendingVerdict {
+ public:
+  Pending(GrpcTargetClient* client, int32_t seq, const ExchangeRef& after, Deadline deadline)
+      : client_(client), seq_(seq), after_(after), deadline_(deadline) {}
+  ~Pending() override {
+    std::unique_lock<std::mutex> l(mu_);
+    if (!done_) ctx_.TryCancel();
+    cv_.wait(l, [&] { return done_; });
+  }
+  void Start(int k) {
+    req_.set_seq(seq_);
+    req_.set_slot(after_.slot);
+    req_.set_await_proposal(true);
+    req_.set_after_generation(after_.generation);
+    req_.set_await_k(k);
+    // As long as the Propose may take; the loop abandons the wait sooner when the Propose fails.
+    req_.set_await_ms(static_cast<uint32_t>(client_->t_.draft.count()));
+    SetDeadline(&ctx_, deadline_, client_->t_.target + client_->t_.draft);
+    client_->cluster_->target_stub().async()->Verify(&ctx_, &req_, &resp_, [this](grpc::Status gs) {
+      std::lock_guard<std::mutex> l(mu_);
+      status_ = std::move(gs);
+      done_ = true;
+      cv_.notify_all();
+    });
+  }
+  void Abandon() override {
+    v1::AbandonVerifyRequest req;
+    req.set_seq(seq_);
+    req.set_after_generation(after_.generation);
+    v1::AbandonVerifyResponse resp;
+    grpc::ClientContext ctx;
+    SetDeadline(&ctx, kNoDeadline, client_->t_.release);
+    // When the target cannot be told, stop waiting for it (the step then fails as the target would).
+    if (!client_->cluster_->target_stub().AbandonVerify(&ctx, req, &resp).ok()) ctx_.TryCancel();
+  }
+  absl::StatusOr<Verdict> Wait() override {
+    {
+      std::unique_lock<std::mutex> l(mu_);
+      cv_.wait(l, [&] { return done_; });
+    }
+    // ABORTED: the target did not take the proposal and changed nothing.
+    if (status_.error_code() == grpc::StatusCode::ABORTED) return rpc::FromGrpc(status_);
+    if (!status_.ok()) return client_->Failed(status_, "Verify", seq_, deadline_);
+    Verdict v = VerdictFromProto(resp_);
+    v.ref = ExchangeRef{after_.slot, resp_.generation()};
+    return v;
+  }
+
+ private:
+  GrpcTargetClient* client_;
+  const int32_t seq_;
+  const ExchangeRef after_;
+  const Deadline deadline_;
+  grpc::ClientContext ctx_;
+  v1::VerifyRequest req_;
+  v1::VerifyResponse resp_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  grpc::Status status_;
+};
+
+std::unique_ptr<PendingVerdict> GrpcTargetClient::VerifyNext(int32_t seq, const ExchangeRef& after, int k,
+                                                             Deadline deadline) {
+  if (after.slot < 0 || k < 1) return nullptr;
+  auto p = std::make_unique<Pending>(this, seq, after, deadline);
+  p->Start(k);
+  return p;
 }
 
 void GrpcTargetClient::Release(int32_t seq) {

@@ -26,8 +26,13 @@ class GrpcTargetClient : public Verifier {
   absl::StatusOr<Verdict> Verify(int32_t seq, const std::vector<int32_t>& proposal, const ExchangeRef& ref,
                                  Deadline deadline) override;
   void Release(int32_t seq) override;
+  // An asynchronous Verify with await_proposal set (the target takes the
+  // proposal from the exchange buffer); AbandonVerify when it will not come.
+  std::unique_ptr<PendingVerdict> VerifyNext(int32_t seq, const ExchangeRef& after, int k,
+                                             Deadline deadline) override;
 
  private:
+  class Pending;
   absl::Status Failed(const grpc::Status& gs, const char* call, int32_t seq, Deadline deadline);
   Cluster* cluster_;
   CallTimeouts t_;
@@ -42,6 +47,8 @@ class GrpcDraftClient : public Proposer {
                     Deadline deadline) override;
   absl::StatusOr<Proposal> Propose(const ProposeRequest& req, Deadline deadline) override;
   void Release(int32_t seq) override;
+  // The draft worker publishes every proposal in the sequence's slot.
+  bool PublishesEveryProposal() const override { return true; }
 
  private:
   absl::Status Failed(const grpc::Status& gs, const char* call, Deadline deadline);

@@ -57,6 +57,9 @@ int Main(int argc, char** argv) {
   cfg.AddBool("lockstep", true,
               "keep concurrent requests' steps in phase (each step's proposals, then its verifies, start together), "
               "so that the workers batch them into one forward");
+  cfg.AddBool("pipeline-verify", true,
+              "send each step's Verify together with its Propose: the target takes the proposal from the draft's "
+              "exchange buffer as soon as it is published, instead of after the coordinator has it back");
   cfg.AddInt("lockstep-max-wait-ms", 100,
              "longest a step waits for a lagging request (the wait is 2x the usual step, at most this)", 1, 10000);
   auto run = rpc::ParseServiceFlags(&cfg, argc, argv, "coordinator");
@@ -106,6 +109,7 @@ int Main(int argc, char** argv) {
   fo.timeouts.draft_open = ms(cfg.GetInt("draft-open-timeout-ms"));
   fo.timeouts.target = ms(cfg.GetInt("target-timeout-ms"));
   fo.lockstep = cfg.GetBool("lockstep");
+  fo.pipeline_verify = cfg.GetBool("pipeline-verify");
   fo.lockstep_gate.max_wait = ms(cfg.GetInt("lockstep-max-wait-ms"));
   if (fo.default_max_tokens > fo.max_tokens_limit)
     return rpc::ExitWith(kProgram, absl::InvalidArgumentError("--default-max-tokens exceeds --max-tokens-limit"), 2);

@@ -1,5 +1,6 @@
 #include "target_worker/target_service.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "common/util/log.h"
@@ -58,10 +59,102 @@ grpc::Status TargetService::Info(grpc::ServerContext* ctx, const v1::InfoRequest
   return grpc::Status::OK;
 }
 
+namespace {
+// Bounds on the bookkeeping maps of pipelined waits (entries of released
+// sequences are never read again; a rare race keeps them).
+constexpr size_t kMaxAwaitRecords = 4096;
+}  // namespace
+
+absl::Status TargetService::AwaitProposal(grpc::ServerContext* ctx, const v1::VerifyRequest& req,
+                                          LocalTarget::VerifyJob* job) {
+  const int32_t seq = req.seq();
+  auto me = std::make_shared<Await>();
+  me->after = req.after_generation();
+  std::shared_ptr<const ExchangeBuffer> xb;
+  {
+    std::lock_guard<std::mutex> l(await_mu_);
+    if (auto it = abandoned_.find(seq); it != abandoned_.end()) {
+      const bool mine = it->second == me->after;
+      abandoned_.erase(it);
+      if (mine) return absl::AbortedError("pipelined verify abandoned before it arrived (the draft's Propose failed)");
+    }
+    if (auto it = awaits_.find(seq); it != awaits_.end()) it->second->abandoned = true;  // replaced
+    awaits_[seq] = me;
+    xb = watch_;
+  }
+  // Leaves the registry on every way out (unless replaced meanwhile).
+  auto leave = [&](absl::Status st) {
+    std::lock_guard<std::mutex> l(await_mu_);
+    if (auto it = awaits_.find(seq); it != awaits_.end() && it->second == me) awaits_.erase(it);
+    if (st.ok()) {
+      if (me->abandoned) return absl::AbortedError("pipelined verify abandoned (the draft's Propose failed)");
+      if (taken_.size() >= kMaxAwaitRecords) taken_.clear();
+      taken_[seq] = me->after;
+    }
+    return st;
+  };
+  if (!xb) return leave(absl::FailedPreconditionError("no draft exchange buffer is attached to the target"));
+  const int slot = req.slot();
+  if (slot < 0 || slot >= xb->n_slots() || req.await_k() < 1)
+    return leave(absl::InvalidArgumentError(absl::StrCat("pipelined verify of slot ", slot, " (the buffer has ",
+                                                         xb->n_slots(), ") with await_k ", req.await_k())));
+  const auto until =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(std::min<uint32_t>(req.await_ms(), 60000));
+  while (true) {
+    const uint64_t seen = xb->Generation(slot);
+    if (auto p = xb->PublishedAfter(slot, seq, me->after)) {
+      if (static_cast<int>(p->tokens.size()) > req.await_k())
+        return leave(absl::FailedPreconditionError(
+            absl::StrCat("the draft published ", p->tokens.size(), " tokens; the verify takes at most ", req.await_k())));
+      job->tokens = std::move(p->tokens);
+      job->ref = p->ref;
+      return leave(absl::OkStatus());
+    }
+    {
+      std::lock_guard<std::mutex> l(await_mu_);
+      if (me->abandoned) break;
+    }
+    if (ctx->IsCancelled()) return leave(absl::CancelledError("the pipelined verify was cancelled"));
+    if (std::chrono::steady_clock::now() >= until)
+      return leave(absl::AbortedError(absl::StrCat("no proposal for sequence ", seq, " in exchange slot ", slot,
+                                                   " within ", req.await_ms(), " ms")));
+    // Publish wakes it; the timeout bounds the checks above.
+    xb->WaitForChange(slot, seen, std::chrono::microseconds(2000));
+  }
+  return leave(absl::AbortedError("pipelined verify abandoned (the draft's Propose failed)"));
+}
+
+grpc::Status TargetService::AbandonVerify(grpc::ServerContext* ctx, const v1::AbandonVerifyRequest* req,
+                                          v1::AbandonVerifyResponse* resp) {
+  if (auto st = rpc::Authorize(ctx); !st.ok()) return st;
+  std::lock_guard<std::mutex> l(await_mu_);
+  const int32_t seq = req->seq();
+  if (auto it = awaits_.find(seq); it != awaits_.end() && it->second->after == req->after_generation()) {
+    it->second->abandoned = true;
+    awaits_.erase(it);
+    resp->set_abandoned(true);
+  } else if (auto t = taken_.find(seq); t != taken_.end() && t->second == req->after_generation()) {
+    resp->set_abandoned(false);  // taken: the Verify's reply is the step
+  } else {
+    // The Verify has not arrived yet: it ends at once when it does.
+    if (abandoned_.size() >= kMaxAwaitRecords) abandoned_.clear();
+    abandoned_[seq] = req->after_generation();
+    resp->set_abandoned(true);
+  }
+  return grpc::Status::OK;
+}
+
 grpc::Status TargetService::Verify(grpc::ServerContext* ctx, const v1::VerifyRequest* req, v1::VerifyResponse* resp) {
-  const auto arrived = std::chrono::steady_clock::now();
+  auto arrived = std::chrono::steady_clock::now();
   if (auto st = rpc::Authorize(ctx); !st.ok()) return st;
   LocalTarget::VerifyJob job{req->seq(), ToVector(req->tokens()), ExchangeRef{req->slot(), req->generation()}};
+  if (req->await_proposal()) {
+    if (absl::Status st = AwaitProposal(ctx, *req, &job); !st.ok()) return ToGrpc(st);
+    // The call's time counts from the proposal's publication (the wait overlapped the draft's work).
+    arrived = std::chrono::steady_clock::now();
+    resp->mutable_proposed()->Add(job.tokens.begin(), job.tokens.end());
+    resp->set_generation(job.ref.generation);
+  }
   auto r = thread_->Submit(std::move(job));
   if (!r.ok()) return ToGrpc(r.status());
   resp->set_accepted(r->step.n_accepted);
@@ -85,6 +178,18 @@ grpc::Status TargetService::AttachDraft(grpc::ServerContext* ctx, const v1::Atta
     path = target_->exchange_path();
     return a;
   });
+  if (st.ok()) {
+    // The gRPC threads' own mapping, for pipelined verifies.
+    auto watch = ExchangeBuffer::Attach(h.kind(), h.name());
+    std::lock_guard<std::mutex> l(await_mu_);
+    if (watch.ok()) {
+      watch_ = std::shared_ptr<const ExchangeBuffer>(std::move(*watch));
+    } else {
+      watch_.reset();
+      SPECD_LOG(WARN) << "pipelined verifies are off: mapping the exchange buffer again failed"
+                      << Kv("name", h.name()) << Kv("error", watch.status().ToString());
+    }
+  }
   if (st.ok()) {
     SPECD_LOG(INFO) << "draft exchange buffer attached" << Kv("kind", h.kind()) << Kv("name", h.name())
                     << Kv("path", path);

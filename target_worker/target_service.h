@@ -2,7 +2,9 @@
 // attached exchange buffer) driven by one engine thread. Concurrent Verify
 // calls are batched into one TargetCore::Verify (one forward).
 #pragma once
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "common/engine/spec_local.h"
@@ -31,15 +33,33 @@ class TargetService final
 
   grpc::Status Info(grpc::ServerContext*, const v1::InfoRequest*, v1::InfoResponse*) override;
   grpc::Status Verify(grpc::ServerContext*, const v1::VerifyRequest*, v1::VerifyResponse*) override;
+  grpc::Status AbandonVerify(grpc::ServerContext*, const v1::AbandonVerifyRequest*,
+                             v1::AbandonVerifyResponse*) override;
   grpc::Status AttachDraft(grpc::ServerContext*, const v1::AttachDraftRequest*, v1::AttachDraftResponse*) override;
 
  private:
+  // A pipelined Verify waiting for its proposal.
+  struct Await {
+    uint64_t after = 0;
+    bool abandoned = false;  // under await_mu_
+  };
   TargetService() = default;
   LocalTarget& host() override { return *target_; }
   std::vector<absl::StatusOr<Verified>> RunBatch(const std::vector<LocalTarget::VerifyJob>& jobs);
+  // A pipelined Verify's wait (on its gRPC thread): fills the job with the
+  // proposal the draft publishes, or says why there is none.
+  absl::Status AwaitProposal(grpc::ServerContext* ctx, const v1::VerifyRequest& req, LocalTarget::VerifyJob* job);
 
   std::unique_ptr<Engine> engine_;
   std::unique_ptr<LocalTarget> target_;  // engine thread only
+  // The attached exchange buffer as the gRPC threads watch it (a mapping of
+  // its own: target_'s belongs to the engine thread), and the pipelined
+  // Verifies' waits.
+  std::mutex await_mu_;
+  std::shared_ptr<const ExchangeBuffer> watch_;
+  std::map<int32_t, std::shared_ptr<Await>> awaits_;  // by sequence
+  std::map<int32_t, uint64_t> taken_;       // the last wait that took its proposal, by sequence (its `after`)
+  std::map<int32_t, uint64_t> abandoned_;   // AbandonVerify calls that overtook their Verify
 };
 
 }  // namespace specd

@@ -175,6 +175,7 @@ Summary ToSummary(const SpecResult& r, int prompt_tokens, bool adaptive) {
   s.k_histogram = r.stats.k_hist;
   s.adaptive = adaptive;
   s.step_time = r.stats.time;
+  s.pipelined_steps = r.stats.pipelined_steps;
   s.text = r.text;
   s.tokens = r.tokens;
   s.chunks = r.stats.steps;
@@ -202,6 +203,9 @@ std::string FormatSummary(const Summary& s) {
     out += absl::StrFormat("; first token %.0f ms (queue %.0f ms)", 1e3 * s.time_to_first_token_seconds,
                            1e3 * s.queue_seconds);
   if (s.steps > 0) out += "\nstep time " + s.step_time.PerStep(s.steps);
+  if (s.pipelined_steps > 0)
+    out += absl::StrFormat("\npipelined verify: %d of %d steps took the proposal from the exchange buffer",
+                           s.pipelined_steps, s.steps);
   return out;
 }
 

@@ -1,7 +1,15 @@
 #include "common/shm/exchange.h"
 
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <atomic>
+#include <bit>
+#include <cerrno>
+#include <climits>
 #include <cstring>
+#include <ctime>
 #include <random>
 
 namespace specd {
@@ -52,6 +60,12 @@ bool Shape(int n_slots, int k_max, int vocab, size_t* stride, size_t* probs_offs
 }
 
 std::atomic_ref<uint64_t> Gen(uint8_t* slot) { return std::atomic_ref<uint64_t>(reinterpret_cast<SlotHead*>(slot)->generation); }
+
+// The generation's low 32 bits (little-endian: the word at its address) are
+// the futex a pipelined reader sleeps on; shared (not FUTEX_PRIVATE), as the
+// writer is another process.
+uint32_t* FutexWord(uint8_t* slot) { return reinterpret_cast<uint32_t*>(&reinterpret_cast<SlotHead*>(slot)->generation); }
+static_assert(std::endian::native == std::endian::little);
 
 absl::Status Stale(const ExchangeRef& ref, const std::string& why) {
   return absl::FailedPreconditionError(
@@ -217,6 +231,9 @@ uint64_t ExchangeBuffer::Publish(int slot, int32_t seq, std::span<const int32_t>
   auto gen = Gen(p);
   const uint64_t next = (gen.load(std::memory_order_relaxed) | 1) + 1;
   gen.store(next, std::memory_order_release);
+  // Wakes a target waiting for this proposal (a pipelined Verify); about a
+  // microsecond when nobody waits.
+  syscall(SYS_futex, FutexWord(p), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
   return next;
 }
 
@@ -264,6 +281,40 @@ bool ExchangeBuffer::Current(const ExchangeRef& ref) const {
   if (ref.slot < 0 || ref.slot >= n_slots_) return false;
   std::atomic_thread_fence(std::memory_order_acquire);
   return Gen(Slot(ref.slot)).load(std::memory_order_acquire) == ref.generation && (ref.generation & 1) == 0;
+}
+
+uint64_t ExchangeBuffer::Generation(int slot) const {
+  if (slot < 0 || slot >= n_slots_) return 0;
+  return Gen(Slot(slot)).load(std::memory_order_acquire);
+}
+
+std::optional<ExchangeBuffer::Published> ExchangeBuffer::PublishedAfter(int slot, int32_t seq, uint64_t after) const {
+  if (slot < 0 || slot >= n_slots_) return std::nullopt;
+  uint8_t* p = Slot(slot);
+  auto gen = Gen(p);
+  const uint64_t g1 = gen.load(std::memory_order_acquire);
+  if ((g1 & 1) || g1 <= after) return std::nullopt;
+  const auto* head = reinterpret_cast<const SlotHead*>(p);
+  Published out;
+  out.ref = ExchangeRef{slot, g1};
+  const int32_t owner = head->seq, k = head->k;
+  if (k >= 0 && k <= k_max_) {
+    out.tokens.resize(static_cast<size_t>(k));
+    if (k) std::memcpy(out.tokens.data(), p + sizeof(SlotHead), static_cast<size_t>(k) * sizeof(int32_t));
+  }
+  std::atomic_thread_fence(std::memory_order_acquire);
+  if (gen.load(std::memory_order_relaxed) != g1 || owner != seq || k < 0 || k > k_max_) return std::nullopt;
+  return out;
+}
+
+void ExchangeBuffer::WaitForChange(int slot, uint64_t seen, std::chrono::microseconds timeout) const {
+  if (slot < 0 || slot >= n_slots_ || timeout.count() <= 0) return;
+  const timespec ts{static_cast<time_t>(timeout.count() / 1000000), static_cast<long>(timeout.count() % 1000000) * 1000};
+  // Returns at once when the word already differs (EAGAIN); a failing futex
+  // (EFAULT, ENOSYS) degrades to a plain sleep.
+  if (syscall(SYS_futex, FutexWord(Slot(slot)), FUTEX_WAIT, static_cast<uint32_t>(seen), &ts, nullptr, 0) != 0 &&
+      errno != EAGAIN && errno != ETIMEDOUT && errno != EINTR)
+    nanosleep(&ts, nullptr);
 }
 
 absl::Status ExchangeBuffer::Read(const ExchangeRef& ref, int32_t seq, std::span<const int32_t> tokens,

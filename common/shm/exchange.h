@@ -28,13 +28,16 @@
 // s * k_max * vocab floats.
 //
 // Writing a slot is a seqlock: the generation is odd while the draft writes
-// and is bumped to the next even value when the proposal is published. A
+// and is bumped to the next even value when the proposal is published
+// (waking, through a shared futex on its low 32 bits, a reader that waits
+// for it: WaitForChange). A
 // Verify names (slot, generation); the reader refuses, with
 // FAILED_PRECONDITION, a slot whose generation moved on (stale), a slot being
 // written, or one holding another sequence's or other tokens. Each buffer
 // starts its generations at a random base, so a reference into a previous
 // buffer (before a swap) does not match by accident.
 #pragma once
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -128,6 +131,22 @@ class ExchangeBuffer {
   // reader that cannot use the device rows). False when this mapping is
   // read-only (another user's buffer).
   bool RequestHostRows();
+
+  // ---- reader, pipelined (the target takes a proposal from the buffer
+  // before the coordinator has it back) ----
+  struct Published {
+    ExchangeRef ref;
+    std::vector<int32_t> tokens;
+  };
+  // The slot's proposal when it is published, holds `seq` and is newer than
+  // generation `after` (nullopt: not yet: being written, older, or another
+  // sequence's).
+  std::optional<Published> PublishedAfter(int slot, int32_t seq, uint64_t after) const;
+  // The slot's generation now (0 for a bad slot).
+  uint64_t Generation(int slot) const;
+  // Sleeps until the slot's generation is no longer `seen` (Publish wakes
+  // it) or `timeout` passes; may return early.
+  void WaitForChange(int slot, uint64_t seen, std::chrono::microseconds timeout) const;
 
  private:
   ExchangeBuffer() = default;

@@ -103,6 +103,7 @@ struct DraftState {
   bool proposed_last = false;  // the previous step used a proposal (so the draft is nearly in sync)
   SteadyTime retry_at{};   // no reopen / proposal before this
   int failures_in_row = 0;
+  ExchangeRef last;        // the draft's last proposal since the sequence was (re)opened there (slot -1: none)
 };
 
 }  // namespace
@@ -139,6 +140,7 @@ SpecResult RunSpeculative(const SpecRequest& req, const Tokenizer& tok, Verifier
   auto draft_failed = [&](const absl::Status& why) {
     ++r.stats.draft_failures;
     ds.open = false;
+    ds.last = ExchangeRef{};
     const auto now = std::chrono::steady_clock::now();
     switch (why.code()) {
       case absl::StatusCode::kAborted:  // the draft was replaced: reopen at once
@@ -183,9 +185,11 @@ SpecResult RunSpeculative(const SpecRequest& req, const Tokenizer& tok, Verifier
     const int k = policy.Next(req.live_k ? req.live_k() : req.k, limit);
 
     Proposal prop;
-    bool use_draft = false;
+    bool use_draft = false, proposed = false;
     int caught_up = 0, forwards = 0;
     double draft_call = 0, draft_open = 0;
+    std::unique_ptr<PendingVerdict> pending;  // the verify sent with the Propose (pipelined)
+    SteadyTime tp{};
     if (draft != nullptr && k > 0 && std::chrono::steady_clock::now() >= ds.retry_at) {
       if (!ds.open) {
         // The draft's prefill of the committed tokens: not a cost of this
@@ -197,13 +201,14 @@ SpecResult RunSpeculative(const SpecRequest& req, const Tokenizer& tok, Verifier
         ds.ever_opened = true;
         if (st.ok()) {
           ds.open = true;
+          ds.last = ExchangeRef{};
           ds.synced = static_cast<int64_t>(committed.size());
         } else {
           draft_failed(st);
         }
       }
       if (ds.open) {
-        const SteadyTime tp = std::chrono::steady_clock::now();
+        tp = std::chrono::steady_clock::now();
         ProposeRequest pr;
         pr.seq = seq;
         pr.base_len = ds.synced;
@@ -215,12 +220,18 @@ SpecResult RunSpeculative(const SpecRequest& req, const Tokenizer& tok, Verifier
                                                   : 0.0f;
         // The adaptive policy learns the confidence threshold from the first token's confidence.
         pr.want_confidence = req.policy.adaptive;
+        // The target takes the proposal from the exchange slot of the
+        // previous one as soon as the draft publishes it.
+        if (req.pipeline_verify && ds.last.slot >= 0 && draft->PublishesEveryProposal())
+          pending = target.VerifyNext(seq, ds.last, k, req.deadline);
         auto p = draft->Propose(pr, req.deadline);
         if (p.ok()) {
+          proposed = true;
           draft_call = since(tp);
           ds.synced = static_cast<int64_t>(committed.size());
           ds.failures_in_row = 0;
           prop = *std::move(p);
+          if (prop.ref.slot >= 0) ds.last = prop.ref;
           if (static_cast<int>(prop.tokens.size()) > k) prop.tokens.resize(k);
           use_draft = !prop.tokens.empty();
           const int n = static_cast<int>(prop.tokens.size());
@@ -249,10 +260,47 @@ SpecResult RunSpeculative(const SpecRequest& req, const Tokenizer& tok, Verifier
 
     static const std::vector<int32_t> kNone;
     if (!use_draft) draft_call = 0;  // a failed or empty proposal's time is the step's overhead
-    gate_wait += gate->Verify();
+    // A pipelined member still reaches the gate's Verify barrier (the cohort
+    // waits for it there), but its verify is already under way: the wait may
+    // overlap it (taken apart below).
+    const double verify_gate_wait = gate->Verify();
     SteadyTime tv = std::chrono::steady_clock::now();
-    auto step = target.Verify(seq, use_draft ? prop.tokens : kNone, use_draft ? prop.ref : ExchangeRef{}, req.deadline);
-    if (!step.ok() && use_draft && step.status().code() == absl::StatusCode::kFailedPrecondition) {
+    absl::StatusOr<Verdict> step = absl::UnknownError("no verify");
+    bool took = false;  // the pipelined verify took the proposal: its verdict is the step
+    if (pending) {
+      if (!proposed) pending->Abandon();
+      step = pending->Wait();
+      if (step.ok()) {
+        took = true;
+        ++r.stats.pipelined_steps;
+        // The target's verdict is the step, whatever the loop has of the
+        // proposal (its Propose may have failed after it was published).
+        if (!proposed) {
+          prop = Proposal{};
+          forwards = 0;
+        } else if (step->proposal != prop.tokens) {
+          SPECD_LOG(WARN) << "the pipelined verify took another proposal than the draft returned" << Kv("seq", seq)
+                          << Kv("taken", step->proposal.size()) << Kv("returned", prop.tokens.size());
+        }
+        prop.tokens = step->proposal;
+        prop.ref = step->ref;
+        use_draft = !prop.tokens.empty();
+        if (prop.ref.slot >= 0 && ds.open) ds.last = prop.ref;
+      } else if (step.status().code() == absl::StatusCode::kAborted ||
+                 step.status().code() == absl::StatusCode::kFailedPrecondition) {
+        // Nothing changed on the target: verify the proposal as without pipelining.
+        ++r.stats.pipeline_fallbacks;
+        SPECD_LOG(DEBUG) << "pipelined verify did not take the proposal" << Kv("seq", seq)
+                         << Kv("why", step.status().ToString());
+        pending.reset();
+      }
+    }
+    if (!took) gate_wait += verify_gate_wait;
+    if (!pending) {
+      tv = std::chrono::steady_clock::now();
+      step = target.Verify(seq, use_draft ? prop.tokens : kNone, use_draft ? prop.ref : ExchangeRef{}, req.deadline);
+    }
+    if (!took && !step.ok() && use_draft && step.status().code() == absl::StatusCode::kFailedPrecondition) {
       // The target could not use the proposal (stale slot, buffer not
       // attached yet); its sequence is unchanged, so run the step without it.
       ++r.stats.draft_failures;
@@ -304,8 +352,26 @@ SpecResult RunSpeculative(const SpecRequest& req, const Tokenizer& tok, Verifier
       ev.time.wait += std::min(std::max(0.0, in_worker - worker), call);
     };
     ev.time.wait = gate_wait;
-    split(verify_call, vf.call_seconds, vf.worker_seconds);
-    if (use_draft) split(draft_call, prop.figures.call_seconds, prop.figures.worker_seconds);
+    if (took) {
+      // One span from the Propose sent to the verdict back: the draft's
+      // reply travelled meanwhile, off the step's path. Transport is what
+      // the span holds beyond the two workers' times.
+      auto in_worker = [](double worker_call, double worker) {
+        return worker_call > 0 ? std::max(worker_call, worker) : worker;
+      };
+      const double d_in = proposed ? in_worker(prop.figures.call_seconds, prop.figures.worker_seconds) : 0.0;
+      const double v_in = in_worker(vf.call_seconds, vf.worker_seconds);
+      // The gate's Verify barrier, where it did not overlap the workers, is wait.
+      const double rest = std::max(0.0, since(tp) - d_in - v_in);
+      const double gated = std::min(verify_gate_wait, rest);
+      ev.time.transport = rest - gated;
+      ev.time.wait += gated;
+      ev.time.wait += std::max(0.0, v_in - vf.worker_seconds);
+      if (proposed) ev.time.wait += std::max(0.0, d_in - prop.figures.worker_seconds);
+    } else {
+      split(verify_call, vf.call_seconds, vf.worker_seconds);
+      if (use_draft) split(draft_call, prop.figures.call_seconds, prop.figures.worker_seconds);
+    }
     costs->ObserveVerify(ev.proposed, measured ? vf.forward_seconds + vf.accept_seconds : verify_call);
     r.stats.verify_seconds += verify_call;
     ++r.stats.steps;

@@ -60,6 +60,10 @@ struct SpecRequest {
   // Lockstep with the other requests on the same workers (step_gate.h): their
   // steps' proposals, then their verifies, start together (null: no gate).
   StepGate* gate = nullptr;
+  // Verify the draft's proposal straight from the exchange buffer
+  // (Verifier::VerifyNext), sent together with the Propose, where the
+  // proposer and the verifier can.
+  bool pipeline_verify = true;
 };
 
 // Where a step's time went (seconds), measured by the run itself: the
@@ -113,6 +117,8 @@ struct SpecStats {
   StepTimes time;                  // the steps' time taken apart (sum over steps)
   // Steps by the number of drafts verified (index 0: target-only steps).
   std::vector<int64_t> k_hist;
+  int pipelined_steps = 0;      // steps whose verify took the proposal from the exchange buffer
+  int pipeline_fallbacks = 0;   // pipelined verifies that did not take it (the step verified after the proposal)
   double AcceptanceRate() const { return proposed ? static_cast<double>(accepted) / proposed : 0.0; }
   // Tokens decided per speculative step (accepted + 1), averaged.
   double MeanAcceptedLength() const {

@@ -63,6 +63,10 @@ class Proposer {
   // proposer was replaced); other errors make the loop back off.
   virtual absl::StatusOr<Proposal> Propose(const ProposeRequest& req, Deadline deadline) = 0;
   virtual void Release(int32_t seq) = 0;
+  // Whether every successful proposal is published in the sequence's
+  // exchange slot (the slot of its previous proposal, while the sequence
+  // stays open): then a verifier may take it there (Verifier::VerifyNext).
+  virtual bool PublishesEveryProposal() const { return false; }
 };
 
 }  // namespace specd

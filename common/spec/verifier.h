@@ -10,6 +10,7 @@
 // target-only step.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "common/spec/proposer.h"
@@ -30,6 +31,21 @@ struct Verdict {
   std::vector<int32_t> appended;  // accepted proposals + correction/bonus token
   std::vector<TokenLogprob> logprobs;  // per appended token (when the sampling asks for them)
   VerifyFigures figures;
+  // A pipelined verify (VerifyNext): the proposal it took and where.
+  std::vector<int32_t> proposal;
+  ExchangeRef ref;
+};
+
+// A verify started before its proposal is back at the loop (VerifyNext).
+class PendingVerdict {
+ public:
+  virtual ~PendingVerdict() = default;
+  // The proposal will not come (its Propose failed): ends the wait, unless
+  // the verifier has already taken the proposal (then Wait() is the step).
+  virtual void Abandon() = 0;
+  // The step. ABORTED: abandoned, or no proposal came in time; the sequence
+  // is unchanged.
+  virtual absl::StatusOr<Verdict> Wait() = 0;
 };
 
 class Verifier {
@@ -43,6 +59,15 @@ class Verifier {
   virtual absl::StatusOr<Verdict> Verify(int32_t seq, const std::vector<int32_t>& proposal, const ExchangeRef& ref,
                                          Deadline deadline) = 0;
   virtual void Release(int32_t seq) = 0;
+  // Pipelining: starts a verify of the proposer's next proposal for `seq`,
+  // which the verifier takes from exchange slot `after.slot` as soon as a
+  // generation past `after.generation` is published there (at most k
+  // tokens), so that it need not travel through the loop. nullptr: this
+  // verifier cannot (the loop verifies once the proposal is back).
+  virtual std::unique_ptr<PendingVerdict> VerifyNext(int32_t /*seq*/, const ExchangeRef& /*after*/, int /*k*/,
+                                                     Deadline /*deadline*/) {
+    return nullptr;
+  }
 };
 
 }  // namespace specd

@@ -88,6 +88,11 @@ TEST_F(ServiceTest, StreamsGreedyOutputEqualToTargetOnly) {
       // Unset k: the adaptive default, which may decline the draft when it does not pay.
       if (k) {
         EXPECT_GT(s->speculative_steps, 0);
+        // Pipelined verifies (--pipeline-verify, the default): every
+        // speculative step after the first took its proposal straight from
+        // the exchange buffer.
+        EXPECT_GE(s->pipelined_steps, s->speculative_steps - 1) << "k=" << *k;
+        EXPECT_LE(s->pipelined_steps, s->steps);
       }
       EXPECT_EQ(s->adaptive, !k.has_value());
       int64_t steps = 0;

@@ -3,8 +3,11 @@
 // references are refused.
 #include <sys/mman.h>
 
+#include <chrono>
 #include <cstring>
+#include <optional>
 #include <set>
+#include <thread>
 
 #include "common/shm/exchange.h"
 #include "common/shm/posix_shared_buffer.h"
@@ -141,6 +144,60 @@ TEST_F(ExchangeTest, ReferencesIntoAnotherBufferDoNotMatch) {
   // Random generation bases: the first buffer's reference misses the second.
   EXPECT_NE(g, ref.generation);
   EXPECT_EQ((*reader)->Read(ref, 1, std::vector<int32_t>{2}, &q).code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(ExchangeTest, PublishedAfterSeesOnlyANewerPublishedProposalOfTheSequence) {
+  const ExchangeRef first = Write(1, 42, {4, 8}, 0.5f);
+  // Not newer than `after`, another sequence, a bad slot: nothing yet.
+  EXPECT_FALSE(reader_->PublishedAfter(1, 42, first.generation).has_value());
+  EXPECT_FALSE(reader_->PublishedAfter(1, 43, first.generation - 2).has_value());
+  EXPECT_FALSE(reader_->PublishedAfter(kSlots, 42, 0).has_value());
+  EXPECT_FALSE(reader_->PublishedAfter(-1, 42, 0).has_value());
+  auto p = reader_->PublishedAfter(1, 42, first.generation - 2);
+  ASSERT_TRUE(p.has_value());
+  EXPECT_EQ(p->ref.slot, 1);
+  EXPECT_EQ(p->ref.generation, first.generation);
+  EXPECT_EQ(p->tokens, (std::vector<int32_t>{4, 8}));
+  // Being written: not yet, even past `after`.
+  writer_->BeginWrite(1);
+  EXPECT_EQ(reader_->Generation(1), first.generation + 1);
+  EXPECT_FALSE(reader_->PublishedAfter(1, 42, first.generation).has_value());
+  const uint64_t g = writer_->Publish(1, 42, std::vector<int32_t>{}, 0);  // an empty proposal is one too
+  p = reader_->PublishedAfter(1, 42, first.generation);
+  ASSERT_TRUE(p.has_value());
+  EXPECT_EQ(p->ref.generation, g);
+  EXPECT_TRUE(p->tokens.empty());
+  // What it names passes Check as it is.
+  EXPECT_TRUE(reader_->Check(p->ref, 42, p->tokens).ok());
+}
+
+TEST_F(ExchangeTest, WaitForChangeWakesOnPublishAndOtherwiseTimesOut) {
+  const ExchangeRef first = Write(2, 7, {1}, 1.0f);
+  // Nothing changes: it sleeps about the timeout.
+  auto t0 = std::chrono::steady_clock::now();
+  reader_->WaitForChange(2, first.generation, std::chrono::milliseconds(30));
+  const double idle = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_GE(idle, 0.025);
+  EXPECT_LT(idle, 2.0);
+  // Already changed: returns at once.
+  t0 = std::chrono::steady_clock::now();
+  reader_->WaitForChange(2, first.generation - 2, std::chrono::seconds(5));
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 1.0);
+  // Another thread (through the writer's own mapping) publishes: the reader
+  // wakes well before its timeout and sees the proposal.
+  std::thread w([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    Write(2, 7, {3, 4}, 2.0f);
+  });
+  t0 = std::chrono::steady_clock::now();
+  std::optional<ExchangeBuffer::Published> p;
+  for (int i = 0; i < 100 && !(p = reader_->PublishedAfter(2, 7, first.generation)); ++i)
+    reader_->WaitForChange(2, reader_->Generation(2), std::chrono::seconds(5));
+  const double woke = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  w.join();
+  ASSERT_TRUE(p.has_value());
+  EXPECT_EQ(p->tokens, (std::vector<int32_t>{3, 4}));
+  EXPECT_LT(woke, 4.0) << "woken by the publication, not by the 5 s timeout";
 }
 
 TEST_F(ExchangeTest, ReaderCannotWrite) {

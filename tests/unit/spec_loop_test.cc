@@ -1,9 +1,11 @@
 // The speculative loop with in-process clients (LocalDraft / LocalTarget over
 // generated models): lossless greedy and sampled output, the exchange-buffer
 // hand-off, stop strings, limits, cancellation, draft failures, and figures.
+#include <atomic>
 #include <cmath>
 #include <map>
 #include <random>
+#include <thread>
 
 #include "common/api/request.h"
 #include "common/engine/spec_bench.h"
@@ -792,6 +794,213 @@ TEST_F(SpecLoopTest, PermanentDraftErrorsStopUsingTheDraft) {
   EXPECT_EQ(r.tokens, ReferenceGreedy(req.prompt, 40));
   EXPECT_EQ(r.stats.draft_failures, 1);
   EXPECT_EQ(flaky.calls, 3);
+}
+
+// ---------------------------------------------------------------- pipelined verify
+
+// The gRPC target's pipelining, in process: VerifyNext waits on a thread of
+// its own for the draft to publish in the exchange slot, then verifies what it
+// finds there (LocalTarget, like the target worker's engine thread, checks it
+// against its own mapping). The loop thread meanwhile runs the Propose on the
+// draft's engine, as the coordinator's does over gRPC.
+class PipelinedTarget final : public Verifier {
+ public:
+  PipelinedTarget(LocalTarget* t, const std::string& exchange) : t_(t) {
+    auto xb = ExchangeBuffer::Attach("posix", exchange);
+    EXPECT_TRUE(xb.ok()) << xb.status();
+    if (xb.ok()) xb_ = std::move(*xb);
+  }
+  absl::Status Open(int32_t seq, const std::vector<int32_t>& tokens, const SamplingParams& s, Deadline dl) override {
+    return t_->Open(seq, tokens, s, dl);
+  }
+  absl::StatusOr<Verdict> Verify(int32_t seq, const std::vector<int32_t>& p, const ExchangeRef& ref,
+                                 Deadline dl) override {
+    ++sequential;
+    return t_->Verify(seq, p, ref, dl);
+  }
+  void Release(int32_t seq) override { t_->Release(seq); }
+  std::unique_ptr<PendingVerdict> VerifyNext(int32_t seq, const ExchangeRef& after, int k, Deadline dl) override {
+    ++started;
+    return std::make_unique<Pending>(this, seq, after, k, dl);
+  }
+  int started = 0, sequential = 0;
+  std::atomic<int> abandoned{0};
+
+ private:
+  class Pending final : public PendingVerdict {
+   public:
+    Pending(PipelinedTarget* o, int32_t seq, ExchangeRef after, int k, Deadline dl) {
+      th_ = std::thread([this, o, seq, after, k, dl] {
+        for (int i = 0; i < 2000; ++i) {
+          if (auto p = o->xb_->PublishedAfter(after.slot, seq, after.generation)) {
+            if (static_cast<int>(p->tokens.size()) > k) {
+              result_ = absl::FailedPreconditionError("too many tokens");
+              return;
+            }
+            result_ = o->t_->Verify(seq, p->tokens, p->ref, dl);
+            if (result_.ok()) {
+              result_->proposal = p->tokens;
+              result_->ref = p->ref;
+            }
+            return;
+          }
+          if (abandon_.load()) {
+            ++o->abandoned;
+            result_ = absl::AbortedError("abandoned");
+            return;
+          }
+          o->xb_->WaitForChange(after.slot, o->xb_->Generation(after.slot), std::chrono::milliseconds(1));
+        }
+        result_ = absl::AbortedError("no proposal in time");
+      });
+    }
+    ~Pending() override {
+      abandon_ = true;
+      if (th_.joinable()) th_.join();
+    }
+    void Abandon() override { abandon_ = true; }
+    absl::StatusOr<Verdict> Wait() override {
+      th_.join();
+      return result_;
+    }
+
+   private:
+    std::atomic<bool> abandon_{false};
+    absl::StatusOr<Verdict> result_ = absl::UnknownError("not run");
+    std::thread th_;
+  };
+  LocalTarget* t_;
+  std::unique_ptr<ExchangeBuffer> xb_;
+};
+
+// The draft over "gRPC": publishes every proposal; every `fail_every`-th
+// Propose fails, before the draft ran (`after` false) or after it published.
+class PublishingDraft final : public Proposer {
+ public:
+  PublishingDraft(LocalDraft* d, int fail_every, bool after) : d_(d), fail_every_(fail_every), after_(after) {}
+  absl::Status Open(int32_t seq, const std::vector<int32_t>& t, const SamplingParams& s, Deadline dl) override {
+    return d_->Open(seq, t, s, dl);
+  }
+  absl::StatusOr<Proposal> Propose(const ProposeRequest& req, Deadline dl) override {
+    const bool fail = fail_every_ > 0 && ++calls_ % fail_every_ == 0;
+    if (fail && !after_) return absl::UnavailableError("injected failure before the draft ran");
+    auto p = d_->Propose(req, dl);
+    if (fail) return absl::DeadlineExceededError("injected failure after the draft published");
+    return p;
+  }
+  void Release(int32_t seq) override { d_->Release(seq); }
+  bool PublishesEveryProposal() const override { return true; }
+
+ private:
+  LocalDraft* d_;
+  int fail_every_, calls_ = 0;
+  bool after_;
+};
+
+TEST_F(SpecLoopTest, PipelinedVerifyTakesTheProposalFromTheExchangeAndIsLossless) {
+  PipelinedTarget piped(target_.get(), draft_->exchange().name());
+  for (const auto& prompt : Prompts(4)) {
+    const std::vector<int32_t> ref = ReferenceGreedy(prompt, 40);
+    for (int k : {1, 3, 6}) {
+      PublishingDraft draft(draft_.get(), 0, false);
+      SpecRequest req;
+      req.seq = 21;
+      req.prompt = prompt;
+      req.max_tokens = 40;
+      req.ignore_eos = true;
+      req.k = k;
+      const int started = piped.started;
+      std::vector<StepEvent> events;
+      const SpecResult r = RunSpeculative(req, tok(), piped, &draft, [&](const StepEvent& ev) {
+        events.push_back(ev);
+        return true;
+      });
+      ASSERT_TRUE(r.status.ok()) << r.status;
+      ASSERT_EQ(r.tokens, ref) << "k=" << k;
+      // Every step but the first (no earlier proposal names the slot) and the
+      // last ones that asked for no draft is pipelined, and none fell back.
+      EXPECT_EQ(r.stats.pipeline_fallbacks, 0);
+      EXPECT_EQ(r.stats.pipelined_steps, piped.started - started);
+      EXPECT_GE(r.stats.pipelined_steps, r.stats.steps - 2) << "k=" << k;
+      for (const StepEvent& ev : events) {
+        EXPECT_GE(ev.time.transport, 0.0);
+        EXPECT_LE(ev.accepted, ev.proposed);
+      }
+    }
+  }
+  // Pipelining off: the same output, every verify after its proposal.
+  PublishingDraft draft(draft_.get(), 0, false);
+  SpecRequest req;
+  req.seq = 22;
+  req.prompt = tok().Encode("Hello world", true, false);
+  req.max_tokens = 30;
+  req.ignore_eos = true;
+  req.k = 4;
+  req.pipeline_verify = false;
+  const int started = piped.started;
+  const SpecResult r = RunSpeculative(req, tok(), piped, &draft, nullptr);
+  ASSERT_TRUE(r.status.ok());
+  EXPECT_EQ(r.tokens, ReferenceGreedy(req.prompt, 30));
+  EXPECT_EQ(piped.started, started);
+  EXPECT_EQ(r.stats.pipelined_steps, 0);
+}
+
+TEST_F(SpecLoopTest, PipelinedVerifyKeepsTheSampledOutputOfTheSequentialOne) {
+  PipelinedTarget piped(target_.get(), draft_->exchange().name());
+  SamplingParams sp;
+  sp.temperature = 0.8f;
+  sp.top_p = 0.95f;
+  sp.seed = 77;
+  std::vector<int32_t> outs[2];
+  for (int pipelined = 0; pipelined < 2; ++pipelined) {
+    PublishingDraft draft(draft_.get(), 0, false);
+    SpecRequest req;
+    req.seq = 23;
+    req.prompt = tok().Encode("def main():", true, false);
+    req.sampling = sp;
+    req.max_tokens = 48;
+    req.ignore_eos = true;
+    req.k = 4;
+    req.pipeline_verify = pipelined == 1;
+    const SpecResult r = RunSpeculative(req, tok(), piped, &draft, nullptr);
+    ASSERT_TRUE(r.status.ok()) << r.status;
+    EXPECT_EQ(r.stats.pipelined_steps > 0, pipelined == 1);
+    EXPECT_EQ(r.stats.pipeline_fallbacks, 0);
+    outs[pipelined] = r.tokens;
+  }
+  EXPECT_EQ(outs[0], outs[1]) << "the same proposals and rows, verified the same way";
+}
+
+TEST_F(SpecLoopTest, PipelinedVerifySurvivesProposeFailuresBeforeAndAfterPublication) {
+  const std::vector<int32_t> prompt = tok().Encode("The quick brown fox", true, false);
+  const std::vector<int32_t> ref = ReferenceGreedy(prompt, 60);
+  for (bool after : {false, true}) {
+    PipelinedTarget piped(target_.get(), draft_->exchange().name());
+    PublishingDraft draft(draft_.get(), 4, after);
+    SpecRequest req;
+    req.seq = 24;
+    req.prompt = prompt;
+    req.max_tokens = 60;
+    req.ignore_eos = true;
+    req.k = 3;
+    req.draft_retry = std::chrono::milliseconds(0);
+    const SpecResult r = RunSpeculative(req, tok(), piped, &draft, nullptr);
+    ASSERT_TRUE(r.status.ok()) << r.status;
+    EXPECT_EQ(r.tokens, ref) << (after ? "failures after publication" : "failures before the draft ran");
+    EXPECT_GT(r.stats.draft_failures, 0);
+    EXPECT_GT(r.stats.pipelined_steps, 0);
+    if (after) {
+      // The target took the published proposal: the verdict is the step.
+      EXPECT_EQ(piped.abandoned.load(), 0);
+      EXPECT_EQ(r.stats.pipeline_fallbacks, 0);
+    } else {
+      // Abandoned, and the step ran target-only.
+      EXPECT_GT(piped.abandoned.load(), 0);
+      EXPECT_EQ(r.stats.pipeline_fallbacks, piped.abandoned.load());
+    }
+    EXPECT_EQ(draft_engine_->active_sequences(), 0);
+    EXPECT_EQ(target_engine_->active_sequences(), 0);
+  }
 }
 
 TEST_F(SpecLoopTest, BadRequestsAreErrors) {
