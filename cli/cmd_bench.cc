@@ -91,6 +91,7 @@ int Bench(const std::vector<std::string>& args) {
   c.AddInt("prefill", 512, "prompt tokens for the prefill measurement", 1, 1 << 20);
   c.AddString("batches", "1,2,4,8,16", "decode batch sizes (sequences per step)");
   c.AddString("verify-k", "1,2,3,4,5,6,7,8", "verify lengths k (k+1 tokens per pass)");
+  c.AddInt("verify-seqs", 1, "sequences per verify pass (batched speculation: verify-seqs x (k+1) tokens)", 1, 4096);
   c.AddInt("reps", 10, "timed runs per figure (median)", 1, 100000);
   c.AddBytes("bandwidth-bytes", "1GiB", "buffer size of the copy-bandwidth measurement");
   c.AddString("json", "", "also write the results as JSON to this file");
@@ -101,7 +102,9 @@ int Bench(const std::vector<std::string>& args) {
   if (!ks.ok()) return Fail(ks.status());
   const int ctx = static_cast<int>(c.GetInt("ctx"));
   const int prefill = static_cast<int>(c.GetInt("prefill"));
-  const int max_b = *std::max_element(batches->begin(), batches->end());
+  const int verify_seqs = static_cast<int>(c.GetInt("verify-seqs"));
+  // Sequences holding a context: the decode batches' and the verify's.
+  const int max_b = std::max(*std::max_element(batches->begin(), batches->end()), verify_seqs);
   const int max_k = *std::max_element(ks->begin(), ks->end());
 
   EngineOptions o;
@@ -124,8 +127,8 @@ int Bench(const std::vector<std::string>& args) {
   o.max_seqs = c.IsSet("max-seqs") ? static_cast<int>(c.GetInt("max-seqs")) : max_b + 1;
   o.max_seq_len = c.IsSet("max-seq-len") ? static_cast<int>(c.GetInt("max-seq-len"))
                                           : std::max(ctx + max_k + 2, prefill + 1);
-  o.max_batch_tokens = std::max<int>(static_cast<int>(c.GetInt("max-batch-tokens")), max_k + 1);
-  o.max_out_rows = std::max(max_b, max_k + 1);
+  o.max_batch_tokens = std::max<int>(static_cast<int>(c.GetInt("max-batch-tokens")), verify_seqs * (max_k + 1));
+  o.max_out_rows = std::max(max_b, verify_seqs * (max_k + 1));
 
   std::unique_ptr<Engine> engine;
   std::string what;
@@ -176,7 +179,7 @@ int Bench(const std::vector<std::string>& args) {
     auto st = b.Prefill(s, ctx);
     if (!st.ok()) return Fail(st.status());
   }
-  double decode1 = 0;
+  double decode1 = 0, decode_vs = 0;  // step seconds at batch 1 and at verify-seqs sequences
   std::printf("\ndecode at context %d:\n  %5s %12s %14s %14s %10s\n", ctx, "batch", "step ms", "tok/s (all)",
               "tok/s (each)", "roofline");
   js["decode"] = nlohmann::ordered_json::array();
@@ -187,19 +190,25 @@ int Bench(const std::vector<std::string>& args) {
     auto t = b.Step(seqs, 1);
     if (!t.ok()) return Fail(t.status());
     if (n == 1) decode1 = *t;
+    if (n == verify_seqs) decode_vs = *t;
     // Bytes one step must read: all weights once, and each sequence's KV.
     const double ideal = bw > 0 ? (weight_bytes + n * kv_bytes_per_step) / bw : 0;
     std::printf("  %5d %12.3f %14.1f %14.2f %9.1f%%\n", n, *t * 1e3, n / *t, 1 / *t, ideal > 0 ? 100 * ideal / *t : 0.0);
     js["decode"].push_back({{"batch", n}, {"step_seconds", *t}, {"roofline_seconds", ideal}});
   }
-  std::printf("\nverify at context %d (k proposals + 1, one pass):\n  %3s %12s %16s\n", ctx, "k", "pass ms",
-              "x decode step");
+  std::printf("\nverify at context %d (k proposals + 1, one pass, %d sequence%s):\n  %3s %12s %16s\n", ctx,
+              verify_seqs, verify_seqs > 1 ? "s" : "", "k", "pass ms",
+              decode_vs > 0 && verify_seqs > 1 ? "x batch step" : "x decode step");
+  js["verify_seqs"] = verify_seqs;
   js["verify"] = nlohmann::ordered_json::array();
+  std::vector<int32_t> vseqs;
+  for (int s = 1; s <= verify_seqs; ++s) vseqs.push_back(s);
   for (size_t i = 0; i < ks->size(); ++i) {
     const int k = (*ks)[i];
-    auto t = b.Step({1}, k + 1);
+    auto t = b.Step(vseqs, k + 1);
     if (!t.ok()) return Fail(t.status());
-    std::printf("  %3d %12.3f %16.2f\n", k, *t * 1e3, decode1 > 0 ? *t / decode1 : 0.0);
+    const double step = verify_seqs > 1 && decode_vs > 0 ? decode_vs : decode1;
+    std::printf("  %3d %12.3f %16.2f\n", k, *t * 1e3, step > 0 ? *t / step : 0.0);
     js["verify"].push_back({{"k", k}, {"pass_seconds", *t}});
   }
   if (decode1 > 0 && bw > 0) {

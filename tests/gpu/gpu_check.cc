@@ -596,7 +596,7 @@ void CheckMatMul(OpEnv& env, GgmlType type, int64_t rows, int64_t k) {
   std::vector<float> y1;
   CHECK_OK(gpu_mm(1, *xd, &y1));
   bool inv = true;
-  for (int n : {1, 2, 3, 7, 8, 9, 16, 17, 40}) {
+  for (int n : {1, 2, 3, 7, 8, 9, 16, 17, 31, 32, 33, 40}) {
     CHECK_OK(gpu_mm(n, *xd, &yg));
     for (int c = 0; c < n; ++c) worst = std::max(worst, RelErr(yg.data() + c * rows, yc.data() + c * rows, rows));
     inv = inv && BitEqual(yg.data(), y1.data(), rows);
@@ -611,7 +611,7 @@ void CheckMatMul(OpEnv& env, GgmlType type, int64_t rows, int64_t k) {
     const mmv::Plan plan = cuda::MmvPlan(type, mmv::Tiles(rows), k);
     bool same = true;
     int first_bad = -1;
-    for (int n : {1, 7, 9, 16, 40}) {
+    for (int n : {1, 7, 9, 16, 30, 40}) {
       CHECK_OK(gpu_mm(n, *xd, &yg));
       const auto xq = mmv::QuantizeActivations(x.data(), n, k);
       std::vector<float> ye(static_cast<size_t>(n) * rows);
@@ -621,7 +621,7 @@ void CheckMatMul(OpEnv& env, GgmlType type, int64_t rows, int64_t k) {
         first_bad = n;
       }
     }
-    Check(same, absl::StrCat(tag, ": kernel == host emulation bit for bit for n = 1, 7, 9, 16, 40 (",
+    Check(same, absl::StrCat(tag, ": kernel == host emulation bit for bit for n = 1, 7, 9, 16, 30, 40 (",
                              plan.tile_warps, " warps x ", plan.gpw, " groups per tile)",
                              first_bad > 0 ? absl::StrCat("; first difference at n=", first_bad) : ""));
   }

@@ -1299,10 +1299,10 @@ void CudaBackend::ExecMatMul(const OpRec& op) {
   const float* bias = static_cast<const float*>(op.p[1]);
   switch (op.i[4]) {
     case kPathMmv: {
-      // 16 columns per launch; their activation records start (c0 / 8) column tiles in.
+      // kMmvMaxCols columns per launch; their activation records start (c0 / 8) column tiles in.
       const size_t ct_bytes = static_cast<size_t>(mmv::Groups(k)) * mmv::xq::kRec;
       const int nm = static_cast<int>(op.i[7]);
-      for (int c0 = 0; c0 < n; c0 += 16) {
+      for (int c0 = 0; c0 < n; c0 += cuda::kMmvMaxCols) {
         cuda::MmvMatrix mats[cuda::kMmvMaxMats];
         for (int j = 0; j < nm; ++j) {
           const int64_t r = op.i[kMmRows[j]];
@@ -1310,7 +1310,7 @@ void CudaBackend::ExecMatMul(const OpRec& op) {
                      static_cast<float*>(const_cast<void*>(op.p[kMmY[j]])) + c0 * r};
         }
         const auto* xq = static_cast<const uint8_t*>(op.p[4]) + (c0 / 8) * ct_bytes;
-        Fail(cuda::LaunchMmv(type, mats, nm, k, xq, std::min(16, n - c0), stream_), "matvec");
+        Fail(cuda::LaunchMmv(type, mats, nm, k, xq, std::min(cuda::kMmvMaxCols, n - c0), stream_), "matvec");
       }
       return;
     }

@@ -756,7 +756,7 @@ cudaError_t LaunchQuantizeX(const float* x, int n, int64_t k, void* xq, cudaStre
 
 cudaError_t LaunchMmv(GgmlType type, const MmvMatrix* mats, int n_mats, int64_t k, const void* xq, int n,
                       cudaStream_t s) {
-  if (n < 1 || n > 16 || n_mats < 1 || n_mats > kMmvMaxMats) return cudaErrorInvalidValue;
+  if (n < 1 || n > kMmvMaxCols || n_mats < 1 || n_mats > kMmvMaxMats) return cudaErrorInvalidValue;
   MmvParams p{};
   int64_t tiles = 0;
   for (int i = 0; i < n_mats; ++i) {

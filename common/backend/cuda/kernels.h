@@ -62,12 +62,16 @@ cudaError_t LaunchQuantizeX(const float* x, int n, int64_t k, void* xq, cudaStre
 
 // Up to kMmvMaxMats matrices of one type and K that read the same activations
 // (q/k/v, gate/up) go in one launch. y_i[c * rows_i + r] = W_i[r] . x_c
-// (+ bias_i[r]) for c < n <= 16; xq: the records of these n columns
-// (LaunchQuantizeX output, advanced by 16-column groups for larger n). The
+// (+ bias_i[r]) for c < n <= kMmvMaxCols; xq: the records of these n columns
+// (LaunchQuantizeX output, advanced by kMmvMaxCols-column groups for larger n). The
 // split of each tile's groups over warps (MmvPlan) depends on the shapes and
 // the device only, never on n: each column's result is bit-identical whatever
 // n is.
 constexpr int kMmvMaxMats = 3;
+// Columns per launch. Each 8-column tile costs about a whole pass's time
+// (round 10: the kernel is latency- and issue-bound, not bandwidth-bound),
+// so a 32-column launch was no faster than two 16-column ones.
+constexpr int kMmvMaxCols = 16;
 struct MmvMatrix {
   const void* w;  // packed
   int64_t rows;
