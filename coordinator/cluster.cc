@@ -207,6 +207,7 @@ void Cluster::AttachIfNeeded() {
   }
   attached_name_ = req.exchange().name();
   attached_target_pid_ = tpid;
+  attached_pipelines_ = resp.pipelined_verify();
   SPECD_LOG(INFO) << "target attached the draft's exchange buffer; speculation on"
                   << Kv("exchange", attached_name_) << Kv("target_pid", tpid);
 }
@@ -230,6 +231,11 @@ std::shared_ptr<const TargetView> Cluster::WaitTarget(Deadline deadline, const s
 bool Cluster::DraftUsableLocked() const {
   return target_ && draft_info_ && !paused_ && draft_info_->vocab_digest() == target_->info.vocab_digest() &&
          attached_name_ == draft_info_->exchange().name() && attached_target_pid_ == target_->info.pid();
+}
+
+bool Cluster::target_pipelines() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return DraftUsableLocked() && attached_pipelines_;
 }
 
 std::optional<DraftView> Cluster::draft() const {
@@ -312,6 +318,7 @@ absl::StatusOr<v1::InfoResponse> Cluster::SwapDraft(const std::string& path) {
     if (as.ok()) {
       attached_name_ = info.exchange().name();
       attached_target_pid_ = t->info.pid();
+      attached_pipelines_ = aresp.pipelined_verify();
     }
   }
   unpause();

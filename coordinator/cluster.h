@@ -63,6 +63,9 @@ class Cluster {
   v1::TargetWorker::Stub& target_stub() { return *target_stub_; }
   v1::DraftWorker::Stub* draft_stub() { return draft_stub_.get(); }
   bool has_draft() const { return draft_stub_ != nullptr; }
+  // The target attached the current draft's buffer and takes proposals from
+  // it (AttachDraftResponse.pipelined_verify; an older target does not).
+  bool target_pipelines() const;
 
   // The target as last seen, or null while it is down.
   std::shared_ptr<const TargetView> target() const;
@@ -111,6 +114,7 @@ class Cluster {
   bool paused_ = false;               // a swap is in progress
   std::string attached_name_;         // buffer the target has attached ...
   int64_t attached_target_pid_ = 0;   // ... in this target process
+  bool attached_pipelines_ = false;   // ... and takes proposals from it (AttachDraftResponse)
   uint64_t epoch_ = 1;
   int64_t swaps_ = 0, reconnects_ = 0;
   std::shared_ptr<const TargetView> tok_cache_;  // the last tokenizer loaded (target prober only)

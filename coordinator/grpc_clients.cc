@@ -149,6 +149,9 @@ class GrpcTargetClient::Pending final : public PendingVerdict {
 std::unique_ptr<PendingVerdict> GrpcTargetClient::VerifyNext(int32_t seq, const ExchangeRef& after, int k,
                                                              Deadline deadline) {
   if (after.slot < 0 || k < 1) return nullptr;
+  // A target that does not say it pipelines (an older build, or one that
+  // could not map the buffer) would take the call for a target-only step.
+  if (!cluster_->target_pipelines()) return nullptr;
   auto p = std::make_unique<Pending>(this, seq, after, deadline);
   p->Start(k);
   return p;

@@ -169,7 +169,7 @@ grpc::Status TargetService::Verify(grpc::ServerContext* ctx, const v1::VerifyReq
 }
 
 grpc::Status TargetService::AttachDraft(grpc::ServerContext* ctx, const v1::AttachDraftRequest* req,
-                                        v1::AttachDraftResponse*) {
+                                        v1::AttachDraftResponse* resp) {
   if (auto st = rpc::Authorize(ctx); !st.ok()) return st;
   const v1::ExchangeHandle& h = req->exchange();
   std::string path;
@@ -184,6 +184,7 @@ grpc::Status TargetService::AttachDraft(grpc::ServerContext* ctx, const v1::Atta
     std::lock_guard<std::mutex> l(await_mu_);
     if (watch.ok()) {
       watch_ = std::shared_ptr<const ExchangeBuffer>(std::move(*watch));
+      resp->set_pipelined_verify(true);
     } else {
       watch_.reset();
       SPECD_LOG(WARN) << "pipelined verifies are off: mapping the exchange buffer again failed"

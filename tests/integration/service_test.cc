@@ -6,6 +6,8 @@
 
 #include "common/engine/spec_local.h"
 #include "common/spec/loop.h"
+#include "proto/rpc/security.h"
+#include "proto/specd.grpc.pb.h"
 #include "tests/integration/service_harness.h"
 
 namespace specd::testing {
@@ -157,6 +159,93 @@ TEST_F(ServiceTest, SampledOutputEqualsTheInProcessLoop) {
     EXPECT_EQ(s->tokens, local.tokens) << "seed " << seed;
     EXPECT_EQ(s->accepted, local.stats.accepted);
   }
+}
+
+// The target's side of a pipelined Verify, talked to directly: a wait for a
+// proposal that never comes ends at await_ms, or at once when abandoned
+// (before or after the Verify arrives), and leaves the sequence unchanged.
+TEST_F(ServiceTest, PipelinedVerifyWaitEndsWhenAbandonedOrOutOfTime) {
+  auto ch = rpc::MakeChannel(g_service->target_address, {});
+  ASSERT_TRUE(ch.ok()) << ch.status();
+  auto stub = v1::TargetWorker::NewStub(*ch);
+  auto deadline = [](grpc::ClientContext* ctx) {
+    ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+  };
+  constexpr int32_t kSeq = 900;  // a sequence no draft proposes for
+  const std::vector<int32_t> prompt = Tokens("The quick brown fox");
+  {
+    v1::OpenRequest req;
+    req.set_seq(kSeq);
+    req.mutable_tokens()->Add(prompt.begin(), prompt.end());
+    v1::OpenResponse resp;
+    grpc::ClientContext ctx;
+    deadline(&ctx);
+    ASSERT_TRUE(stub->Open(&ctx, req, &resp).ok());
+  }
+  auto await_verify = [&](uint64_t after, uint32_t await_ms) {
+    v1::VerifyRequest req;
+    req.set_seq(kSeq);
+    req.set_slot(0);
+    req.set_await_proposal(true);
+    req.set_after_generation(after);
+    req.set_await_k(4);
+    req.set_await_ms(await_ms);
+    v1::VerifyResponse resp;
+    grpc::ClientContext ctx;
+    deadline(&ctx);
+    return stub->Verify(&ctx, req, &resp);
+  };
+  auto abandon = [&](uint64_t after) {
+    v1::AbandonVerifyRequest req;
+    req.set_seq(kSeq);
+    req.set_after_generation(after);
+    v1::AbandonVerifyResponse resp;
+    grpc::ClientContext ctx;
+    deadline(&ctx);
+    EXPECT_TRUE(stub->AbandonVerify(&ctx, req, &resp).ok());
+    return resp.abandoned();
+  };
+  auto since = [](std::chrono::steady_clock::time_point t) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+  };
+  // Nothing published for the sequence: ABORTED after await_ms.
+  auto t0 = std::chrono::steady_clock::now();
+  grpc::Status st = await_verify(1, 200);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::ABORTED) << st.error_message();
+  EXPECT_NE(st.error_message().find("no proposal"), std::string::npos) << st.error_message();
+  EXPECT_GE(since(t0), 0.15);
+  // Abandoned while it waits: ends long before its 20 s.
+  t0 = std::chrono::steady_clock::now();
+  std::thread waiter([&] { st = await_verify(7, 20000); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_TRUE(abandon(7));
+  waiter.join();
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::ABORTED) << st.error_message();
+  EXPECT_LT(since(t0), 10.0);
+  // Abandoned before it arrives: ends at once.
+  EXPECT_TRUE(abandon(9));
+  t0 = std::chrono::steady_clock::now();
+  st = await_verify(9, 20000);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::ABORTED) << st.error_message();
+  EXPECT_LT(since(t0), 10.0);
+  // The sequence is as opened: a target-only step appends one token to the prompt.
+  {
+    v1::VerifyRequest req;
+    req.set_seq(kSeq);
+    req.set_slot(-1);
+    v1::VerifyResponse resp;
+    grpc::ClientContext ctx;
+    deadline(&ctx);
+    ASSERT_TRUE(stub->Verify(&ctx, req, &resp).ok());
+    EXPECT_EQ(resp.length(), static_cast<int64_t>(prompt.size()) + 1);
+    EXPECT_EQ(resp.appended_size(), 1);
+  }
+  v1::ReleaseRequest rel;
+  rel.set_seq(kSeq);
+  v1::ReleaseResponse rr;
+  grpc::ClientContext ctx;
+  deadline(&ctx);
+  EXPECT_TRUE(stub->Release(&ctx, rel, &rr).ok());
 }
 
 TEST_F(ServiceTest, AcceptanceFiguresAddUp) {
