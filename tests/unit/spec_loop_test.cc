@@ -903,12 +903,7 @@ TEST_F(SpecLoopTest, PipelinedVerifyTakesTheProposalFromTheExchangeAndIsLossless
     const std::vector<int32_t> ref = ReferenceGreedy(prompt, 40);
     for (int k : {1, 3, 6}) {
       PublishingDraft draft(draft_.get(), 0, false);
-      SpecRequest req;
-      req.seq = 21;
-      req.prompt = prompt;
-      req.max_tokens = 40;
-      req.ignore_eos = true;
-      req.k = k;
+      SpecRequest req = FixedRequest(21, prompt, 40, k);
       const int started = piped.started;
       std::vector<StepEvent> events;
       const SpecResult r = RunSpeculative(req, tok(), piped, &draft, [&](const StepEvent& ev) {
@@ -930,12 +925,7 @@ TEST_F(SpecLoopTest, PipelinedVerifyTakesTheProposalFromTheExchangeAndIsLossless
   }
   // Pipelining off: the same output, every verify after its proposal.
   PublishingDraft draft(draft_.get(), 0, false);
-  SpecRequest req;
-  req.seq = 22;
-  req.prompt = tok().Encode("Hello world", true, false);
-  req.max_tokens = 30;
-  req.ignore_eos = true;
-  req.k = 4;
+  SpecRequest req = FixedRequest(22, tok().Encode("Hello world", true, false), 30, 4);
   req.pipeline_verify = false;
   const int started = piped.started;
   const SpecResult r = RunSpeculative(req, tok(), piped, &draft, nullptr);
@@ -954,13 +944,8 @@ TEST_F(SpecLoopTest, PipelinedVerifyKeepsTheSampledOutputOfTheSequentialOne) {
   std::vector<int32_t> outs[2];
   for (int pipelined = 0; pipelined < 2; ++pipelined) {
     PublishingDraft draft(draft_.get(), 0, false);
-    SpecRequest req;
-    req.seq = 23;
-    req.prompt = tok().Encode("def main():", true, false);
+    SpecRequest req = FixedRequest(23, tok().Encode("def main():", true, false), 48, 4);
     req.sampling = sp;
-    req.max_tokens = 48;
-    req.ignore_eos = true;
-    req.k = 4;
     req.pipeline_verify = pipelined == 1;
     const SpecResult r = RunSpeculative(req, tok(), piped, &draft, nullptr);
     ASSERT_TRUE(r.status.ok()) << r.status;
@@ -977,12 +962,7 @@ TEST_F(SpecLoopTest, PipelinedVerifySurvivesProposeFailuresBeforeAndAfterPublica
   for (bool after : {false, true}) {
     PipelinedTarget piped(target_.get(), draft_->exchange().name());
     PublishingDraft draft(draft_.get(), 4, after);
-    SpecRequest req;
-    req.seq = 24;
-    req.prompt = prompt;
-    req.max_tokens = 60;
-    req.ignore_eos = true;
-    req.k = 3;
+    SpecRequest req = FixedRequest(24, prompt, 60, 3);
     req.draft_retry = std::chrono::milliseconds(0);
     const SpecResult r = RunSpeculative(req, tok(), piped, &draft, nullptr);
     ASSERT_TRUE(r.status.ok()) << r.status;
