@@ -16,6 +16,10 @@ ServiceStats::ServiceStats(size_t recent) : recent_max_(recent) {
   accepted_c_ = r.AddCounter("specd_accepted_tokens_total", "Draft tokens the target accepted.");
   draft_failures_c_ =
       r.AddCounter("specd_draft_failures_total", "Steps that ran target-only because the draft failed.");
+  pipelined_c_ = r.AddCounter("specd_pipelined_steps_total",
+                              "Steps whose Verify took the proposal straight from the exchange buffer.");
+  pipeline_fallbacks_c_ = r.AddCounter("specd_pipeline_fallbacks_total",
+                                       "Pipelined Verifies that did not take the proposal (verified after it).");
   duration_h_ = r.AddHistogram("specd_request_duration_seconds", "Request time from admission to the end.",
                                ExponentialBuckets(0.01, 2, 15));
   queue_h_ = r.AddHistogram("specd_queue_wait_seconds", "Time requests waited for admission.",
@@ -78,6 +82,8 @@ void ServiceStats::Record(const RequestOutcome& o) {
     accepted_ += st.accepted;
     spec_appended_ += st.spec_appended;
     draft_failures_ += st.draft_failures;
+    pipelined_ += st.pipelined_steps;
+    pipeline_fallbacks_ += st.pipeline_fallbacks;
     seconds_ += st.elapsed_seconds;
     queue_seconds_ += o.queue_seconds;
     time_.Add(st.time);
@@ -97,6 +103,8 @@ void ServiceStats::Record(const RequestOutcome& o) {
   drafted_c_->Inc(static_cast<double>(st.proposed));
   accepted_c_->Inc(static_cast<double>(st.accepted));
   draft_failures_c_->Inc(st.draft_failures);
+  pipelined_c_->Inc(st.pipelined_steps);
+  pipeline_fallbacks_c_->Inc(st.pipeline_fallbacks);
   const double parts_s[kTimeParts] = {st.time.draft_forward, st.time.verify_forward, st.time.accept,
                                       st.time.transport, st.time.wait, st.time.host};
   for (int i = 0; i < kTimeParts; ++i) time_c_[i]->Inc(parts_s[i]);
@@ -139,6 +147,8 @@ void ServiceStats::Fill(v1::StatsResponse* resp) const {
   resp->set_mean_accepted_length(spec_steps_ ? static_cast<double>(spec_appended_) / spec_steps_ : 0.0);
   resp->set_tokens_per_second(seconds_ > 0 ? tokens_ / seconds_ : 0.0);
   resp->set_draft_failures(draft_failures_);
+  resp->set_pipelined_steps(pipelined_);
+  resp->set_pipeline_fallbacks(pipeline_fallbacks_);
   resp->set_mean_queue_seconds(requests_ ? queue_seconds_ / requests_ : 0.0);
   for (int64_t n : k_hist_) resp->add_k_histogram(n);
   rpc::StepTimeToProto(time_, steps_, resp->mutable_step_time());

@@ -42,7 +42,7 @@ class ServiceStats {
  private:
   mutable std::mutex mu_;
   int64_t requests_ = 0, failed_ = 0, prompt_tokens_ = 0, tokens_ = 0, steps_ = 0, spec_steps_ = 0, proposed_ = 0,
-          accepted_ = 0, spec_appended_ = 0, draft_failures_ = 0;
+          accepted_ = 0, spec_appended_ = 0, draft_failures_ = 0, pipelined_ = 0, pipeline_fallbacks_ = 0;
   double seconds_ = 0, queue_seconds_ = 0;
   StepTimes time_;
   std::vector<int64_t> k_hist_;
@@ -51,7 +51,7 @@ class ServiceStats {
 
   metrics::Registry registry_;
   metrics::Counter *prompt_tokens_c_, *completion_tokens_c_, *spec_steps_c_, *plain_steps_c_, *drafted_c_,
-      *accepted_c_, *draft_failures_c_;
+      *accepted_c_, *draft_failures_c_, *pipelined_c_, *pipeline_fallbacks_c_;
   metrics::Histogram *duration_h_, *queue_h_, *ttft_h_, *k_h_, *tps_h_;
   static constexpr int kTimeParts = 6;
   metrics::Counter* time_c_[kTimeParts];  // specd_step_seconds_total by part

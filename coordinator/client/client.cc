@@ -185,6 +185,8 @@ absl::StatusOr<Stats> Client::GetStats(std::chrono::milliseconds timeout) {
   s.proposed = r.proposed();
   s.accepted = r.accepted();
   s.draft_failures = r.draft_failures();
+  s.pipelined_steps = r.pipelined_steps();
+  s.pipeline_fallbacks = r.pipeline_fallbacks();
   s.acceptance_rate = r.acceptance_rate();
   s.mean_accepted_length = r.mean_accepted_length();
   s.tokens_per_second = r.tokens_per_second();
@@ -307,6 +309,8 @@ std::string FormatStats(const Stats& s) {
   if (s.steps > 0) os << "step time " << s.step_time.PerStep(s.steps) << "\n";
   os << absl::StrFormat("batches: %.2f sequences per verify, %.2f per draft proposal\n", s.verify_batch_mean,
                         s.draft_batch_mean);
+  os << absl::StrFormat("pipelined verify: %d of %d steps took the proposal from the exchange buffer (%d fell back)\n",
+                        s.pipelined_steps, s.steps, s.pipeline_fallbacks);
   os << absl::StrFormat("draft: %d failures, %d reconnects, %d swaps\n", s.draft_failures, s.draft_reconnects,
                         s.draft_swaps);
   auto worker = [&](const char* name, const WorkerStats& w) {

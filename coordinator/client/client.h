@@ -76,6 +76,7 @@ struct RequestRecord {
 struct Stats {
   int64_t requests_total = 0, requests_active = 0, requests_failed = 0;
   int64_t completion_tokens = 0, steps = 0, proposed = 0, accepted = 0, draft_failures = 0;
+  int64_t pipelined_steps = 0, pipeline_fallbacks = 0;  // Verifies that took the proposal from the exchange buffer
   double acceptance_rate = 0, mean_accepted_length = 0, tokens_per_second = 0, uptime_seconds = 0;
   int k = 0;
   bool speculation_enabled = false, draft_ready = false, target_ready = false;

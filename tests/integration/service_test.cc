@@ -491,6 +491,10 @@ TEST_F(ServiceTest, ConcurrentRequestsAreBatchedAndStayLossless) {
   EXPECT_GT(s.step_time.transport, 0);
   EXPECT_GT(s.step_time.wait, 0);  // the hand-off to the workers' engine threads, the lockstep gate
   EXPECT_NE(client::FormatStats(s).find("step time per step: draft forwards"), std::string::npos);
+  // Concurrent requests pipeline their verifies too (lockstep and all).
+  EXPECT_GT(s.pipelined_steps, 0);
+  EXPECT_LE(s.pipelined_steps, s.steps);
+  EXPECT_NE(client::FormatStats(s).find("pipelined verify: "), std::string::npos);
   EXPECT_TRUE(g_service->WaitNoSequences());
 }
 
