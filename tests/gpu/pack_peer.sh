@@ -7,6 +7,11 @@
 # device supplies (NCCL from its Python nvidia-nccl package: peer_bench.sh
 # finds it).
 #   tests/gpu/pack_peer.sh [LLAMA_BUILD_DIR]     (default /work/peer/lcb)
+# Built on a machine without the CUDA driver (this one), the executables link
+# against libggml-cuda, which needs libcuda.so.1: configure with
+#   -DCMAKE_EXE_LINKER_FLAGS=-Wl,-rpath-link,DIR
+# where DIR holds a link libcuda.so.1 -> /usr/local/cuda/lib64/stubs/libcuda.so
+# (about 35 minutes on 2 cores).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 lcb=${1:-/work/peer/lcb}
