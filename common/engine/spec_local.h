@@ -108,13 +108,6 @@ class LocalTarget : public Verifier {
                        bool prefill = true);
   absl::Status SyncSeq(int32_t seq, int64_t base_len, const std::vector<int32_t>& tokens);
   bool ReleaseSeq(int32_t seq);
-  // Greedy verifies of 0..k_max drafts, twice each, on a scratch sequence
-  // (released after): a device backend replays a batch from a CUDA graph
-  // captured for its shape, and a shape seen for the first time runs eagerly,
-  // then is captured the next time. Warmed, a fresh request's adaptive
-  // lengths do not pay that (~35 ms of a 256-token request on the H200,
-  // round 10). Needs max-seq-len > k_max + 4 and a free sequence slot.
-  absl::Status WarmUpVerifies(int k_max);
   std::vector<absl::StatusOr<int64_t>> PrefillSeqs(const std::vector<PrefillSlice>& slices) {
     return core_.Prefill(slices);
   }
