@@ -7,6 +7,7 @@
 #include "cli/cli_util.h"
 #include "cli/commands.h"
 #include "common/api/local_generator.h"
+#include "common/backend/cuda/cuda_backend.h"
 #include "common/util/log.h"
 
 #if defined(SPECD_HAVE_CLIENT)
@@ -145,6 +146,18 @@ int Run(const std::vector<std::string>& args, const char* program, bool chat) {
                api::FormatSummary(*sum).c_str());
   if (local && sum->adaptive)
     std::fprintf(stderr, "acceptance prior: %s\n", local->AcceptancePriorText(*proposer).c_str());
+  if (local) {
+    // CUDA: batches replayed from graphs, captured, and run eagerly (a shape's first run), load included.
+    for (const auto& [name, e] : {std::pair<const char*, const Engine*>{"target", &local->target_engine()},
+                                  {"draft", local->draft_engine()}}) {
+      const CudaBackendControl* cc = e ? AsCudaControl(e->backend()) : nullptr;
+      if (!cc) continue;
+      const CudaBackendControl::Stats st = cc->GetStats();
+      std::fprintf(stderr, "%s graphs: %lld launches, %lld captures, %lld eager batches\n", name,
+                   static_cast<long long>(st.graph_launches), static_cast<long long>(st.graph_captures),
+                   static_cast<long long>(st.eager_flushes));
+    }
+  }
   return 0;
 }
 
