@@ -9,16 +9,24 @@
 namespace specd {
 namespace {
 
-void SetDeadline(grpc::ClientContext* ctx, Deadline request, std::chrono::milliseconds timeout) {
-  ctx->set_deadline(std::min(request, std::chrono::system_clock::now() + timeout));
+// Returns the call's deadline: the request's when that comes first.
+Deadline SetDeadline(grpc::ClientContext* ctx, Deadline request, std::chrono::milliseconds timeout) {
+  const Deadline d = std::min(request, std::chrono::system_clock::now() + timeout);
+  ctx->set_deadline(d);
+  return d;
 }
 
 }  // namespace
 
 // ---------------------------------------------------------------- target
 
-absl::Status GrpcTargetClient::Failed(const grpc::Status& gs, const char* call, int32_t seq, Deadline deadline) {
-  if (std::chrono::system_clock::now() >= deadline) return absl::DeadlineExceededError("request deadline reached");
+absl::Status GrpcTargetClient::Failed(const grpc::Status& gs, const char* call, int32_t seq, Deadline deadline,
+                                      Deadline call_deadline) {
+  // gRPC may report a deadline a hair before this clock reaches it: a call
+  // bounded by the request's deadline that ran out is the request's end.
+  if (std::chrono::system_clock::now() >= deadline ||
+      (gs.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED && call_deadline >= deadline))
+    return absl::DeadlineExceededError("request deadline reached");
   switch (gs.error_code()) {
     case grpc::StatusCode::NOT_FOUND: {
       absl::Status st = absl::UnavailableError(
@@ -49,9 +57,9 @@ absl::Status GrpcTargetClient::Open(int32_t seq, const std::vector<int32_t>& tok
   rpc::SamplingToProto(sampling, req.mutable_sampling());
   v1::OpenResponse resp;
   grpc::ClientContext ctx;
-  SetDeadline(&ctx, deadline, t_.target);
+  const Deadline call_deadline = SetDeadline(&ctx, deadline, t_.target);
   const grpc::Status gs = cluster_->target_stub().Open(&ctx, req, &resp);
-  return gs.ok() ? absl::OkStatus() : Failed(gs, "Open", seq, deadline);
+  return gs.ok() ? absl::OkStatus() : Failed(gs, "Open", seq, deadline, call_deadline);
 }
 
 namespace {
@@ -76,9 +84,9 @@ absl::StatusOr<Verdict> GrpcTargetClient::Verify(int32_t seq, const std::vector<
   req.set_generation(ref.generation);
   v1::VerifyResponse resp;
   grpc::ClientContext ctx;
-  SetDeadline(&ctx, deadline, t_.target);
+  const Deadline call_deadline = SetDeadline(&ctx, deadline, t_.target);
   const grpc::Status gs = cluster_->target_stub().Verify(&ctx, req, &resp);
-  if (!gs.ok()) return Failed(gs, "Verify", seq, deadline);
+  if (!gs.ok()) return Failed(gs, "Verify", seq, deadline, call_deadline);
   return VerdictFromProto(resp);
 }
 
@@ -101,7 +109,7 @@ class GrpcTargetClient::Pending final : public PendingVerdict {
     req_.set_await_k(k);
     // As long as the Propose may take; the loop abandons the wait sooner when the Propose fails.
     req_.set_await_ms(static_cast<uint32_t>(client_->t_.draft.count()));
-    SetDeadline(&ctx_, deadline_, client_->t_.target + client_->t_.draft);
+    call_deadline_ = SetDeadline(&ctx_, deadline_, client_->t_.target + client_->t_.draft);
     client_->cluster_->target_stub().async()->Verify(&ctx_, &req_, &resp_, [this](grpc::Status gs) {
       std::lock_guard<std::mutex> l(mu_);
       status_ = std::move(gs);
@@ -126,7 +134,7 @@ class GrpcTargetClient::Pending final : public PendingVerdict {
     }
     // ABORTED: the target did not take the proposal and changed nothing.
     if (status_.error_code() == grpc::StatusCode::ABORTED) return rpc::FromGrpc(status_);
-    if (!status_.ok()) return client_->Failed(status_, "Verify", seq_, deadline_);
+    if (!status_.ok()) return client_->Failed(status_, "Verify", seq_, deadline_, call_deadline_);
     Verdict v = VerdictFromProto(resp_);
     v.ref = ExchangeRef{after_.slot, resp_.generation()};
     return v;
@@ -137,6 +145,7 @@ class GrpcTargetClient::Pending final : public PendingVerdict {
   const int32_t seq_;
   const ExchangeRef after_;
   const Deadline deadline_;
+  Deadline call_deadline_ = kNoDeadline;
   grpc::ClientContext ctx_;
   v1::VerifyRequest req_;
   v1::VerifyResponse resp_;

@@ -33,7 +33,8 @@ class GrpcTargetClient : public Verifier {
 
  private:
   class Pending;
-  absl::Status Failed(const grpc::Status& gs, const char* call, int32_t seq, Deadline deadline);
+  absl::Status Failed(const grpc::Status& gs, const char* call, int32_t seq, Deadline deadline,
+                      Deadline call_deadline);
   Cluster* cluster_;
   CallTimeouts t_;
 };

@@ -316,7 +316,8 @@ SpecResult RunSpeculative(const SpecRequest& req, const Tokenizer& tok, Verifier
       step = absl::InternalError("malformed verify result from the target");
     }
     if (!step.ok()) {
-      if (std::chrono::system_clock::now() >= req.deadline) {
+      if (std::chrono::system_clock::now() >= req.deadline ||
+          step.status().code() == absl::StatusCode::kDeadlineExceeded) {
         r.reason = FinishReason::kDeadline;
       } else if (req.cancelled && req.cancelled()) {
         r.reason = FinishReason::kCancelled;
