@@ -611,7 +611,8 @@ void CheckMatMul(OpEnv& env, GgmlType type, int64_t rows, int64_t k) {
     const mmv::Plan plan = cuda::MmvPlan(type, mmv::Tiles(rows), k);
     bool same = true;
     int first_bad = -1;
-    for (int n : {1, 7, 9, 16, 30, 40}) {
+    // 1 and 3: paired levels (one MMA per unit); 5, 7: one column tile; 9, 16: two; 30, 40: passes of 16.
+    for (int n : {1, 3, 5, 7, 9, 16, 30, 40}) {
       CHECK_OK(gpu_mm(n, *xd, &yg));
       const auto xq = mmv::QuantizeActivations(x.data(), n, k);
       std::vector<float> ye(static_cast<size_t>(n) * rows);
@@ -621,7 +622,7 @@ void CheckMatMul(OpEnv& env, GgmlType type, int64_t rows, int64_t k) {
         first_bad = n;
       }
     }
-    Check(same, absl::StrCat(tag, ": kernel == host emulation bit for bit for n = 1, 7, 9, 16, 30, 40 (",
+    Check(same, absl::StrCat(tag, ": kernel == host emulation bit for bit for n = 1, 3, 5, 7, 9, 16, 30, 40 (",
                              plan.tile_warps, " warps x ", plan.gpw, " groups per tile)",
                              first_bad > 0 ? absl::StrCat("; first difference at n=", first_bad) : ""));
   }

@@ -3,21 +3,24 @@
 //
 // Quantized weights live in the mmv tile layout (common/quant/mmv_tiles.h:
 // packed once at load by PackKernel, losslessly, in the GGUF byte count):
-// a (16-row tile, 256-element group) is one contiguous record, and every lane
-// reads exactly its integer-MMA fragments from it with 16-byte loads. A block
-// owns one tile; its warps split the tile's groups (MmvPlan: the split that
-// makes the launch's waves cheapest, from the shapes and the device only),
-// each warp holding the next group's weights in registers while it computes
-// the current one, and the warps' sums are added in warp order. Per group and
-// unit the codes meet the activations (two int8 levels, LaunchQuantizeX) in
-// mma.sync m16n8k32 / m16n8k16; the k-quants' integer scales are applied in
-// int32 and their mins through an MMA over the units' limb sums, all exact,
-// then one float expression per group (mmv::KGroupValue). The arithmetic is
-// mmv::Emulate's, so tests compare the device with it bit for bit.
+// a (16-row tile, 256-element group) is one contiguous record. A block owns
+// one tile; its warps split the tile's groups (MmvPlan: the split that makes
+// the launch's waves cheapest, from the shapes and the device only), and the
+// warps' sums are added in warp order. Each warp streams its records through
+// a ring of MmvStages shared-memory slots with cp.async, so several groups
+// are in flight per warp while registers hold only the current one (ncu,
+// round 10: with the next group prefetched in registers the kernel took 125
+// registers, ~20% occupancy and 39-51% of DRAM bandwidth). Per group and unit
+// the codes meet the activations (two int8 levels, LaunchQuantizeX) in
+// mma.sync m16n8k32 / m16n8k16 (up to 4 columns both levels share one MMA:
+// kPaired); the k-quants' integer scales are applied in int32 and their mins
+// through an MMA over the units' limb sums, all exact, then one float
+// expression per group (mmv::KGroupValue). The arithmetic is mmv::Emulate's,
+// so tests compare the device with it bit for bit.
 //
-// Weights are read before griddepcontrol.wait: with programmatic dependent
-// launch the first group streams in while the producer of the activations
-// finishes.
+// The first records are requested before griddepcontrol.wait: with
+// programmatic dependent launch they stream in while the producer of the
+// activations finishes.
 //
 // Float weights (F16 BF16 F32) use a plain FP32 FMA kernel.
 #include <cuda_fp16.h>
@@ -36,24 +39,11 @@ namespace {
 using mmv::Layout;
 
 // ---- loads ----
-// Weights: streamed once, not kept in L1.
-__device__ __forceinline__ uint4 LdW(const uint8_t* p) {
-  uint4 v;
-  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(p));
-  return v;
-}
-__device__ __forceinline__ uint32_t LdW32(const uint8_t* p) {
-  uint32_t v;
-  asm volatile("ld.global.nc.L1::no_allocate.u32 %0, [%1];" : "=r"(v) : "l"(p));
-  return v;
-}
-__device__ __forceinline__ uint32_t LdW16(const uint8_t* p) {
-  unsigned short v;
-  asm volatile("ld.global.nc.L1::no_allocate.u16 %0, [%1];" : "=h"(v) : "l"(p));
-  return v;
-}
+// Weights: streamed once from global memory into the warp's shared ring
+// (cp.async.cg: L2 only); a lane then reads its fragments there.
+__device__ __forceinline__ uint4 LdS(const uint8_t* p) { return *reinterpret_cast<const uint4*>(p); }
+__device__ __forceinline__ uint32_t LdS32(const uint8_t* p) { return *reinterpret_cast<const uint32_t*>(p); }
+__device__ __forceinline__ uint32_t LdS16(const uint8_t* p) { return *reinterpret_cast<const uint16_t*>(p); }
 // Activations: read by every block, cached.
 __device__ __forceinline__ uint4 LdX(const uint8_t* p) { return __ldg(reinterpret_cast<const uint4*>(p)); }
 
@@ -102,12 +92,12 @@ struct WRegs {
   uint32_t b[2];
 };
 
-// Reads the lane's share of a record.
+// Reads the lane's share of a record (in shared memory).
 template <GgmlType T>
 __device__ __forceinline__ void LoadW(const uint8_t* rec, int lane, WRegs& w) {
   constexpr Layout l = mmv::LayoutOf(T);
-  auto v4 = [&](int off) { return LdW(rec + off); };
-  auto v1 = [&](int off) { return LdW32(rec + off); };
+  auto v4 = [&](int off) { return LdS(rec + off); };
+  auto v1 = [&](int off) { return LdS32(rec + off); };
   if constexpr (l.p4 >= 0) {
 #pragma unroll
     for (int c = 0; c < 4; ++c) w.p4[c] = v4(l.p4 + 512 * c + 16 * lane);
@@ -134,7 +124,7 @@ __device__ __forceinline__ void LoadW(const uint8_t* rec, int lane, WRegs& w) {
       w.a[h][0] = make_uint4(v1(a), v1(a + 4), v1(a + 8), 0u);
     }
     if constexpr (l.aux_b_row == 4) w.b[h] = v1(l.aux_b + 4 * row);
-    else if constexpr (l.aux_b_row == 2) w.b[h] = LdW16(rec + l.aux_b + 2 * row);
+    else if constexpr (l.aux_b_row == 2) w.b[h] = LdS16(rec + l.aux_b + 2 * row);
   }
 }
 
@@ -228,14 +218,45 @@ __device__ __forceinline__ int KUnitScale(const KScales& s, int h, int u) {
   return Byte(s.sc[h][u >> 2], u & 3);
 }
 
-// The lane's view of the activation record of one group: B fragments of the
-// columns 8 ct + g that exist, zero otherwise.
-template <int NT>
+// Column modes. C >= 1: C tiles of 8 columns, each column's two activation
+// levels (hi, lo) in two MMAs per unit. C = 0 (paired, up to 4 columns, the
+// decode and short verifies): MMA column 2c is column c's hi level and 2c + 1
+// its lo level, so one MMA per unit gives both and the lane's D fragment holds
+// (hi, lo) of column t for rows g and g + 8: half the MMAs and half the
+// scale multiply-adds of a tile, for the same integers (so the same floats).
+constexpr int kPaired = 0;
+constexpr int Tiles(int C) { return C == kPaired ? 1 : C; }
+
+// The lane's view of the activation record of one group: where its B
+// fragments are, and which of its columns exist (zero fragments otherwise).
+template <int C>
 struct XView {
-  const uint8_t* rec[NT];
-  bool col_ok[NT];   // the lane's B column exists
-  bool out_ok[NT];   // the lane's first output column exists
+  const uint8_t* rec[Tiles(C)];
+  int frag;                  // the lane's fragment bytes within a unit's 512
+  int lanex;                 // the lane whose (16-byte) fragment position it reads
+  bool col_ok[Tiles(C)];     // the lane's B column exists
+  bool out_ok[Tiles(C)];     // the lane's first output column exists
 };
+
+// Output element i of column tile ct held by lane t: its column, or -1.
+template <int C>
+__device__ __forceinline__ int OutCol(int ct, int t, int i) {
+  if constexpr (C == kPaired) return (i & 1) ? -1 : t;
+  return 8 * ct + 2 * t + (i & 1);
+}
+
+// The unit's B fragment (hi b0, hi b1, lo b0, lo b1); paired: (b0, b1) of the
+// level of MMA column g in .x, .y.
+template <int C>
+__device__ __forceinline__ uint4 FragB(const XView<C>& x, int ct, int u) {
+  if (!x.col_ok[ct]) return make_uint4(0, 0, 0, 0);
+  const uint8_t* f = x.rec[ct] + mmv::xq::kFrag + 512 * u + x.frag;
+  if constexpr (C == kPaired) {
+    const uint2 v = __ldg(reinterpret_cast<const uint2*>(f));
+    return make_uint4(v.x, v.y, 0, 0);
+  }
+  return LdX(f);
+}
 
 // Adds one unit's products to the high- and low-limb sums: fragment rows g
 // (elements 0, 1) take the first half's scale s0, rows g + 8 (2, 3) s1.
@@ -250,9 +271,18 @@ __device__ __forceinline__ void AddScaled(int (&hi)[4], int (&lo)[4], int s0, in
   lo[2] += s1 * dl[2];
   lo[3] += s1 * dl[3];
 }
+// Paired: d = (hi, lo) of row g, then of row g + 8; the sums live in
+// elements 0 and 2.
+__device__ __forceinline__ void AddScaledPaired(int (&hi)[4], int (&lo)[4], int s0, int s1, const int (&d)[4]) {
+  hi[0] += s0 * d[0];
+  lo[0] += s0 * d[1];
+  hi[2] += s1 * d[2];
+  lo[2] += s1 * d[3];
+}
 
-template <GgmlType T, int NT>
-__device__ __forceinline__ void GroupK(const WRegs& w, const XView<NT>& x, int lane, float (&acc)[NT][4]) {
+template <GgmlType T, int C>
+__device__ __forceinline__ void GroupK(const WRegs& w, const XView<C>& x, int lane, float (&acc)[Tiles(C)][4]) {
+  constexpr int NT = Tiles(C);
   constexpr Layout l = mmv::LayoutOf(T);
   constexpr bool kS8 = SignedA<T>();
   KScales s;
@@ -269,22 +299,34 @@ __device__ __forceinline__ void GroupK(const WRegs& w, const XView<NT>& x, int l
     for (int j = 0; j < 4; ++j) a[j] = AReg<T>(w, u, j);
 #pragma unroll
     for (int ct = 0; ct < NT; ++ct) {
-      const uint4 b = x.col_ok[ct] ? LdX(x.rec[ct] + mmv::xq::kFrag + 512 * u + 16 * lane) : make_uint4(0, 0, 0, 0);
+      const uint4 b = FragB<C>(x, ct, u);
       if constexpr (!l.unit16) {
         const int s0 = KUnitScale<T>(s, 0, u), s1 = KUnitScale<T>(s, 1, u);
-        int dh[4], dl[4];
-        Mma32<kS8>(dh, a, b.x, b.y);
-        Mma32<kS8>(dl, a, b.z, b.w);
-        AddScaled(shi[ct], slo[ct], s0, s1, dh, dl);
+        if constexpr (C == kPaired) {
+          int d[4];
+          Mma32<kS8>(d, a, b.x, b.y);
+          AddScaledPaired(shi[ct], slo[ct], s0, s1, d);
+        } else {
+          int dh[4], dl[4];
+          Mma32<kS8>(dh, a, b.x, b.y);
+          Mma32<kS8>(dl, a, b.z, b.w);
+          AddScaled(shi[ct], slo[ct], s0, s1, dh, dl);
+        }
       } else {
 #pragma unroll
         for (int hh = 0; hh < 2; ++hh) {
           const int v = 2 * u + hh;
           const int s0 = KUnitScale<T>(s, 0, v), s1 = KUnitScale<T>(s, 1, v);
-          int dh[4], dl[4];
-          Mma16<kS8>(dh, a[2 * hh], a[2 * hh + 1], hh ? b.y : b.x);
-          Mma16<kS8>(dl, a[2 * hh], a[2 * hh + 1], hh ? b.w : b.z);
-          AddScaled(shi[ct], slo[ct], s0, s1, dh, dl);
+          if constexpr (C == kPaired) {
+            int d[4];
+            Mma16<kS8>(d, a[2 * hh], a[2 * hh + 1], hh ? b.y : b.x);
+            AddScaledPaired(shi[ct], slo[ct], s0, s1, d);
+          } else {
+            int dh[4], dl[4];
+            Mma16<kS8>(dh, a[2 * hh], a[2 * hh + 1], hh ? b.y : b.x);
+            Mma16<kS8>(dl, a[2 * hh], a[2 * hh + 1], hh ? b.w : b.z);
+            AddScaled(shi[ct], slo[ct], s0, s1, dh, dl);
+          }
         }
       }
     }
@@ -295,7 +337,8 @@ __device__ __forceinline__ void GroupK(const WRegs& w, const XView<NT>& x, int l
     int m[4] = {0, 0, 0, 0};
     if constexpr (mmv::HasMins(T)) {
       // sum over units of min x unit sum: a m16n8k16 over the units (k = unit),
-      // the unit sums as three 7-bit limbs, exact in int32.
+      // the unit sums as three 7-bit limbs, exact in int32 (paired: MMA
+      // columns 2c and 2c + 1 both read column c's sums).
       uint32_t ma0, ma1;
       if constexpr (!l.unit16) {
         ma0 = t == 0 ? s.mn[0][0] : t == 1 ? s.mn[0][1] : 0u;
@@ -304,8 +347,9 @@ __device__ __forceinline__ void GroupK(const WRegs& w, const XView<NT>& x, int l
         ma0 = s.mn[0][t];
         ma1 = s.mn[1][t];
       }
-      const uint4 lb = x.col_ok[ct] ? LdX(x.rec[ct] + (l.unit16 ? mmv::xq::kLimb16 : mmv::xq::kLimb32) + 16 * lane)
-                                    : make_uint4(0, 0, 0, 0);
+      const uint4 lb =
+          x.col_ok[ct] ? LdX(x.rec[ct] + (l.unit16 ? mmv::xq::kLimb16 : mmv::xq::kLimb32) + 16 * x.lanex)
+                       : make_uint4(0, 0, 0, 0);
       Mma16<true>(m, ma0, ma1, lb.z);
 #pragma unroll
       for (int i = 0; i < 4; ++i) m[i] *= 128;
@@ -315,9 +359,13 @@ __device__ __forceinline__ void GroupK(const WRegs& w, const XView<NT>& x, int l
       Mma16Acc(m, ma0, ma1, lb.x);
     }
     float2 dx = make_float2(0.0f, 0.0f);
-    if (x.out_ok[ct]) dx = __ldg(reinterpret_cast<const float2*>(x.rec[ct] + mmv::xq::kScale + 8 * t));
+    if (x.out_ok[ct]) {
+      if constexpr (C == kPaired) dx.x = __ldg(reinterpret_cast<const float*>(x.rec[ct] + mmv::xq::kScale) + t);
+      else dx = __ldg(reinterpret_cast<const float2*>(x.rec[ct] + mmv::xq::kScale + 8 * t));
+    }
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
+      if (C == kPaired && (i & 1)) continue;
       const float v = mmv::KGroupValue(shi[ct][i], slo[ct][i], m[i], s.d[i >> 1], s.off[i >> 1]);
       acc[ct][i] = mmv::Fma((i & 1) ? dx.y : dx.x, v, acc[ct][i]);
     }
@@ -325,14 +373,16 @@ __device__ __forceinline__ void GroupK(const WRegs& w, const XView<NT>& x, int l
 }
 
 // Legacy formats: a float scale (and min) per 32-element unit.
-template <GgmlType T, int NT>
-__device__ __forceinline__ void GroupLegacy(const WRegs& w, const XView<NT>& x, int lane, float (&acc)[NT][4]) {
+template <GgmlType T, int C>
+__device__ __forceinline__ void GroupLegacy(const WRegs& w, const XView<C>& x, int lane,
+                                            float (&acc)[Tiles(C)][4]) {
+  constexpr int NT = Tiles(C);
   constexpr bool kS8 = SignedA<T>();
   constexpr bool kMins = mmv::HasMins(T);
   constexpr float kInv = 1.0f / CodeScale<T>();
   const int t = lane & 3;
   float vg[NT][4];
-  int4 xs[NT][2][2];  // unit sums of the lane's two output columns (formats with mins)
+  int4 xs[NT][2][2];  // unit sums of the lane's output columns (formats with mins)
 #pragma unroll
   for (int ct = 0; ct < NT; ++ct) {
 #pragma unroll
@@ -341,10 +391,12 @@ __device__ __forceinline__ void GroupLegacy(const WRegs& w, const XView<NT>& x, 
 #pragma unroll
       for (int c = 0; c < 2; ++c)
 #pragma unroll
-        for (int q = 0; q < 2; ++q)
-          xs[ct][c][q] = x.out_ok[ct] ? __ldg(reinterpret_cast<const int4*>(x.rec[ct] + mmv::xq::kSum32 +
-                                                                             4 * (8 * (2 * t + c) + 4 * q)))
-                                      : make_int4(0, 0, 0, 0);
+        for (int q = 0; q < 2; ++q) {
+          const int col = C == kPaired ? t : 2 * t + c;
+          xs[ct][c][q] = x.out_ok[ct] && (C != kPaired || c == 0)
+                             ? __ldg(reinterpret_cast<const int4*>(x.rec[ct] + mmv::xq::kSum32 + 4 * (8 * col + 4 * q)))
+                             : make_int4(0, 0, 0, 0);
+        }
     }
   }
 #pragma unroll
@@ -366,12 +418,20 @@ __device__ __forceinline__ void GroupLegacy(const WRegs& w, const XView<NT>& x, 
     }
 #pragma unroll
     for (int ct = 0; ct < NT; ++ct) {
-      const uint4 b = x.col_ok[ct] ? LdX(x.rec[ct] + mmv::xq::kFrag + 512 * u + 16 * lane) : make_uint4(0, 0, 0, 0);
+      const uint4 b = FragB<C>(x, ct, u);
       int dh[4], dl[4];
-      Mma32<kS8>(dh, a, b.x, b.y);
-      Mma32<kS8>(dl, a, b.z, b.w);
+      if constexpr (C == kPaired) {
+        int dd[4];
+        Mma32<kS8>(dd, a, b.x, b.y);
+        dh[0] = dd[0], dl[0] = dd[1], dh[2] = dd[2], dl[2] = dd[3];
+        dh[1] = dl[1] = dh[3] = dl[3] = 0;
+      } else {
+        Mma32<kS8>(dh, a, b.x, b.y);
+        Mma32<kS8>(dl, a, b.z, b.w);
+      }
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
+        if (C == kPaired && (i & 1)) continue;
         int xi = 0;
         if constexpr (kMins) {
           const int4 q = xs[ct][i & 1][u >> 2];
@@ -384,9 +444,15 @@ __device__ __forceinline__ void GroupLegacy(const WRegs& w, const XView<NT>& x, 
 #pragma unroll
   for (int ct = 0; ct < NT; ++ct) {
     float2 dx = make_float2(0.0f, 0.0f);
-    if (x.out_ok[ct]) dx = __ldg(reinterpret_cast<const float2*>(x.rec[ct] + mmv::xq::kScale + 8 * t));
+    if (x.out_ok[ct]) {
+      if constexpr (C == kPaired) dx.x = __ldg(reinterpret_cast<const float*>(x.rec[ct] + mmv::xq::kScale) + t);
+      else dx = __ldg(reinterpret_cast<const float2*>(x.rec[ct] + mmv::xq::kScale + 8 * t));
+    }
 #pragma unroll
-    for (int i = 0; i < 4; ++i) acc[ct][i] = mmv::Fma((i & 1) ? dx.y : dx.x, vg[ct][i], acc[ct][i]);
+    for (int i = 0; i < 4; ++i) {
+      if (C == kPaired && (i & 1)) continue;
+      acc[ct][i] = mmv::Fma((i & 1) ? dx.y : dx.x, vg[ct][i], acc[ct][i]);
+    }
   }
 }
 
@@ -412,18 +478,19 @@ __device__ __forceinline__ const MmvMat& MatOf(const MmvParams& p, int64_t tile)
   return p.n_mats > 2 && tile >= p.m[2].tile0 ? p.m[2] : p.n_mats > 1 && tile >= p.m[1].tile0 ? p.m[1] : p.m[0];
 }
 
-template <int NT>
-__device__ __forceinline__ void StoreTile(const MmvParams& p, int64_t tile, const float (&acc)[NT][4], int lane) {
+template <int C>
+__device__ __forceinline__ void StoreTile(const MmvParams& p, int64_t tile, const float (&acc)[Tiles(C)][4],
+                                          int lane) {
   const MmvMat& m = MatOf(p, tile);
   const int gq = lane >> 2, t = lane & 3;
   const int64_t local = tile - m.tile0;
 #pragma unroll
-  for (int ct = 0; ct < NT; ++ct)
+  for (int ct = 0; ct < Tiles(C); ++ct)
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       const int64_t row = local * mmv::kTileRows + gq + 8 * (i >> 1);
-      const int col = 8 * ct + 2 * t + (i & 1);
-      if (row < m.rows && col < p.n) {
+      const int col = OutCol<C>(ct, t, i);
+      if (row < m.rows && col >= 0 && col < p.n) {
         float v = acc[ct][i];
         if (m.bias) v = mmv::Add(v, m.bias[row]);
         m.y[static_cast<size_t>(col) * m.rows + row] = v;
@@ -431,51 +498,96 @@ __device__ __forceinline__ void StoreTile(const MmvParams& p, int64_t tile, cons
     }
 }
 
-template <int NT>
-__device__ __forceinline__ XView<NT> MakeXView(const MmvParams& p, int lane) {
-  XView<NT> xv;
+template <int C>
+__device__ __forceinline__ XView<C> MakeXView(const MmvParams& p, int lane) {
+  XView<C> xv;
+  const int g = lane >> 2, t = lane & 3;
+  if constexpr (C == kPaired) {
+    // MMA column g: column g / 2's level g % 2, read where that column's lane
+    // with the same t holds it.
+    xv.lanex = 4 * (g >> 1) + t;
+    xv.frag = 16 * xv.lanex + 8 * (g & 1);
+    xv.col_ok[0] = (g >> 1) < p.n;
+    xv.out_ok[0] = t < p.n;
+  } else {
+    xv.lanex = lane;
+    xv.frag = 16 * lane;
 #pragma unroll
-  for (int ct = 0; ct < NT; ++ct) {
-    xv.col_ok[ct] = 8 * ct + (lane >> 2) < p.n;
-    xv.out_ok[ct] = 8 * ct + 2 * (lane & 3) < p.n;
+    for (int ct = 0; ct < C; ++ct) {
+      xv.col_ok[ct] = 8 * ct + g < p.n;
+      xv.out_ok[ct] = 8 * ct + 2 * t < p.n;
+    }
   }
   return xv;
 }
 
-template <GgmlType T, int NT>
-__device__ __forceinline__ void Group(const WRegs& w, XView<NT>& xv, const MmvParams& p, int64_t g, int lane,
-                                      float (&acc)[NT][4]) {
+template <GgmlType T, int C>
+__device__ __forceinline__ void Group(const WRegs& w, XView<C>& xv, const MmvParams& p, int64_t g, int lane,
+                                      float (&acc)[Tiles(C)][4]) {
 #pragma unroll
-  for (int ct = 0; ct < NT; ++ct) xv.rec[ct] = p.xq + ct * p.xq_ct + static_cast<size_t>(g) * mmv::xq::kRec;
-  if constexpr (mmv::LayoutOf(T).kquant) GroupK<T, NT>(w, xv, lane, acc);
-  else GroupLegacy<T, NT>(w, xv, lane, acc);
+  for (int ct = 0; ct < Tiles(C); ++ct) xv.rec[ct] = p.xq + ct * p.xq_ct + static_cast<size_t>(g) * mmv::xq::kRec;
+  if constexpr (mmv::LayoutOf(T).kquant) GroupK<T, C>(w, xv, lane, acc);
+  else GroupLegacy<T, C>(w, xv, lane, acc);
 }
 
-// Block = one tile, warp j of tile_warps takes groups
-// [j gpw, (j + 1) gpw) with the next group's weights in registers while the
-// current one is computed; the warps' sums are added in warp order.
-template <GgmlType T, int NT>
+// Shared-memory slots per warp: about 10 KiB of records, 2 to 4 of them.
+template <GgmlType T>
+constexpr int MmvStages() {
+  return std::clamp(10240 / mmv::LayoutOf(T).rec, 2, 4);
+}
+template <GgmlType T>
+constexpr size_t MmvSmemPerWarp() {
+  return static_cast<size_t>(MmvStages<T>()) * mmv::LayoutOf(T).rec;
+}
+
+// The warp's copy of one record into a slot (records are whole 16-byte units).
+template <int kRec>
+__device__ __forceinline__ void CopyRecord(uint8_t* slot, const uint8_t* rec, int lane) {
+  static_assert(kRec % 16 == 0);
+#pragma unroll
+  for (int off = 16 * lane; off < kRec; off += 512) CpAsync16(slot + off, rec + off);
+}
+
+// Block = one tile, warp j of tile_warps takes groups [j gpw, (j + 1) gpw),
+// streamed through its ring of slots; the warps' sums are added in warp order.
+template <GgmlType T, int C>
 __global__ void __launch_bounds__(32 * kTileMaxWarps) MmvKernel(const __grid_constant__ MmvParams p) {
+  constexpr int NT = Tiles(C);
   constexpr int kRec = mmv::LayoutOf(T).rec;
+  constexpr int kS = MmvStages<T>();
+  extern __shared__ uint4 mmv_ring[];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
   const int64_t tile = blockIdx.x, G = p.plan.groups;
   const MmvMat& m = MatOf(p, tile);
   const uint8_t* base = m.w + static_cast<size_t>(tile - m.tile0) * G * kRec;
   const int64_t g0 = warp * p.plan.gpw, g1 = min(G, g0 + p.plan.gpw);
-  WRegs cur;
-  if (g0 < g1) LoadW<T>(base + static_cast<size_t>(g0) * kRec, lane, cur);
+  uint8_t* ring = reinterpret_cast<uint8_t*>(mmv_ring) + static_cast<size_t>(warp) * kS * kRec;
+  // The first kS - 1 records stream in while the activations' producer
+  // finishes (programmatic dependent launch); one commit group per record,
+  // empty past the warp's end, so that wait_group counts records.
+#pragma unroll
+  for (int s = 0; s < kS - 1; ++s) {
+    if (g0 + s < g1) CopyRecord<kRec>(ring + s * kRec, base + static_cast<size_t>(g0 + s) * kRec, lane);
+    CpAsyncCommit();
+  }
   GridDepWait();  // the activations come from the previous kernel
-  XView<NT> xv = MakeXView<NT>(p, lane);
+  XView<C> xv = MakeXView<C>(p, lane);
   float acc[NT][4];
 #pragma unroll
   for (int ct = 0; ct < NT; ++ct)
 #pragma unroll
     for (int i = 0; i < 4; ++i) acc[ct][i] = 0.0f;
+  int slot = 0;
   for (int64_t g = g0; g < g1; ++g) {
-    WRegs nxt;
-    if (g + 1 < g1) LoadW<T>(base + static_cast<size_t>(g + 1) * kRec, lane, nxt);
-    Group<T, NT>(cur, xv, p, g, lane, acc);
-    cur = nxt;
+    CpAsyncWait<kS - 2>();  // record g has landed (this lane's copies)
+    __syncwarp();           // ... and every lane's; the slot refilled below was read last round
+    WRegs w;
+    LoadW<T>(ring + slot * kRec, lane, w);
+    const int fill = slot == 0 ? kS - 1 : slot - 1;
+    if (g + kS - 1 < g1) CopyRecord<kRec>(ring + fill * kRec, base + static_cast<size_t>(g + kS - 1) * kRec, lane);
+    CpAsyncCommit();
+    slot = slot == kS - 1 ? 0 : slot + 1;
+    Group<T, C>(w, xv, p, g, lane, acc);
   }
   GridDepLaunch();
   __shared__ float red[kTileMaxWarps][NT][4][32];
@@ -492,7 +604,7 @@ __global__ void __launch_bounds__(32 * kTileMaxWarps) MmvKernel(const __grid_con
 #pragma unroll
         for (int i = 0; i < 4; ++i) acc[ct][i] = mmv::Add(acc[ct][i], red[w][ct][i][lane]);
   }
-  StoreTile<NT>(p, tile, acc, lane);
+  StoreTile<C>(p, tile, acc, lane);
 }
 
 // ---- activation quantization (standalone pass; producers fuse it with QuantizeGroupWarp) ----
@@ -702,8 +814,13 @@ bool MmvSupported(GgmlType type) { return mmv::HasLayout(type); }
 size_t MmvPackedBytes(GgmlType type, int64_t rows, int64_t k) { return mmv::PackedBytes(type, rows, k); }
 
 namespace {
-// Per GgmlType (low 6 bits) and warps per block w = 1..16: warps of MmvKernel
-// the device runs at once.
+// Per GgmlType (low 6 bits) and warps per block w = 1..16: warps of the
+// paired (decode) MmvKernel the device runs at once. The split must not depend
+// on n (decode and verify sum in the same order), so the tile kernels, with
+// more registers, run the decode's plan: at 8-warp blocks 2 blocks per SM
+// against the paired kernel's 3, a partial second wave (round 11: passes of
+// 5-8 columns ~8% slower than with their own plan; 9-16 columns still ~18%
+// faster than before the ring).
 int64_t g_resident[64][kTileMaxWarps + 1] = {};
 // A warp's fixed cost (first load's latency, launch, sums) in units of one
 // group's streaming time, fitted on the H200 (device call 4: a 25600 x 5120
@@ -771,7 +888,10 @@ cudaError_t LaunchMmv(GgmlType type, const MmvMatrix* mats, int n_mats, int64_t 
   cudaError_t err = cudaErrorInvalidValue;
   DispatchPacked(type, [&]<GgmlType T>() {
     const dim3 grid(static_cast<unsigned>(tiles)), block(static_cast<unsigned>(32 * p.plan.tile_warps));
-    err = n <= 8 ? LaunchPdl(MmvKernel<T, 1>, grid, block, 0, s, p) : LaunchPdl(MmvKernel<T, 2>, grid, block, 0, s, p);
+    const size_t smem = static_cast<size_t>(p.plan.tile_warps) * MmvSmemPerWarp<T>();
+    err = n <= 4   ? LaunchPdl(MmvKernel<T, kPaired>, grid, block, smem, s, p)
+          : n <= 8 ? LaunchPdl(MmvKernel<T, 1>, grid, block, smem, s, p)
+                   : LaunchPdl(MmvKernel<T, 2>, grid, block, smem, s, p);
   });
   return err;
 }
@@ -782,9 +902,13 @@ cudaError_t PrepareMatvecKernels() {
   for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0, GgmlType::Q2_K,
                      GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K})
     DispatchPacked(t, [&]<GgmlType T>() {
+      // The ring of a whole block of warps may pass the default 48 KiB.
+      const int most = static_cast<int>(kTileMaxWarps * MmvSmemPerWarp<T>());
+      for (auto* k : {MmvKernel<T, kPaired>, MmvKernel<T, 1>, MmvKernel<T, 2>})
+        if (e == cudaSuccess) e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, most);
       for (int w = 1; w <= kTileMaxWarps && e == cudaSuccess; ++w) {
         int b = 0;
-        e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, MmvKernel<T, 1>, 32 * w, 0);
+        e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, MmvKernel<T, kPaired>, 32 * w, w * MmvSmemPerWarp<T>());
         g_resident[static_cast<int>(T) & 63][w] = int64_t{b} * w * sms;
       }
     });
