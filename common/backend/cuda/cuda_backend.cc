@@ -31,6 +31,7 @@ using cuda::KvDev;
 
 constexpr int kCustomMaxN = 64;      // matmuls up to this many columns use the batch-invariant kernels
 constexpr int kGraphMaxTokens = 64;  // batches replayed from CUDA graphs
+constexpr int kGraphMinContext = 1024;  // tokens the block tables cover at least
 constexpr size_t kMaxGraphs = 64;
 constexpr size_t kWeightPad = 256;   // the float matvec reads whole 16-byte windows past a row's end
 constexpr size_t kStageBytes = size_t{64} << 20;        // GGUF rows on their way to being packed
@@ -774,9 +775,14 @@ absl::Status CudaBackend::SetBatch(const Batch& batch) {
   for (int32_t r : batch.out_rows) {
     if (r < 0 || r >= n) return absl::InvalidArgumentError("bad output row");
   }
-  // Block-table stride: a power of two, so graphs are shared across lengths.
+  // Block-table stride: a power of two, and at least kGraphMinContext tokens,
+  // so that graphs are shared across lengths: the stride sets the attention's
+  // split count, and a request growing from a short prompt would otherwise
+  // change it (and capture new graphs) at every doubling (round 10: a fresh
+  // 256-token request captured ~10 graphs at fixed k). Splits past a
+  // sequence's length exit at once and are not combined.
   int stride = 1;
-  while (stride < batch.max_blocks()) stride *= 2;
+  while (stride < batch.max_blocks() || stride * kv_.block_size < kGraphMinContext) stride *= 2;
   const int n_out = batch.n_out(), n_seqs = static_cast<int>(batch.seqs.size());
   b_.n_tokens = n;
   b_.n_out = n_out;
