@@ -196,9 +196,11 @@ int Bench(const std::vector<std::string>& args) {
     std::printf("  %5d %12.3f %14.1f %14.2f %9.1f%%\n", n, *t * 1e3, n / *t, 1 / *t, ideal > 0 ? 100 * ideal / *t : 0.0);
     js["decode"].push_back({{"batch", n}, {"step_seconds", *t}, {"roofline_seconds", ideal}});
   }
+  // A batched verify against the decode step of as many sequences, when that batch was measured.
+  const bool per_batch = verify_seqs > 1 && decode_vs > 0;
+  const double step = per_batch ? decode_vs : decode1;
   std::printf("\nverify at context %d (k proposals + 1, one pass, %d sequence%s):\n  %3s %12s %16s\n", ctx,
-              verify_seqs, verify_seqs > 1 ? "s" : "", "k", "pass ms",
-              decode_vs > 0 && verify_seqs > 1 ? "x batch step" : "x decode step");
+              verify_seqs, verify_seqs > 1 ? "s" : "", "k", "pass ms", per_batch ? "x batch step" : "x decode step");
   js["verify_seqs"] = verify_seqs;
   js["verify"] = nlohmann::ordered_json::array();
   std::vector<int32_t> vseqs;
@@ -207,7 +209,6 @@ int Bench(const std::vector<std::string>& args) {
     const int k = (*ks)[i];
     auto t = b.Step(vseqs, k + 1);
     if (!t.ok()) return Fail(t.status());
-    const double step = verify_seqs > 1 && decode_vs > 0 ? decode_vs : decode1;
     std::printf("  %3d %12.3f %16.2f\n", k, *t * 1e3, step > 0 ? *t / step : 0.0);
     js["verify"].push_back({{"k", k}, {"pass_seconds", *t}});
   }

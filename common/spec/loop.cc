@@ -347,19 +347,19 @@ SpecResult RunSpeculative(const SpecRequest& req, const Tokenizer& tok, Verifier
     ev.time.accept = vf.accept_seconds;
     // A call's time: the RPC (transport), then in the worker before its
     // engine thread ran it (wait), then the worker's own time.
+    auto in_worker = [](double worker_call, double worker) {
+      return worker_call > 0 ? std::max(worker_call, worker) : worker;
+    };
     auto split = [&](double call, double worker_call, double worker) {
-      const double in_worker = worker_call > 0 ? std::max(worker_call, worker) : worker;
-      ev.time.transport += std::max(0.0, call - in_worker);
-      ev.time.wait += std::min(std::max(0.0, in_worker - worker), call);
+      const double inside = in_worker(worker_call, worker);
+      ev.time.transport += std::max(0.0, call - inside);
+      ev.time.wait += std::min(std::max(0.0, inside - worker), call);
     };
     ev.time.wait = gate_wait;
     if (took) {
       // One span from the Propose sent to the verdict back: the draft's
       // reply travelled meanwhile, off the step's path. Transport is what
       // the span holds beyond the two workers' times.
-      auto in_worker = [](double worker_call, double worker) {
-        return worker_call > 0 ? std::max(worker_call, worker) : worker;
-      };
       const double d_in = proposed ? in_worker(prop.figures.call_seconds, prop.figures.worker_seconds) : 0.0;
       const double v_in = in_worker(vf.call_seconds, vf.worker_seconds);
       // The gate's Verify barrier, where it did not overlap the workers, is wait.
