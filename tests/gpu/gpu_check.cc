@@ -6,6 +6,8 @@
 //   gpu_check --bench        microbenchmarks (matvec GB/s, attention, copy
 //                            bandwidth) and 32B/3B-class decode/verify steps
 //   gpu_check --quick        correctness on a subset (one arch)
+//   gpu_check --no-matmul    correctness without the matmul checks (every arch
+//                            and type; for changes outside the matvec)
 //   gpu_check --spec         the speculative-step checks only (device sampler,
 //                            acceptance, proposal, lossless speculation)
 //   gpu_check --spec-host    the same on the host-sampling fallback
@@ -1908,8 +1910,8 @@ int RunProfileStep() {
   return g_failures == 0 ? 0 : 1;
 }
 
-int RunChecks(const char* self, bool quick) {
-  {
+int RunChecks(const char* self, bool quick, bool matmul) {
+  if (matmul) {
     OpEnv env;
     const absl::Status st = env.Init();
     Check(st.ok(), "create the CUDA backend: " + st.ToString());
@@ -2004,17 +2006,18 @@ int main(int argc, char** argv) {
     std::printf("SKIP: no CUDA device (%s)\n", e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
     return 0;
   }
-  bool bench = false, quick = false;
+  bool bench = false, quick = false, matmul = true;
   for (int i = 1; i < argc; ++i)
     if (std::strcmp(argv[i], "--bench-min") == 0) return specd::RunBenchMin();
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--bench") == 0) bench = true;
     if (std::strcmp(argv[i], "--quick") == 0) quick = true;
+    if (std::strcmp(argv[i], "--no-matmul") == 0) matmul = false;
     if (std::strcmp(argv[i], "--profile") == 0) return specd::RunProfile();
     if (std::strcmp(argv[i], "--profile-attn") == 0) return specd::ProfileAttention();
     if (std::strcmp(argv[i], "--profile-step") == 0) return specd::RunProfileStep();
     if (std::strcmp(argv[i], "--spec") == 0) return specd::RunSpecChecks(true);
     if (std::strcmp(argv[i], "--spec-host") == 0) return specd::RunSpecChecks(false);
   }
-  return bench ? specd::RunBench() : specd::RunChecks(argv[0], quick);
+  return bench ? specd::RunBench() : specd::RunChecks(argv[0], quick, matmul);
 }

@@ -16,6 +16,8 @@
 #include <unordered_set>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/backend/cuda/kernels.h"
 #include "common/quant/block_random.h"
 #include "common/quant/mmv_tiles.h"
@@ -172,6 +174,14 @@ static_assert(sizeof(OpRec) == 8 * 31);
 // bytes}).
 constexpr int kMmW[3] = {0, 5, 8}, kMmBias[3] = {1, 6, 9}, kMmY[3] = {3, 7, 10};
 constexpr int kMmRows[3] = {2, 9, 11}, kMmRowBytes[3] = {6, 10, 12};
+// RoPE records: p[0] x0, p[1] angle table, p[2] x0's head norm, p[3] x1, p[4]
+// x1's head norm, p[5] V; i[0] x0's heads, i[1] head_dim, i[2] rotated dims,
+// i[3] neox, i[4] x1's heads, i[5] segments, i[6] layer, i[7] K's segment + 1
+// when the launch also stores K and V in the cache (0: it does not).
+// Attention records: p[0] q, p[1] k, p[2] v, p[3] out, p[4] out's quantized
+// activations (or null); i[0] layer, i[1] heads, i[2] KV heads, i[3]
+// head_dim, i[4] tile metadata, i[5] 1 when the RoPE before stored K and V;
+// f[0] scale.
 
 struct Range {
   const void* p;
@@ -345,6 +355,8 @@ class CudaBackend final : public Backend, public CudaBackendControl {
   void Exec(const OpRec& op);
   void ExecMatMul(const OpRec& op);
   void RunGraph();
+  void LogCapture(const std::vector<int64_t>& shape) const;
+  KvDev LayerKv(int layer) const;
 
   int device_ = 0;
   cudaStream_t stream_ = nullptr;
@@ -405,6 +417,8 @@ class CudaBackend final : public Backend, public CudaBackendControl {
   size_t xhalf_cap_ = 0;
   void* attn_part_ = nullptr;
   size_t attn_part_cap_ = 0;
+  void* attn_cnt_ = nullptr;  // split blocks done per tile (tensor-core attention), zero between launches
+  size_t attn_cnt_cap_ = 0;
   void* stage_ = nullptr;  // GGUF rows being packed (load time only; freed by InitKv)
   size_t stage_cap_ = 0;
   std::vector<void*> retired_;
@@ -510,6 +524,7 @@ CudaBackend::~CudaBackend() {
   cudaFree(slab_);
   cudaFree(xhalf_);
   cudaFree(attn_part_);
+  cudaFree(attn_cnt_);
   cudaFree(stage_);
   cudaFree(accept_rows_);
   for (void* p : buffers_) cudaFree(p);
@@ -886,6 +901,15 @@ void* CudaBackend::GetXq(const float* x, int n, int64_t k) {
       last.p[3] = slot->buf;
       return slot->buf;
     }
+    if (last.kind == kAttention && last.p[3] == x && n == b_.n_tokens && last.i[1] * last.i[3] == k &&
+        last.p[4] == nullptr) {
+      const AttnBatchPlan* bp = GetAttnPlan(static_cast<int>(last.i[1]), static_cast<int>(last.i[2]),
+                                            static_cast<int>(last.i[3]));
+      if (bp && cuda::AttnFusesQuant(bp->plan, static_cast<int>(last.i[3]))) {
+        last.p[4] = slot->buf;
+        return slot->buf;
+      }
+    }
   }
   OpRec op;
   op.kind = kQuantX;
@@ -1145,6 +1169,15 @@ void CudaBackend::Attention(const float* q, const float* k, const float* v, cons
                                    "attention partials");
       !st.ok())
     return Fail(st);
+  int counters = 0;
+  for (const AttnWave& w : bp->waves)
+    counters = std::max(counters, cuda::AttnCounters(bp->plan, w.tile1 - w.tile0, p.n_kv_heads));
+  if (const size_t cap = attn_cnt_cap_; bp->plan.kernel == 2) {
+    if (const absl::Status st = Grow(&attn_cnt_, &attn_cnt_cap_, counters * sizeof(int), "attention counters");
+        !st.ok())
+      return Fail(st);
+    if (attn_cnt_cap_ != cap) Fail(cudaMemsetAsync(attn_cnt_, 0, attn_cnt_cap_, stream_), "zeroing attention counters");
+  }
   OpRec op;
   op.kind = kAttention;
   op.p[0] = q;
@@ -1157,6 +1190,20 @@ void CudaBackend::Attention(const float* q, const float* k, const float* v, cons
   op.i[3] = p.head_dim;
   op.i[4] = bp->tiles_off;
   op.f[0] = p.scale;
+  // K's RoPE, recorded just before, stores K and V in the cache (RopeKvWrite).
+  if (!ops_.empty()) {
+    OpRec& r = ops_.back();
+    const int k_seg = r.kind != kRope || r.i[7] != 0 || r.i[1] != p.head_dim ? -1
+                      : r.p[0] == k && r.i[0] == p.n_kv_heads                   ? 0
+                      : r.i[5] == 2 && r.p[3] == k && r.i[4] == p.n_kv_heads    ? 1
+                                                                                : -1;
+    if (k_seg >= 0) {
+      r.p[5] = v;
+      r.i[6] = p.layer;
+      r.i[7] = k_seg + 1;
+      op.i[5] = 1;
+    }
+  }
   Record(op, {{out, sizeof(float) * b_.n_tokens * p.n_heads * p.head_dim}});
 }
 
@@ -1201,6 +1248,18 @@ void CudaBackend::ExecAll() {
   }
 }
 
+KvDev CudaBackend::LayerKv(int layer) const {
+  KvDev kv;
+  const size_t layer_bytes = kv_.BlockBytes() * static_cast<size_t>(kv_.n_blocks);
+  kv.k = kv_pool_ + (2 * static_cast<size_t>(layer)) * layer_bytes;
+  kv.v = kv.k + layer_bytes;
+  kv.type = kv_.type;
+  kv.block_size = kv_.block_size;
+  kv.block_bytes = kv_.BlockBytes();
+  kv.row_bytes = kv_row_bytes_;
+  return kv;
+}
+
 void CudaBackend::Exec(const OpRec& op) {
   const BatchDev bd = Bd();
   switch (op.kind) {
@@ -1232,32 +1291,33 @@ void CudaBackend::Exec(const OpRec& op) {
                  static_cast<const float*>(op.p[2])};
       segs[1] = {static_cast<float*>(const_cast<void*>(op.p[3])), static_cast<int>(op.i[4]),
                  static_cast<const float*>(op.p[4])};
+      cuda::RopeKvWrite kw;
+      if (op.i[7] > 0) {  // K and V stored in the cache here (Attention found this op)
+        kw.kv = LayerKv(static_cast<int>(op.i[6]));
+        kw.v = static_cast<const float*>(op.p[5]);
+        kw.k_seg = static_cast<int>(op.i[7]) - 1;
+      }
       return Fail(cuda::LaunchRope(segs, static_cast<int>(op.i[5]), static_cast<int>(op.i[1]), static_cast<int>(op.i[2]),
                                    op.i[3] != 0, static_cast<float>(op.f[0]), static_cast<const double*>(op.p[1]), bd,
-                                   stream_),
+                                   kw, stream_),
                   "rope");
     }
     case kAttention: {
       const int layer = static_cast<int>(op.i[0]), n_heads = static_cast<int>(op.i[1]),
                 n_kv = static_cast<int>(op.i[2]), hd = static_cast<int>(op.i[3]);
-      KvDev kv;
-      const size_t layer_bytes = kv_.BlockBytes() * static_cast<size_t>(kv_.n_blocks);
-      kv.k = kv_pool_ + (2 * static_cast<size_t>(layer)) * layer_bytes;
-      kv.v = kv.k + layer_bytes;
-      kv.type = kv_.type;
-      kv.block_size = kv_.block_size;
-      kv.block_bytes = kv_.BlockBytes();
-      kv.row_bytes = kv_row_bytes_;
-      Fail(cuda::LaunchKvWrite(static_cast<const float*>(op.p[1]), static_cast<const float*>(op.p[2]), n_kv, hd, kv, bd,
-                               stream_),
-           "KV write");
+      const KvDev kv = LayerKv(layer);
+      if (op.i[5] == 0)  // not stored by the RoPE launch before
+        Fail(cuda::LaunchKvWrite(static_cast<const float*>(op.p[1]), static_cast<const float*>(op.p[2]), n_kv, hd, kv,
+                                 bd, stream_),
+             "KV write");
       const AttnBatchPlan* bp = GetAttnPlan(n_heads, n_kv, hd);
       if (!bp) return;
       const auto* tiles = reinterpret_cast<const AttnTile*>(meta_dev_ + bp->tiles_off);
       for (const AttnWave& w : bp->waves) {
         Fail(cuda::LaunchAttention(static_cast<const float*>(op.p[0]), kv, n_heads, n_kv, hd,
                                    static_cast<float>(op.f[0]), bd, tiles, w.tile0, w.tile1, w.tok0, w.tok1, bp->plan,
-                                   static_cast<float*>(attn_part_), static_cast<float*>(const_cast<void*>(op.p[3])),
+                                   static_cast<float*>(attn_part_), static_cast<int*>(attn_cnt_),
+                                   static_cast<float*>(const_cast<void*>(op.p[3])), const_cast<void*>(op.p[4]),
                                    stream_),
              "attention");
       }
@@ -1382,6 +1442,36 @@ void CudaBackend::ExecMatMul(const OpRec& op) {
   }
 }
 
+// Debug: what a new capture is, and where it first differs from a captured
+// graph of the same shape (a field that changes every step defeats the cache).
+void CudaBackend::LogCapture(const std::vector<int64_t>& shape) const {
+  std::string why = "no captured graph of this shape";
+  for (const auto& [h, g] : graphs_) {
+    if (g.shape != shape) continue;
+    if (g.ops.size() != ops_.size()) {
+      why = absl::StrCat("same shape, ", g.ops.size(), " ops captured vs ", ops_.size());
+      break;
+    }
+    for (size_t j = 0; j < ops_.size(); ++j) {
+      const OpRec &a = g.ops[j], &b = ops_[j];
+      if (std::memcmp(&a, &b, sizeof(OpRec)) == 0) continue;
+      std::string field;
+      for (int f = 0; f < 12 && field.empty(); ++f)
+        if (a.p[f] != b.p[f]) field = absl::StrCat("p[", f, "]");
+      for (int f = 0; f < 16 && field.empty(); ++f)
+        if (a.i[f] != b.i[f]) field = absl::StrCat("i[", f, "] ", a.i[f], " -> ", b.i[f]);
+      if (field.empty()) field = "f";
+      why = absl::StrCat("same shape, op ", j, " (kind ", b.kind, ") differs in ", field);
+      break;
+    }
+    break;
+  }
+  SPECD_LOG(DEBUG) << "cuda graph capture" << Kv("tokens", b_.n_tokens) << Kv("outputs", b_.n_out)
+                   << Kv("seqs", b_.n_seqs) << Kv("bt_stride", b_.bt_stride) << Kv("meta_words", meta_used_)
+                   << Kv("ops", ops_.size()) << Kv("captured", graphs_.size()) << Kv("shape", absl::StrJoin(shape, ","))
+                   << Kv("why", why);
+}
+
 void CudaBackend::RunGraph() {
   std::vector<int64_t> shape = {b_.n_tokens, b_.n_out, b_.n_seqs, b_.bt_stride, static_cast<int64_t>(meta_used_)};
   for (const auto& [key, bp] : attn_plans_) {
@@ -1408,6 +1498,7 @@ void CudaBackend::RunGraph() {
     ++stats_.eager_flushes;
     return;
   }
+  if (GetLogLevel() <= LogLevel::kDebug) LogCapture(shape);
   Fail(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
   if (!err_.ok()) return;
   ExecAll();

@@ -4,8 +4,10 @@
 // block handles (query tile, KV head, split): the tile's queries are several
 // consecutive tokens of one sequence times the query heads of the KV head's
 // group, so a k+1-token verify reads each K/V row once. Inside a split the
-// block walks 32-position steps with an online softmax; a second kernel
-// merges the splits in order. Every query's arithmetic sequence depends only
+// block walks 32-position steps with an online softmax; the splits are
+// merged in order (v2: by the tile's last split block to finish; v1: by a
+// second kernel). K and V usually reach the cache through the RoPE launch
+// (k_misc.cu), KvWriteKernel otherwise. Every query's arithmetic sequence depends only
 // on its own position (masked steps leave its state bit-identical), so the
 // same token gives the same output in a decode, a verify or a prefill batch.
 #include <cstdlib>
@@ -18,14 +20,8 @@ namespace {
 
 constexpr int kAttnThreads = 256;
 
-__device__ __forceinline__ const uint8_t* KvRow(const uint8_t* base, const KvDev& kv, const int32_t* bt, int pos,
-                                                int kvh) {
-  const int blk = bt[pos / kv.block_size];
-  return base + static_cast<size_t>(blk) * kv.block_bytes +
-         (static_cast<size_t>(kvh) * kv.block_size + pos % kv.block_size) * kv.row_bytes;
-}
-
-// grid (n_tokens, n_kv_heads), block: head_dim rounded up to warps.
+// grid (n_tokens, n_kv_heads), block: head_dim rounded up to warps (warp j
+// stores the row's 32-element block j).
 __global__ void KvWriteKernel(const float* k, const float* v, int n_kv_heads, int hd, KvDev kv, BatchDev b) {
   GridDepWait();  // programmatic dependent launch: inputs are ready after this
   GridDepLaunch();
@@ -36,26 +32,7 @@ __global__ void KvWriteKernel(const float* k, const float* v, int n_kv_heads, in
   for (int which = 0; which < 2; ++which) {
     const float* x = which ? v : k;
     uint8_t* row = const_cast<uint8_t*>(KvRow(which ? kv.v : kv.k, kv, bt, pos, h));
-    const float val = d < hd ? x[src + d] : 0.0f;
-    if (kv.type == GgmlType::F32) {
-      if (d < hd) reinterpret_cast<float*>(row)[d] = val;
-    } else if (kv.type == GgmlType::F16) {
-      if (d < hd) reinterpret_cast<uint16_t*>(row)[d] = FloatToHalf(val);
-    } else {
-      // Q8_0 exactly as the CPU quantizer: d = amax / 127, q = round(x / d).
-      const float amax = WarpMax(fabsf(val));
-      const float ds = __fdiv_rn(amax, 127.0f);
-      const float id = ds != 0.0f ? __fdiv_rn(1.0f, ds) : 0.0f;
-      if (d < hd) {
-        uint8_t* blk = row + (d >> 5) * 34;
-        if ((d & 31) == 0) {
-          const uint16_t hb = FloatToHalf(ds);
-          blk[0] = static_cast<uint8_t>(hb & 0xff);
-          blk[1] = static_cast<uint8_t>(hb >> 8);
-        }
-        blk[2 + (d & 31)] = static_cast<uint8_t>(static_cast<int8_t>(roundf(__fmul_rn(val, id))));
-      }
-    }
+    StoreKvBlockWarp(row, kv.type, d >> 5, hd, d < hd ? x[src + d] : 0.0f);
   }
 }
 
@@ -69,6 +46,12 @@ struct AttnArgs {
   int tile0, tok0;
   AttnPlan plan;
   float* part;
+  // v2: the merge of the splits and the output's quantization, in the split
+  // kernel's last block per (tile, group chunk, KV head).
+  int* counters;  // blocks done per (grid x, KV head); zero between launches
+  float* out;
+  uint8_t* xq;    // null: no quantization
+  int64_t xq_groups;
 };
 
 // 8 consecutive elements (dims d8*8 .. +8) of a K or V row as floats.
@@ -289,7 +272,10 @@ __global__ void AttnCombineKernel(const float* part, int n_heads, int hd, int ma
 //  * each warp computes its chunk's softmax state (max, sum, O) for the 16
 //    rows (no running state), the warps' states are merged by a fixed binary
 //    tree through shared memory (warp w + s into w), warp 0 writes the split's
-//    partial, and AttnCombineV2Kernel merges the splits in a fixed order.
+//    partial; the last of a tile's split blocks to finish (a counter per
+//    tile and KV head) merges its rows' splits in split order and, when the
+//    next matvec wants them, quantizes the rows' groups (no combine or
+//    quantization launch: two kernels fewer per layer).
 // Every row's arithmetic depends only on its own query, its own position and
 // the KV rows, never on the other rows of the tile (an MMA output element is a
 // function of its own A row and B column; masked positions give p = 0; an
@@ -362,7 +348,7 @@ __device__ __forceinline__ float MergeO(const MergeW& w, float o, float ob) {
 }
 
 template <int HD, bool kQ8>
-__global__ void __launch_bounds__(256) AttnSplitV2Kernel(AttnArgs a) {
+__global__ void __launch_bounds__(256, 1) AttnSplitV2Kernel(AttnArgs a) {
   GridDepWait();  // programmatic dependent launch: inputs are ready after this
   GridDepLaunch();
   using Lay = V2Layout<HD, kQ8>;
@@ -621,58 +607,98 @@ __global__ void __launch_bounds__(256) AttnSplitV2Kernel(AttnArgs a) {
       if (t == 0) *reinterpret_cast<float2*>(dst + HD) = h ? make_float2(m1, l1) : make_float2(m0, l0);
     }
   }
-}
-
-// grid (tokens of the wave, n_heads), 256 threads. Merges the token's splits
-// s < pos / split_len + 1 (v2 partial layout): M = max m_s, w_s = exp(m_s - M),
-// L = sum l_s w_s (lane-strided, then a butterfly), O = sum o_s w_s with the
-// splits dealt to G = 256 / (hd / 4) groups (s = gi, gi + G, ...; float4 per
-// thread), the G group sums added in order. The order depends on the token's
-// position and hd only.
-__global__ void __launch_bounds__(256) AttnCombineV2Kernel(const float* part, int n_heads, int hd, int max_splits,
-                                                           int split_len, const int32_t* pos, int tok0, float* out) {
-  GridDepWait();  // programmatic dependent launch: inputs are ready after this
-  GridDepLaunch();
-  extern __shared__ __align__(16) float csm[];
-  const int t = tok0 + blockIdx.x, head = blockIdx.y;
-  const int ns = pos[t] / split_len + 1;
-  const int es = hd + 4;
-  const float* base = part + (static_cast<size_t>(blockIdx.x) * n_heads + head) * max_splits * es;
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  float* w = csm;                                   // [max_splits]
-  float* acc = csm + ((max_splits + 3) & ~3) + 4;   // [G][hd]; acc[-4] holds L
-  float mx = -INFINITY;
-  for (int s = lane; s < ns; s += 32) mx = fmaxf(mx, base[static_cast<size_t>(s) * es + hd]);
-  mx = WarpMax(mx);
-  for (int s = tid; s < ns; s += blockDim.x) w[s] = expf(__fsub_rn(base[static_cast<size_t>(s) * es + hd], mx));
+  // 8. The last split block of this (tile, group chunk, KV head): row r's
+  // splits s <= pos / split_len (each has written its partial) merged in
+  // split order, so the result depends on the row's position only.
+  __shared__ int s_last;
+  __threadfence();  // this block's partials, visible before it is counted
   __syncthreads();
-  if (warp == 0) {
-    float ls = 0.0f;
-    for (int s = lane; s < ns; s += 32) ls = __fmaf_rn(base[static_cast<size_t>(s) * es + hd + 1], w[s], ls);
-    ls = WarpSum(ls);
-    if (lane == 0) acc[-4] = ls;
+  if (tid == 0) {
+    int* c = a.counters + (static_cast<size_t>(blockIdx.x) * gridDim.y + kvh);
+    s_last = atomicAdd(c, 1) == maxpos / pl.split_len;
+    if (s_last) *c = 0;  // for the next launch
   }
-  const int hd4 = hd / 4, G = blockDim.x / hd4;
-  const int gi = tid / hd4, d4 = tid - gi * hd4;
-  if (gi < G) {
-    float4 a4 = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-#pragma unroll 4
-    for (int s = gi; s < ns; s += G) {
-      const float ws = w[s];
-      const float4 v = *reinterpret_cast<const float4*>(base + static_cast<size_t>(s) * es + d4 * 4);
-      a4.x = __fmaf_rn(v.x, ws, a4.x);
-      a4.y = __fmaf_rn(v.y, ws, a4.y);
-      a4.z = __fmaf_rn(v.z, ws, a4.z);
-      a4.w = __fmaf_rn(v.w, ws, a4.w);
+  __syncthreads();
+  if (!s_last) return;
+  __threadfence();
+  // Lanes take the splits for the maxima, weights and L (fixed butterfly
+  // order), each weight is then broadcast to the lanes that own the output
+  // dims; a warp merges two rows at once so that their loads overlap.
+  constexpr int ES = HD + 4, PER = (HD + 31) / 32, RP = 2;
+  for (int r0 = warp; r0 < R; r0 += RP * nw) {
+    int tok[RP], ns[RP];
+    const float* base[RP];
+    float mx[RP], L[RP], acc[RP][PER];
+#pragma unroll
+    for (int i = 0; i < RP; ++i) {
+      const int r = r0 + i * nw;
+      ns[i] = 0;
+      tok[i] = tile.t0;
+      base[i] = a.part;
+      if (r < R) {
+        tok[i] = tile.t0 + r / ng;
+        const int head = kvh * pl.group + gh0 + r % ng;
+        ns[i] = a.b.pos[tok[i]] / pl.split_len + 1;
+        base[i] = a.part + (static_cast<size_t>(tok[i] - a.tok0) * a.n_heads + head) * pl.max_splits * ES;
+      }
+      mx[i] = -INFINITY;
+      for (int sp = lane; sp < ns[i]; sp += 32) mx[i] = fmaxf(mx[i], __ldcg(base[i] + static_cast<size_t>(sp) * ES + HD));
+      mx[i] = WarpMax(mx[i]);
+      L[i] = 0.0f;
+#pragma unroll
+      for (int j = 0; j < PER; ++j) acc[i][j] = 0.0f;
     }
-    *reinterpret_cast<float4*>(acc + gi * hd + d4 * 4) = a4;
+    const int ns_max = max(ns[0], ns[1]);
+    for (int c0 = 0; c0 < ns_max; c0 += 32) {
+      float w[RP];
+#pragma unroll
+      for (int i = 0; i < RP; ++i) {
+        w[i] = 0.0f;
+        if (c0 + lane < ns[i]) {
+          const float* e = base[i] + static_cast<size_t>(c0 + lane) * ES;
+          w[i] = expf(__fsub_rn(__ldcg(e + HD), mx[i]));
+          L[i] = __fmaf_rn(__ldcg(e + HD + 1), w[i], L[i]);
+        }
+      }
+      const int n = min(32, ns_max - c0);
+#pragma unroll 4
+      for (int q = 0; q < n; ++q) {
+#pragma unroll
+        for (int i = 0; i < RP; ++i) {
+          const float ws = __shfl_sync(kFull, w[i], q);
+          if (c0 + q >= ns[i]) continue;
+          const float* e = base[i] + static_cast<size_t>(c0 + q) * ES;
+#pragma unroll
+          for (int j = 0; j < PER; ++j)
+            if (32 * j + lane < HD) acc[i][j] = __fmaf_rn(__ldcg(e + 32 * j + lane), ws, acc[i][j]);
+        }
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < RP; ++i) {
+      const int r = r0 + i * nw;
+      const float Ls = WarpSum(L[i]);
+      if (r >= R) continue;
+      float* o = a.out + (static_cast<size_t>(tok[i]) * a.n_heads + kvh * pl.group + gh0 + r % ng) * HD;
+#pragma unroll
+      for (int j = 0; j < PER; ++j)
+        if (32 * j + lane < HD) o[32 * j + lane] = __fdiv_rn(acc[i][j], Ls);
+    }
   }
+  if (!a.xq) return;
+  // The rows' groups of 256 (AttnFusesQuant: they hold whole groups), as
+  // LaunchQuantizeX would write them.
   __syncthreads();
-  const float L = acc[-4];
-  for (int d = tid; d < hd; d += blockDim.x) {
-    float o = acc[d];
-    for (int k = 1; k < G; ++k) o = __fadd_rn(o, acc[k * hd + d]);
-    out[(static_cast<size_t>(t) * n_heads + head) * hd + d] = __fdiv_rn(o, L);
+  const int per_tok = ng * HD / mmv::kGroup;
+  const int64_t g0 = static_cast<int64_t>(kvh * pl.group + gh0) * HD / mmv::kGroup;
+  for (int q = warp; q < tile.nt * per_tok; q += nw) {
+    const int tok = tile.t0 + q / per_tok;
+    const int64_t g = g0 + q % per_tok;
+    const float* x = a.out + static_cast<size_t>(tok) * a.n_heads * HD + g * mmv::kGroup;
+    float v[8];
+#pragma unroll
+    for (int u = 0; u < 8; ++u) v[u] = x[32 * u + lane];
+    QuantizeGroupWarp(v, tok, g, a.xq_groups, a.xq);
   }
 }
 
@@ -718,6 +744,12 @@ size_t AttnV2SmemBytes(GgmlType kv_type, int head_dim, int split_len) {
   return r;
 }
 
+bool AttnFusesQuant(const AttnPlan& plan, int head_dim) {
+  return plan.kernel == 2 && (plan.group * head_dim) % mmv::kGroup == 0 && (plan.gchunk * head_dim) % mmv::kGroup == 0;
+}
+
+int AttnCounters(const AttnPlan& plan, int tiles, int n_kv_heads) { return tiles * plan.n_gchunks * n_kv_heads; }
+
 int AttnKernelFor(GgmlType kv_type, int head_dim, int split_len) {
   if (GetTuning().attn_kernel != 2 || split_len < 32 || split_len % 32 != 0 || split_len / 32 > 8) return 1;
   const size_t bytes = AttnV2SmemBytes(kv_type, head_dim, split_len);
@@ -754,26 +786,25 @@ cudaError_t LaunchKvWrite(const float* k, const float* v, int n_kv_heads, int he
 
 cudaError_t LaunchAttention(const float* q, const KvDev& kv, int n_heads, int n_kv_heads, int head_dim, float scale,
                             const BatchDev& b, const AttnTile* tiles_dev, int tile0, int tile1, int tok0, int tok1,
-                            const AttnPlan& plan, float* partials, float* out, cudaStream_t s) {
+                            const AttnPlan& plan, float* partials, int* counters, float* out, void* xq,
+                            cudaStream_t s) {
   if (tile1 <= tile0) return cudaSuccess;
-  AttnArgs a{q, kv, n_heads, n_kv_heads, head_dim, scale, b, tiles_dev, tile0, tok0, plan, partials};
+  const int64_t xq_groups = mmv::Groups(static_cast<int64_t>(n_heads) * head_dim);
+  AttnArgs a{q,    kv,    n_heads, n_kv_heads, head_dim, scale, b, tiles_dev, tile0, tok0, plan, partials, counters,
+             out, static_cast<uint8_t*>(xq), xq_groups};
   dim3 grid((tile1 - tile0) * plan.n_gchunks, n_kv_heads, plan.max_splits);
   dim3 cgrid(tok1 - tok0, n_heads);
   if (plan.kernel == 2) {
-    if (plan.rows_max > kAttnV2Rows) return cudaErrorInvalidValue;
+    if (plan.rows_max > kAttnV2Rows || (xq && !AttnFusesQuant(plan, head_dim))) return cudaErrorInvalidValue;
     const size_t smem = AttnV2SmemBytes(kv.type, head_dim, plan.split_len);
     const bool ok = DispatchV2(kv.type, head_dim, [&]<int HD, bool kQ8>() {
       LaunchPdl(AttnSplitV2Kernel<HD, kQ8>, dim3(grid), dim3(plan.split_len), smem, s, a);
       return true;
     });
     if (!ok) return cudaErrorInvalidValue;
-    const cudaError_t e = cudaGetLastError();
-    if (e != cudaSuccess) return e;
-    const size_t csmem = sizeof(float) * (((plan.max_splits + 3) & ~3) + 4 + 1024);
-    LaunchPdl(AttnCombineV2Kernel, dim3(cgrid), dim3(256), csmem, s, partials, n_heads, head_dim, plan.max_splits, plan.split_len, b.pos,
-                                                  tok0, out);
     return LaunchResult();
   }
+  if (xq) return cudaErrorInvalidValue;
   LaunchPdl(AttnSplitKernel, dim3(grid), dim3(kAttnThreads), AttnSmemBytes(plan.rows_max, head_dim), s, a);
   cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess) return e;

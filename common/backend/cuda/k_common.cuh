@@ -127,6 +127,39 @@ __device__ __forceinline__ void QuantizeGroupWarp(const float (&v)[8], int col, 
   if (lane == 8) reinterpret_cast<float*>(rec + mmv::xq::kScale)[g] = mmv::XqScale(am);
 }
 
+// ---- paged KV rows ----
+__device__ __forceinline__ const uint8_t* KvRow(const uint8_t* base, const KvDev& kv, const int32_t* bt, int pos,
+                                                int kvh) {
+  const int blk = bt[pos / kv.block_size];
+  return base + static_cast<size_t>(blk) * kv.block_bytes +
+         (static_cast<size_t>(kvh) * kv.block_size + pos % kv.block_size) * kv.row_bytes;
+}
+// Element 32 blk + lane of a K/V row, stored by the warp that holds the
+// row's 32-element block blk (val: 0 past hd). Q8_0 exactly as the CPU
+// quantizer: d = amax / 127, q = round(x / d). The one KV store: the KV-write
+// kernel and RoPE (which writes K and V when it can) share it.
+__device__ __forceinline__ void StoreKvBlockWarp(uint8_t* row, GgmlType type, int blk, int hd, float val) {
+  const int d = 32 * blk + static_cast<int>(threadIdx.x & 31);
+  if (type == GgmlType::F32) {
+    if (d < hd) reinterpret_cast<float*>(row)[d] = val;
+  } else if (type == GgmlType::F16) {
+    if (d < hd) reinterpret_cast<uint16_t*>(row)[d] = FloatToHalf(val);
+  } else {
+    const float amax = WarpMax(fabsf(val));
+    const float ds = __fdiv_rn(amax, 127.0f);
+    const float id = ds != 0.0f ? __fdiv_rn(1.0f, ds) : 0.0f;
+    if (d < hd) {
+      uint8_t* b = row + blk * 34;
+      if ((d & 31) == 0) {
+        const uint16_t hb = FloatToHalf(ds);
+        b[0] = static_cast<uint8_t>(hb & 0xff);
+        b[1] = static_cast<uint8_t>(hb >> 8);
+      }
+      b[2 + (d & 31)] = static_cast<uint8_t>(static_cast<int8_t>(roundf(__fmul_rn(val, id))));
+    }
+  }
+}
+
 // ---- programmatic dependent launch (sm_90; no-ops elsewhere) ----
 // Wait until the previous kernel in the stream has finished and its writes
 // are visible; everything before this may only read data no kernel writes.

@@ -103,30 +103,39 @@ __global__ void EmbedKernel(const uint8_t* emb, int64_t ne0, size_t row_bytes, c
 // One block per row; warp j takes the row's groups of 256 j, j + warps, ...
 // (element 256 g + 32 u + lane), so the warp that normalises a group also
 // quantizes it. Sums of squares in double like the CPU backend, reduced in a
-// fixed order (lanes, then warps).
+// fixed order (lanes, then warps). The warp's first group stays in registers
+// between the passes, and its weights are read before the wait (no kernel
+// writes them): with one group per warp (the launch's usual shape) the
+// second pass reads nothing from memory.
 template <bool kAdd>
 __global__ void RmsNormKernel(float* x, const float* add, const float* w, float eps, int dim, float* out,
                               uint8_t* xq) {
-  GridDepWait();  // programmatic dependent launch: inputs are ready after this
-  GridDepLaunch();
   __shared__ double part[32];
   const int64_t row = blockIdx.x;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
   const int64_t groups = mmv::Groups(dim);
+  auto at = [&](int64_t g, int u) { return g * mmv::kGroup + 32 * u + lane; };
+  float w0[8], v0[8];
+#pragma unroll
+  for (int u = 0; u < 8; ++u) w0[u] = warp < groups && at(warp, u) < dim ? w[at(warp, u)] : 0.0f;
+  GridDepWait();  // programmatic dependent launch: inputs are ready after this
+  GridDepLaunch();
   float* xr = x + row * dim;
   double ss = 0;
   for (int64_t g = warp; g < groups; g += nw) {
 #pragma unroll
     for (int u = 0; u < 8; ++u) {
-      const int64_t i = g * mmv::kGroup + 32 * u + lane;
+      const int64_t i = at(g, u);
+      float v = 0.0f;
       if (i < dim) {
-        float v = xr[i];
+        v = xr[i];
         if constexpr (kAdd) {
           v = __fadd_rn(v, add[row * dim + i]);
           xr[i] = v;
         }
         ss = __fma_rn(static_cast<double>(v), static_cast<double>(v), ss);
       }
+      if (g == warp) v0[u] = v;
     }
   }
   ss = WarpSumD(ss);
@@ -139,8 +148,10 @@ __global__ void RmsNormKernel(float* x, const float* add, const float* w, float 
     float v[8];
 #pragma unroll
     for (int u = 0; u < 8; ++u) {
-      const int64_t i = g * mmv::kGroup + 32 * u + lane;
-      v[u] = i < dim ? __fmul_rn(__fmul_rn(xr[i], s), w[i]) : 0.0f;
+      const int64_t i = at(g, u);
+      const float xi = g == warp ? v0[u] : i < dim ? xr[i] : 0.0f;
+      const float wi = g == warp ? w0[u] : i < dim ? w[i] : 0.0f;
+      v[u] = i < dim ? __fmul_rn(__fmul_rn(xi, s), wi) : 0.0f;
       if (i < dim) o[i] = v[u];
     }
     if (xq) QuantizeGroupWarp(v, static_cast<int>(row), g, groups, xq);
@@ -150,18 +161,36 @@ __global__ void RmsNormKernel(float* x, const float* add, const float* w, float 
 // ---- RoPE (with optional per-head RMSNorm) ----
 // One warp per (token, head): normalise the head (sums of squares in double,
 // as RmsNorm), then rotate its pairs; each lane computes the angles of its
-// own pairs (double sincos), so heads run in parallel.
+// own pairs (double sincos), so heads run in parallel. With a KV write, K's
+// warps then store their rotated rows in the cache and n_kv more warps per
+// token store V's.
 __global__ void RopeKernel(RopeSeg s0, RopeSeg s1, int head_dim, int n_dims, bool neox, float eps,
-                           const double* inv_freq, const int32_t* pos) {
+                           const double* inv_freq, BatchDev b, RopeKvWrite kw) {
   GridDepWait();  // programmatic dependent launch: inputs are ready after this
   GridDepLaunch();
   const int t = blockIdx.x;
   const int hh = blockIdx.y * (blockDim.x / 32) + threadIdx.x / 32;
-  if (hh >= s0.n_heads + s1.n_heads) return;
+  const int n_rot = s0.n_heads + s1.n_heads;
+  const int n_k = kw.k_seg == 0 ? s0.n_heads : kw.k_seg == 1 ? s1.n_heads : 0;
+  if (hh >= n_rot + n_k) return;
   const int lane = threadIdx.x & 31;
+  auto store_row = [&](const float* x, uint8_t* base, int kvh) {
+    const int32_t* bt = b.blocks + static_cast<size_t>(b.seq[t]) * b.bt_stride;
+    uint8_t* row = const_cast<uint8_t*>(KvRow(base, kw.kv, bt, b.pos[t], kvh));
+    for (int blk = 0; 32 * blk < head_dim; ++blk) {
+      const int d = 32 * blk + lane;
+      StoreKvBlockWarp(row, kw.kv.type, blk, head_dim, d < head_dim ? x[d] : 0.0f);
+    }
+  };
+  if (hh >= n_rot) {  // V head hh - n_rot
+    const int h = hh - n_rot;
+    store_row(kw.v + (static_cast<int64_t>(t) * n_k + h) * head_dim, kw.kv.v, h);
+    return;
+  }
   const int half = n_dims / 2;
-  const RopeSeg& sg = hh < s0.n_heads ? s0 : s1;
-  const int h = hh < s0.n_heads ? hh : hh - s0.n_heads;
+  const int seg = hh < s0.n_heads ? 0 : 1;
+  const RopeSeg sg = seg == 0 ? s0 : s1;
+  const int h = seg == 0 ? hh : hh - s0.n_heads;
   float* v = sg.x + (static_cast<int64_t>(t) * sg.n_heads + h) * head_dim;
   if (sg.norm) {
     double ss = 0;
@@ -171,7 +200,7 @@ __global__ void RopeKernel(RopeSeg s0, RopeSeg s1, int head_dim, int n_dims, boo
     for (int i = lane; i < head_dim; i += 32) v[i] = __fmul_rn(__fmul_rn(v[i], sc), sg.norm[i]);
     __syncwarp();
   }
-  const double p = pos[t];
+  const double p = b.pos[t];
   for (int i = lane; i < half; i += 32) {
     double sv, cv;
     sincos(p * inv_freq[i], &sv, &cv);
@@ -181,6 +210,10 @@ __global__ void RopeKernel(RopeSeg s0, RopeSeg s1, int head_dim, int n_dims, boo
     const float a = v[i0], c = v[i1];
     v[i0] = __fsub_rn(__fmul_rn(a, cs), __fmul_rn(c, sn));
     v[i1] = __fadd_rn(__fmul_rn(a, sn), __fmul_rn(c, cs));
+  }
+  if (seg == kw.k_seg) {
+    __syncwarp();  // the other lanes' rotated elements are visible to this warp's reads
+    store_row(v, kw.kv.k, h);
   }
 }
 
@@ -322,12 +355,14 @@ cudaError_t LaunchRmsNorm(float* x, const float* add, const float* w, float eps,
 }
 
 cudaError_t LaunchRope(const RopeSeg* segs, int n_segs, int head_dim, int n_dims, bool neox, float eps,
-                       const double* inv_freq, const BatchDev& b, cudaStream_t s) {
+                       const double* inv_freq, const BatchDev& b, const RopeKvWrite& kv_write, cudaStream_t s) {
   if (b.n_tokens <= 0 || n_segs < 1 || n_segs > 2) return n_segs >= 1 && n_segs <= 2 ? cudaSuccess : cudaErrorInvalidValue;
+  if (kv_write.k_seg >= n_segs) return cudaErrorInvalidValue;
   const RopeSeg none{};
-  const int heads = segs[0].n_heads + (n_segs > 1 ? segs[1].n_heads : 0);
-  LaunchPdl(RopeKernel, dim3(b.n_tokens, CeilDiv(heads, 4)), dim3(128), 0, s, segs[0], n_segs > 1 ? segs[1] : none,
-            head_dim, n_dims, neox, eps, inv_freq, b.pos);
+  const int n_k = kv_write.k_seg < 0 ? 0 : segs[kv_write.k_seg].n_heads;
+  const int warps = segs[0].n_heads + (n_segs > 1 ? segs[1].n_heads : 0) + n_k;
+  LaunchPdl(RopeKernel, dim3(b.n_tokens, CeilDiv(warps, 4)), dim3(128), 0, s, segs[0], n_segs > 1 ? segs[1] : none,
+            head_dim, n_dims, neox, eps, inv_freq, b, kv_write);
   return LaunchResult();
 }
 

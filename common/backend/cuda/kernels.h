@@ -24,6 +24,16 @@ struct BatchDev {
   int n_tokens = 0, n_out = 0, n_seqs = 0, bt_stride = 0;
 };
 
+// One layer of the paged KV cache.
+struct KvDev {
+  uint8_t* k = nullptr;  // this layer's K blocks
+  uint8_t* v = nullptr;
+  GgmlType type = GgmlType::F16;
+  int block_size = 16;
+  size_t block_bytes = 0;  // one block of one layer
+  size_t row_bytes = 0;    // one head's row (head_dim elements)
+};
+
 // ---- elementwise / row ops ----
 // Float embeddings; quantized ones are packed: LaunchDequantPacked with the tokens as row ids.
 cudaError_t LaunchEmbed(GgmlType type, const void* emb, int64_t ne0, const BatchDev& b, float* out, cudaStream_t s);
@@ -39,8 +49,16 @@ struct RopeSeg {
   int n_heads = 0;
   const float* norm = nullptr;  // head_dim weights, or null
 };
+// With kv_write (k_seg >= 0): segment k_seg is K, and the launch also stores
+// its rotated rows and v's rows in the KV cache, as LaunchKvWrite would (one
+// launch fewer per layer).
+struct RopeKvWrite {
+  KvDev kv;
+  const float* v = nullptr;
+  int k_seg = -1;
+};
 cudaError_t LaunchRope(const RopeSeg* segs, int n_segs, int head_dim, int n_dims, bool neox, float eps,
-                       const double* inv_freq, const BatchDev& b, cudaStream_t s);
+                       const double* inv_freq, const BatchDev& b, const RopeKvWrite& kv_write, cudaStream_t s);
 // n rows of dim; xq as for LaunchRmsNorm.
 cudaError_t LaunchSwiGLU(const float* gate, const float* up, int n, int dim, float* out, void* xq, cudaStream_t s);
 cudaError_t LaunchAdd(float* x, const float* y, int64_t n, cudaStream_t s);
@@ -99,14 +117,6 @@ cudaError_t LaunchDequantRows(GgmlType type, const void* w, size_t row_bytes, in
 cudaError_t LaunchToHalf(const float* x, int64_t count, void* dst, cudaStream_t s);
 
 // ---- KV cache and attention ----
-struct KvDev {
-  uint8_t* k = nullptr;  // this layer's K blocks
-  uint8_t* v = nullptr;
-  GgmlType type = GgmlType::F16;
-  int block_size = 16;
-  size_t block_bytes = 0;  // one block of one layer
-  size_t row_bytes = 0;    // one head's row (head_dim elements)
-};
 cudaError_t LaunchKvWrite(const float* k, const float* v, int n_kv_heads, int head_dim, const KvDev& kv,
                           const BatchDev& b, cudaStream_t s);
 
@@ -129,7 +139,8 @@ int AttnRowsMax(int head_dim);  // from the device's shared memory
 // Attention kernel version (Tuning::attn_kernel; plans are built per batch):
 // 2 (default) = tensor-core split kernel
 // (mma.sync F16 with Q and P as hi/lo F16 pairs, <= 16 query rows per block,
-// one warp per 32 positions of a split) + parallel fixed-order combine, for F16
+// one warp per 32 positions of a split; the last split block of a tile merges
+// the splits in a fixed order and can quantize the output), for F16
 // and Q8_0 KV with head_dim 32/64/128/256 and split_len <= 256 when its shared
 // memory fits; everything else, or everything with attn_kernel = 1, runs v1
 // (FP32 shared-memory dots, serial combine). Both are batch-invariant; they
@@ -138,10 +149,17 @@ constexpr int kAttnV2Rows = 16;
 int AttnKernelFor(GgmlType kv_type, int head_dim, int split_len);  // 1 or 2
 size_t AttnV2SmemBytes(GgmlType kv_type, int head_dim, int split_len);
 size_t AttnSmemBytes(int rows, int head_dim);
-// One wave: tiles [tile0, tile1) whose tokens are [tok0, tok1).
+// One wave: tiles [tile0, tile1) whose tokens are [tok0, tok1). Kernel 2
+// needs `counters` (AttnCounters of the wave, zero before the first launch;
+// the kernel leaves them zero) and writes the quantized activations of `out`
+// into xq too (as LaunchQuantizeX(out, n_tokens, n_heads * head_dim) would)
+// when xq is not null, which needs AttnFusesQuant.
 cudaError_t LaunchAttention(const float* q, const KvDev& kv, int n_heads, int n_kv_heads, int head_dim, float scale,
                             const BatchDev& b, const AttnTile* tiles_dev, int tile0, int tile1, int tok0, int tok1,
-                            const AttnPlan& plan, float* partials, float* out, cudaStream_t s);
+                            const AttnPlan& plan, float* partials, int* counters, float* out, void* xq,
+                            cudaStream_t s);
+bool AttnFusesQuant(const AttnPlan& plan, int head_dim);
+int AttnCounters(const AttnPlan& plan, int tiles, int n_kv_heads);
 size_t AttnPartialFloats(int n_tok, int n_heads, int head_dim, int max_splits);
 
 // ---- random weights ----
