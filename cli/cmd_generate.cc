@@ -45,7 +45,6 @@ void AddRequestFlags(Config* c) {
   c->AddBool("print-prompt-ids", false, "print a plain prompt's token ids before generating");
   c->AddString("coordinator", "", "generate through this coordinator (host:port or unix:PATH) instead of in process");
   c->AddString("draft", "", "in process: draft model for speculative decoding");
-  c->AddBool("warmup", true, "in process, device backends: capture every verify length's graph before generating");
   AddConnectFlags(c);
   c->AddString("log-level", "warn", "log level: debug, info, warn, error");
 }
@@ -98,7 +97,6 @@ absl::StatusOr<std::unique_ptr<api::Generator>> MakeGenerator(const Config& c, a
   d.adaptive = c.GetBool("adaptive");
   d.draft_max = static_cast<int>(c.GetInt("draft-max"));
   d.min_confidence = static_cast<float>(c.GetDouble("min-confidence"));
-  d.warmup = c.GetBool("warmup");
   SPECD_RETURN_IF_ERROR(api::ProposerFromFlags(c, &d));
   SPECD_ASSIGN_OR_RETURN(auto g, api::LocalGenerator::Create(opts, c.GetString("draft"), d));
   if (!c.GetString("acceptance-prior").empty()) SPECD_RETURN_IF_ERROR(g->LoadAcceptancePrior(c.GetString("acceptance-prior")));

@@ -2,8 +2,6 @@
 
 #include <algorithm>
 
-#include "common/util/log.h"
-
 namespace specd::api {
 
 absl::StatusOr<std::unique_ptr<LocalGenerator>> LocalGenerator::Create(const EngineOptions& opts,
@@ -22,12 +20,6 @@ absl::StatusOr<std::unique_ptr<LocalGenerator>> LocalGenerator::Create(const Eng
     SPECD_ASSIGN_OR_RETURN(g->draft_engine_, Engine::Create(d));
     SPECD_ASSIGN_OR_RETURN(g->draft_, LocalDraft::Create(g->draft_engine_.get(), std::max(spec.k, spec.draft_max)));
     SPECD_RETURN_IF_ERROR(g->target_->Attach(g->draft_->exchange().kind(), g->draft_->exchange().name()));
-    // Device backends: the verify graphs of every length the requests may ask for, captured now.
-    const int k_max = std::min(std::max(spec.k, spec.draft_max), opts.max_seq_len - 5);
-    if (spec.warmup && !g->target_engine_->backend()->HostMemory() && k_max > 0) {
-      if (absl::Status st = g->target_->WarmUpVerifies(k_max); !st.ok())
-        SPECD_LOG(WARN) << "verify warm-up failed; new verify lengths run eagerly first" << Kv("error", st.ToString());
-    }
   }
   return g;
 }

@@ -139,9 +139,6 @@ struct SpecDefaults {
   float min_confidence = -1.0f;  // < 0: 0 in fixed mode, learned in adaptive mode
   ProposerKind proposer = ProposerKind::kDraft;
   NgramOptions ngram;
-  // Device backends: capture every verify length's graph at start (a length
-  // first seen mid-request runs eagerly once, then is captured).
-  bool warmup = true;
 };
 struct SpecChoice {
   bool adaptive = false;

@@ -1,7 +1,6 @@
 #include "common/engine/spec_local.h"
 
 #include <chrono>
-#include <limits>
 #include <set>
 
 #include "common/util/log.h"
@@ -276,22 +275,6 @@ bool LocalTarget::ReleaseSeq(int32_t seq) {
   if (!core_.Has(seq)) return false;
   core_.Release(seq);
   return true;
-}
-
-absl::Status LocalTarget::WarmUpVerifies(int k_max) {
-  constexpr int32_t kSeq = std::numeric_limits<int32_t>::max();  // no request's id
-  const std::vector<int32_t> prompt(4, 0);
-  SPECD_RETURN_IF_ERROR(core_.Open(kSeq, prompt, SamplingParams{}, /*prefill=*/true));
-  const int64_t base = core_.CommittedLength(kSeq);
-  absl::Status st;
-  for (int rep = 0; rep < 2 && st.ok(); ++rep) {
-    for (int k = 0; k <= k_max && st.ok(); ++k) {
-      st = core_.Verify({VerifyRequest{kSeq, std::vector<int32_t>(static_cast<size_t>(k), 0), nullptr, {}}})[0].status;
-      if (st.ok()) st = core_.Sync(kSeq, base, {});
-    }
-  }
-  core_.Release(kSeq);
-  return st;
 }
 
 std::vector<absl::StatusOr<Verdict>> LocalTarget::VerifyBatch(const std::vector<VerifyJob>& jobs) {

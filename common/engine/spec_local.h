@@ -108,16 +108,6 @@ class LocalTarget : public Verifier {
                        bool prefill = true);
   absl::Status SyncSeq(int32_t seq, int64_t base_len, const std::vector<int32_t>& tokens);
   bool ReleaseSeq(int32_t seq);
-  // Greedy verifies of 0..k_max drafts, twice each, on a scratch sequence
-  // (released after): a device backend replays a batch from a CUDA graph
-  // captured for its shape, and a shape seen for the first time runs eagerly,
-  // then is captured the next time. Warmed, the acceptance graphs of every
-  // length are captured and the adaptive policy's first costs are not those
-  // of eager runs (round 12, H200: fresh adaptive 281-285 -> 287-289 tok/s
-  // on the ~80% pair; the forward graphs still differ from a request's in
-  // their metadata and are captured again). Needs max-seq-len > k_max + 4
-  // and a free sequence slot.
-  absl::Status WarmUpVerifies(int k_max);
   std::vector<absl::StatusOr<int64_t>> PrefillSeqs(const std::vector<PrefillSlice>& slices) {
     return core_.Prefill(slices);
   }

@@ -983,22 +983,6 @@ TEST_F(SpecLoopTest, PipelinedVerifySurvivesProposeFailuresBeforeAndAfterPublica
   }
 }
 
-TEST_F(SpecLoopTest, VerifyWarmUpLeavesNothingBehind) {
-  // The warm-up's scratch sequence is released and its KV freed; what follows
-  // decodes exactly as without it.
-  const int free_before = target_engine_->kv().free_blocks();
-  ASSERT_TRUE(target_->WarmUpVerifies(8).ok());
-  EXPECT_EQ(target_engine_->active_sequences(), 0);
-  EXPECT_EQ(target_engine_->kv().free_blocks(), free_before);
-  const std::vector<int32_t> prompt = tok().Encode("Once upon a time", true, false);
-  const SpecResult r = Run(FixedRequest(25, prompt, 32, 4), draft_.get());
-  ASSERT_TRUE(r.status.ok()) << r.status;
-  EXPECT_EQ(r.tokens, ReferenceGreedy(prompt, 32));
-  // Too long for the context: an error, and still nothing left open.
-  EXPECT_FALSE(target_->WarmUpVerifies(4096).ok());
-  EXPECT_EQ(target_engine_->active_sequences(), 0);
-}
-
 TEST_F(SpecLoopTest, BadRequestsAreErrors) {
   SpecRequest req;
   req.seq = 16;
