@@ -338,7 +338,7 @@ class CudaBackend final : public Backend, public CudaBackendControl {
   // Device scratch that grows on demand; an outgrown buffer is freed only after
   // the next full synchronization (recorded ops may still use it).
   absl::Status Grow(void** buf, size_t* cap, size_t need, const char* what);
-  void InvalidateGraphs();
+  void InvalidateGraphs(const char* why);
   void FreeRetired();
 
   absl::Status EnsureMeta(size_t ints);
@@ -682,7 +682,7 @@ absl::Status CudaBackend::InitKv(const KvLayout& layout) {
   kv_row_bytes_ = RowBytes(layout.type, layout.head_dim);
   kv_init_ = true;
   mem_.kv_pool = bytes;
-  InvalidateGraphs();
+  InvalidateGraphs("the KV pool was allocated");
   return absl::OkStatus();
 }
 
@@ -709,11 +709,15 @@ absl::Status CudaBackend::Grow(void** buf, size_t* cap, size_t need, const char*
   other_bytes_ += want - *cap;
   *buf = p;
   *cap = want;
-  InvalidateGraphs();  // captured graphs point at the old buffer
+  InvalidateGraphs(what);  // captured graphs point at the old buffer
   return absl::OkStatus();
 }
 
-void CudaBackend::InvalidateGraphs() {
+// A buffer that captured graphs point at moved: they are all dropped (debug
+// log: a growth after start costs every graph a new capture).
+void CudaBackend::InvalidateGraphs(const char* why) {
+  if (!graphs_.empty() && GetLogLevel() <= LogLevel::kDebug)
+    SPECD_LOG(DEBUG) << "cuda graphs dropped" << Kv("graphs", graphs_.size()) << Kv("why", why);
   for (auto& [h, g] : graphs_) cudaGraphExecDestroy(g.exec);  // freed after in-flight launches finish
   graphs_.clear();
 }
@@ -743,7 +747,7 @@ absl::Status CudaBackend::EnsureMeta(size_t ints) {
   meta_host_ = host;
   meta_dev_ = dev;
   meta_cap_ = cap;
-  InvalidateGraphs();
+  InvalidateGraphs("batch metadata");
   return absl::OkStatus();
 }
 
