@@ -1173,10 +1173,11 @@ void CudaBackend::Attention(const float* q, const float* k, const float* v, cons
                                    "attention partials");
       !st.ok())
     return Fail(st);
-  int counters = 0;
-  for (const AttnWave& w : bp->waves)
-    counters = std::max(counters, cuda::AttnCounters(bp->plan, w.tile1 - w.tile0, p.n_kv_heads));
-  if (const size_t cap = attn_cnt_cap_; bp->plan.kernel == 2) {
+  if (bp->plan.kernel == 2) {  // its split blocks count themselves per tile (zero between launches)
+    int counters = 0;
+    for (const AttnWave& w : bp->waves)
+      counters = std::max(counters, cuda::AttnCounters(bp->plan, w.tile1 - w.tile0, p.n_kv_heads));
+    const size_t cap = attn_cnt_cap_;
     if (const absl::Status st = Grow(&attn_cnt_, &attn_cnt_cap_, counters * sizeof(int), "attention counters");
         !st.ok())
       return Fail(st);

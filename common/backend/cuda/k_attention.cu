@@ -793,7 +793,6 @@ cudaError_t LaunchAttention(const float* q, const KvDev& kv, int n_heads, int n_
   AttnArgs a{q,    kv,    n_heads, n_kv_heads, head_dim, scale, b, tiles_dev, tile0, tok0, plan, partials, counters,
              out, static_cast<uint8_t*>(xq), xq_groups};
   dim3 grid((tile1 - tile0) * plan.n_gchunks, n_kv_heads, plan.max_splits);
-  dim3 cgrid(tok1 - tok0, n_heads);
   if (plan.kernel == 2) {
     if (plan.rows_max > kAttnV2Rows || (xq && !AttnFusesQuant(plan, head_dim))) return cudaErrorInvalidValue;
     const size_t smem = AttnV2SmemBytes(kv.type, head_dim, plan.split_len);
@@ -805,6 +804,7 @@ cudaError_t LaunchAttention(const float* q, const KvDev& kv, int n_heads, int n_
     return LaunchResult();
   }
   if (xq) return cudaErrorInvalidValue;
+  dim3 cgrid(tok1 - tok0, n_heads);
   LaunchPdl(AttnSplitKernel, dim3(grid), dim3(kAttnThreads), AttnSmemBytes(plan.rows_max, head_dim), s, a);
   cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess) return e;
