@@ -116,6 +116,7 @@ int Bench(const std::vector<std::string>& args) {
     o.backend.name = c.GetString("backend");
     o.backend.threads = static_cast<int>(c.GetInt("threads"));
     o.backend.device = static_cast<int>(c.GetInt("device"));
+    o.backend.cuda_attn_split = static_cast<int>(c.GetInt("cuda-attn-split"));
     auto kv = ParseKvType(c.GetString("kv-type"));
     if (!kv.ok()) return Fail(kv.status());
     o.kv_type = *kv;

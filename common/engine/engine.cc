@@ -38,6 +38,10 @@ void EngineOptions::AddFlags(Config* c, const std::string& p) {
   c->AddBool(p + "cuda-device-sampling", true,
              "CUDA: sample and accept in device kernels; off: the logits rows are read back and the CPU "
              "reference samples them");
+  c->AddInt(p + "cuda-attn-split", 0,
+            "CUDA: KV positions per attention split block, a multiple of 32 up to 256 (0: the built-in 128); "
+            "longer splits mean fewer blocks to merge at long contexts",
+            0, 256);
   c->AddString(p + "device-registry", "auto",
                "where the processes on a device record what they hold, so that they share one budget: auto ("
                "GPU backends: /dev/shm/specd-registry-UID; cpu: off), off, or a directory");
@@ -62,6 +66,7 @@ absl::StatusOr<EngineOptions> EngineOptions::FromConfig(const Config& c, const s
   o.backend.threads = static_cast<int>(c.GetInt(p + "threads"));
   o.backend.device = static_cast<int>(c.GetInt(p + "device"));
   o.backend.cuda_device_sampling = c.GetBool(p + "cuda-device-sampling");
+  o.backend.cuda_attn_split = static_cast<int>(c.GetInt(p + "cuda-attn-split"));
   o.max_seqs = static_cast<int>(c.GetInt(p + "max-seqs"));
   o.max_seq_len = static_cast<int>(c.GetInt(p + "max-seq-len"));
   o.max_batch_tokens = static_cast<int>(c.GetInt(p + "max-batch-tokens"));

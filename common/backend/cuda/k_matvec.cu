@@ -655,18 +655,27 @@ __global__ void __launch_bounds__(32 * kDequantRows) DequantPackedKernel(const u
                                                                          const int32_t* row_ids, int64_t r0,
                                                                          int64_t nrows, void* dst, int64_t ld,
                                                                          bool to_f16) {
+  // The row's scale bytes are copied once per warp (a byte per lane) into
+  // shared memory, where the decode indexes them: read by every lane from
+  // global memory they were a chain of byte loads through a local copy.
+  __shared__ mmv::RowAux aux[kDequantRows];
   GridDepWait();  // programmatic dependent launch: inputs are ready after this
   GridDepLaunch();
   const int64_t groups = mmv::Groups(k);
   const int64_t g = blockIdx.x % groups;
-  const int64_t i = (blockIdx.x / groups) * kDequantRows + threadIdx.x / 32;
-  const int e0 = 8 * (threadIdx.x % 32);
-  if (i >= nrows || g * mmv::kGroup + e0 >= k) return;  // K is a multiple of 32: whole eights
+  const int w = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t i = (blockIdx.x / groups) * kDequantRows + w;
+  const int e0 = 8 * lane;
+  if (i >= nrows) return;  // the whole warp
   const int64_t r = row_ids ? row_ids[i] : r0 + i;
   const uint8_t* rec = packed + mmv::RecordOffset(T, groups, r / mmv::kTileRows, g);
   const int rr = static_cast<int>(r % mmv::kTileRows);
-  mmv::RowAux x;
-  mmv::RecordAux(T, rec, rr, &x);
+  constexpr mmv::Layout kL = mmv::LayoutOf(T);
+  mmv::RowAux& x = aux[w];
+  x.a[lane] = lane < kL.aux_a_row ? rec[kL.aux_a + kL.aux_a_row * rr + lane] : 0;
+  if (lane < 4) x.b[lane] = lane < kL.aux_b_row ? rec[kL.aux_b + kL.aux_b_row * rr + lane] : 0;
+  __syncwarp();
+  if (g * mmv::kGroup + e0 >= k) return;  // K is a multiple of 32: whole eights
   float y[8];
   mmv::DequantRecord8(T, rec, rr, x, e0, y);
   const int64_t off = i * ld + g * mmv::kGroup + e0;
