@@ -76,7 +76,7 @@ int Plan(const std::vector<std::string>& args) {
   c.AddString("kv-type", "q8_0", "KV cache type: f32, f16, q8_0");
   c.AddInt("max-seqs", 6, "sequences resident at once", 1, 4096);
   c.AddInt("max-seq-len", 4096, "positions per sequence", 16, 1 << 20);
-  c.AddInt("max-batch-tokens", 256, "tokens per forward pass", 1, 1 << 16);
+  c.AddInt("max-batch-tokens", EngineOptions::kDefaultMaxBatchTokens, "tokens per forward pass", 1, 1 << 16);
   c.AddInt("k-max", 8, "longest proposal (sizes the exchange buffer)", 1, 64);
   c.AddBytes("vram-budget", "24GiB", "memory both models must fit in together");
   c.AddString("share-weights", "auto",

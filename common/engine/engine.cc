@@ -27,7 +27,7 @@ void EngineOptions::AddFlags(Config* c, const std::string& p) {
   c->AddInt(p + "device", 0, "CUDA device ordinal", 0, 64);
   c->AddInt(p + "max-seqs", 8, "sequences resident at once (KV slots)", 1, 4096);
   c->AddInt(p + "max-seq-len", 4096, "positions per sequence: prompt + output + draft lookahead", 16, 1 << 20);
-  c->AddInt(p + "max-batch-tokens", 256, "tokens per forward pass (prefill chunk size)", 1, 1 << 16);
+  c->AddInt(p + "max-batch-tokens", EngineOptions::kDefaultMaxBatchTokens, "tokens per forward pass (prefill chunk size)", 1, 1 << 16);
   c->AddString(p + "kv-type", "f16", "KV cache element type: f32, f16 or q8_0");
   c->AddInt(p + "kv-block-size", 16, "positions per KV block", 1, 1024);
   c->AddInt(p + "kv-blocks", 0, "KV pool size in blocks (0: max-seqs x max-seq-len)", 0, 1ll << 32);

@@ -38,7 +38,12 @@ struct EngineOptions {
   BackendOptions backend;
   int max_seqs = 8;             // concurrent sequences (KV slots)
   int max_seq_len = 4096;       // positions per sequence, draft lookahead included
-  int max_batch_tokens = 256;   // tokens per forward pass (prefill chunk)
+  // Tokens per forward pass (prefill chunk). 512: a prefill chunk dequantizes
+  // every weight matrix once for cuBLAS, so longer chunks pay it over more
+  // tokens (H200, 27B-class: 1024-token prompts 3004 tok/s at 256, 4080 at 512;
+  // docs/PERFORMANCE.md round 13) for ~0.1 GiB more activations.
+  static constexpr int kDefaultMaxBatchTokens = 512;
+  int max_batch_tokens = kDefaultMaxBatchTokens;
   int max_out_rows = 64;        // logits rows per forward pass
   GgmlType kv_type = GgmlType::F16;
   int kv_block_size = 16;

@@ -41,7 +41,7 @@ namespace specd {
 
 struct SchedulerOptions {
   int max_batch = 64;          // jobs per batch
-  int64_t prefill_chunk = 256;  // prefill tokens per round (all pending prefills together)
+  int64_t prefill_chunk = 512;  // prefill tokens per round (all pending prefills together; one default forward)
   std::chrono::microseconds batch_wait{0};
 };
 

@@ -27,7 +27,7 @@ void AddServiceFlags(Config* cfg, const std::string& default_listen) {
 
 void AddSchedulerFlags(Config* cfg, const std::string& batch_help) {
   cfg->AddInt("max-batch", 64, batch_help, 1, 4096);
-  cfg->AddInt("prefill-chunk", 256,
+  cfg->AddInt("prefill-chunk", SchedulerOptions{}.prefill_chunk,
               "prompt tokens prefilled per scheduler round, between batches (a long prompt never stalls the "
               "running sequences for longer than one chunk)",
               1, 1 << 20);
