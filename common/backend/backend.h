@@ -246,9 +246,12 @@ struct BackendOptions {
   int device = 0;       // cuda: device ordinal
   bool cuda_graphs = true;
   bool cuda_pdl = true;  // programmatic dependent launch between kernels (sm_90)
-  // Positions per attention split (a multiple of 32, at most 256 for the
-  // tensor-core kernel); 0: the built-in default. Fixed per process: decode,
-  // verify and prefill must split the same way to give the same bits.
+  // Positions per attention split (a multiple of kAttnSplitStep up to
+  // kAttnSplitMax: one warp per 32 positions, at most 8 in the tensor-core
+  // kernel); 0: the built-in default. Fixed per process: decode, verify and
+  // prefill must split the same way to give the same bits. CreateBackend
+  // refuses other values.
+  static constexpr int kAttnSplitStep = 32, kAttnSplitMax = 256;
   int cuda_attn_split = 0;
   // Sample/Accept in device kernels (no host round trip per token); off:
   // the rows are read back and the reference rules run on the host

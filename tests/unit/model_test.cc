@@ -267,6 +267,24 @@ TEST(EngineTest, RefusesToStartWhenThePlanDoesNotFit) {
   EXPECT_NE(e.status().message().find("DOES NOT FIT"), std::string::npos) << e.status();
 }
 
+// --cuda-attn-split is checked where every backend is created (CPU here): a
+// value the attention kernels cannot split by is refused, not replaced.
+TEST(EngineTest, RefusesAnAttentionSplitTheKernelsCannotUse) {
+  for (int split : {48, 288, -32, 1}) {
+    BackendOptions o;
+    o.cuda_attn_split = split;
+    auto be = CreateBackend(o);
+    ASSERT_FALSE(be.ok()) << split;
+    EXPECT_EQ(be.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(be.status().message().find("--cuda-attn-split"), std::string::npos) << be.status();
+  }
+  for (int split : {0, 32, 128, 256}) {
+    BackendOptions o;
+    o.cuda_attn_split = split;
+    EXPECT_TRUE(CreateBackend(o).ok()) << split;
+  }
+}
+
 // Real trained weights (../shared/models), when present.
 TEST(ModelTest, SharedTrainedModelsMatchReference) {
   const std::string dir = testing::SharedModelsDir();

@@ -492,14 +492,8 @@ absl::Status CudaBackend::Init(const BackendOptions& opts) {
   }
   cuda::Tuning tuning = cuda::GetTuning();  // process-wide: tests set the attention fields before
   tuning.pdl = opts.cuda_pdl;
-  if (opts.cuda_attn_split != 0) {
-    if (opts.cuda_attn_split < cuda::kAttnSub || opts.cuda_attn_split > 8 * cuda::kAttnSub ||
-        opts.cuda_attn_split % cuda::kAttnSub != 0)
-      return absl::InvalidArgumentError(absl::StrCat("--cuda-attn-split takes a multiple of 32 from 32 to 256 (0: the "
-                                                     "default), not ",
-                                                     opts.cuda_attn_split));
-    tuning.attn_split = opts.cuda_attn_split;
-  }
+  static_assert(BackendOptions::kAttnSplitStep == cuda::kAttnSub && BackendOptions::kAttnSplitMax == 8 * cuda::kAttnSub);
+  if (opts.cuda_attn_split != 0) tuning.attn_split = opts.cuda_attn_split;  // checked by CreateBackend
   cuda::SetTuning(tuning);
   device_sampling_ = opts.cuda_device_sampling;
   SPECD_LOG(INFO) << "cuda backend" << Kv("device", prop.name) << Kv("sm", absl::StrCat(prop.major, prop.minor))

@@ -15,6 +15,11 @@ std::vector<std::string> AvailableBackends() {
 }
 
 absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const BackendOptions& opts) {
+  if (const int s = opts.cuda_attn_split;
+      s != 0 && (s < 0 || s > BackendOptions::kAttnSplitMax || s % BackendOptions::kAttnSplitStep != 0))
+    return absl::InvalidArgumentError(absl::StrCat("--cuda-attn-split takes a multiple of ",
+                                                   BackendOptions::kAttnSplitStep, " up to ",
+                                                   BackendOptions::kAttnSplitMax, " (0: the default), not ", s));
   if (opts.name == "cpu") return std::unique_ptr<Backend>(new CpuBackend(opts.threads));
   if (opts.name == "cuda") {
 #if defined(SPECD_HAVE_CUDA)
