@@ -32,12 +32,7 @@ NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -
 for b in specd.base specd; do
   timeout 100 $NCU --metrics gpu__time_duration.sum --csv --print-units base --clock-control none --launch-count 1500 \
     $C/bin/$b bench --backend cuda --model $M6/draft.gguf --ctx 64 --prefill 16 --batches 1 --verify-k 1 --reps 2 > $O/ncu.$b.csv 2>/dev/null
-  python3 -c "
-import csv,sys,re
-rows=[r for r in csv.reader(open(sys.argv[1])) if len(r)>10]
-h=rows[0]; ki=h.index('Kernel Name'); vi=h.index('Metric Value')
-v=[float(r[vi].replace(',','')) for r in rows[1:] if 'AttnSplitV2' in r[ki]]
-print(sys.argv[2], 'attention us per launch', round(sum(v)/max(len(v),1)/1e3,2), 'over', len(v))" $O/ncu.$b.csv $b || true
+  python3 tests/gpu/ncu_kernels.py $O/ncu.$b.csv --match AttnSplitV2 | tail -n 1 | sed "s/^/$b: /" || true
 done
 xz -9 $O/*.csv
 stamp done
