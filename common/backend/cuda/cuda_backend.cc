@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/backend/cuda/kernels.h"
 #include "common/quant/block_random.h"
@@ -1501,6 +1502,12 @@ void CudaBackend::RunGraph() {
   // a capture and instantiation, and does not evict a graph in use.
   if (graph_seen_.size() > 4 * kMaxGraphs) graph_seen_.clear();
   if (graph_seen_.insert(h).second) {
+    // Debug: each first run with its key, so that a shape that never repeats
+    // (a field that changes between two same-length steps) shows in the log.
+    if (GetLogLevel() <= LogLevel::kDebug)
+      SPECD_LOG(DEBUG) << "cuda graph: first run, eager" << Kv("tokens", b_.n_tokens) << Kv("outputs", b_.n_out)
+                       << Kv("ops", ops_.size()) << Kv("key", absl::StrFormat("%016x", h))
+                       << Kv("shape", absl::StrJoin(shape, ","));
     ExecAll();
     ++stats_.eager_flushes;
     return;
