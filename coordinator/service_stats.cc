@@ -87,6 +87,7 @@ void ServiceStats::Record(const RequestOutcome& o) {
     seconds_ += st.elapsed_seconds;
     queue_seconds_ += o.queue_seconds;
     time_.Add(st.time);
+    spec_time_.Add(st.spec_time);
     if (k_hist_.size() < st.k_hist.size()) k_hist_.resize(st.k_hist.size(), 0);
     for (size_t k = 0; k < st.k_hist.size(); ++k) k_hist_[k] += st.k_hist[k];
     recent_.push_front(rec);
@@ -152,6 +153,7 @@ void ServiceStats::Fill(v1::StatsResponse* resp) const {
   resp->set_mean_queue_seconds(requests_ ? queue_seconds_ / requests_ : 0.0);
   for (int64_t n : k_hist_) resp->add_k_histogram(n);
   rpc::StepTimeToProto(time_, steps_, resp->mutable_step_time());
+  rpc::StepTimeToProto(spec_time_, spec_steps_, resp->mutable_step_time_speculative());
   for (const v1::RequestRecord& r : recent_) *resp->add_recent() = r;
 }
 

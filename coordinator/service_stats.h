@@ -44,7 +44,7 @@ class ServiceStats {
   int64_t requests_ = 0, failed_ = 0, prompt_tokens_ = 0, tokens_ = 0, steps_ = 0, spec_steps_ = 0, proposed_ = 0,
           accepted_ = 0, spec_appended_ = 0, draft_failures_ = 0, pipelined_ = 0, pipeline_fallbacks_ = 0;
   double seconds_ = 0, queue_seconds_ = 0;
-  StepTimes time_;
+  StepTimes time_, spec_time_;  // all steps; the speculative ones
   std::vector<int64_t> k_hist_;
   std::deque<v1::RequestRecord> recent_;
   size_t recent_max_;

@@ -88,6 +88,17 @@ void StepTimes::Add(const StepTimes& o) {
   host += o.host;
 }
 
+StepTimes StepTimes::Minus(const StepTimes& o) const {
+  StepTimes r;
+  r.draft_forward = draft_forward - o.draft_forward;
+  r.verify_forward = verify_forward - o.verify_forward;
+  r.accept = accept - o.accept;
+  r.transport = transport - o.transport;
+  r.wait = wait - o.wait;
+  r.host = host - o.host;
+  return r;
+}
+
 // ---------------------------------------------------------------- the loop
 
 namespace {
@@ -420,6 +431,7 @@ SpecResult RunSpeculative(const SpecRequest& req, const Tokenizer& tok, Verifier
                                      ev.time.accept - ev.time.transport - ev.time.wait);
     if (measured) costs->ObserveOverhead(use_draft, ev.time.overhead());
     r.stats.time.Add(ev.time);
+    if (use_draft) r.stats.spec_time.Add(ev.time);
     if (on_step && !on_step(ev)) {
       r.reason = end != FinishReason::kNone ? end : FinishReason::kCancelled;
       break;

@@ -82,6 +82,8 @@ struct StepTimes {
   // What is not a forward or the acceptance: the step's overhead.
   double overhead() const { return transport + wait + host; }
   void Add(const StepTimes& o);
+  // This minus o, part by part (e.g. all steps minus the speculative ones).
+  StepTimes Minus(const StepTimes& o) const;
   // "per step: draft forwards 0.35 ms, verify forward 1.20 ms, acceptance 0.05 ms,
   // transport 0.30 ms, wait 0.05 ms, host 0.10 ms; overhead 0.45 ms (22%)" over `steps` steps.
   std::string PerStep(int64_t steps) const;
@@ -115,6 +117,7 @@ struct SpecStats {
   double draft_seconds = 0;        // time in Propose calls
   double verify_seconds = 0;       // time in Verify calls
   StepTimes time;                  // the steps' time taken apart (sum over steps)
+  StepTimes spec_time;             // the speculative steps' share of it (target-only: time.Minus(spec_time))
   // Steps by the number of drafts verified (index 0: target-only steps).
   std::vector<int64_t> k_hist;
   int pipelined_steps = 0;      // steps whose verify took the proposal from the exchange buffer

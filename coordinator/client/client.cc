@@ -219,6 +219,8 @@ absl::StatusOr<Stats> Client::GetStats(std::chrono::milliseconds timeout) {
   s.lockstep = r.lockstep();
   s.acceptance_prior = r.acceptance_prior();
   s.step_time = rpc::StepTimeFromProto(r.step_time());
+  s.step_time_speculative = rpc::StepTimeFromProto(r.step_time_speculative());
+  s.speculative_steps = r.step_time_speculative().steps();
   for (const v1::RequestRecord& q : r.recent()) {
     RequestRecord rec;
     rec.id = q.id();
@@ -307,6 +309,13 @@ std::string FormatStats(const Stats& s) {
   if (!s.lockstep.empty()) os << "lockstep: " << s.lockstep << "\n";
   if (!s.acceptance_prior.empty()) os << "acceptance prior: " << s.acceptance_prior << "\n";
   if (s.steps > 0) os << "step time " << s.step_time.PerStep(s.steps) << "\n";
+  // Both kinds ran: each apart (a mean over both hides what a speculative step costs).
+  if (s.speculative_steps > 0 && s.speculative_steps < s.steps) {
+    os << "  speculative steps (" << s.speculative_steps << "): " << s.step_time_speculative.PerStep(s.speculative_steps)
+       << "\n";
+    os << "  target-only steps (" << s.steps - s.speculative_steps
+       << "): " << s.step_time.Minus(s.step_time_speculative).PerStep(s.steps - s.speculative_steps) << "\n";
+  }
   os << absl::StrFormat("batches: %.2f sequences per verify, %.2f per draft proposal\n", s.verify_batch_mean,
                         s.draft_batch_mean);
   os << absl::StrFormat("pipelined verify: %d of %d steps took the proposal from the exchange buffer (%d fell back)\n",

@@ -95,6 +95,8 @@ struct Stats {
   std::string lockstep;              // the lockstep gate's start / verify barriers (StepGateFigures)
   std::string acceptance_prior;      // the acceptance a new adaptive request starts from
   StepTimes step_time;               // the finished requests' steps taken apart (summed over `steps`)
+  StepTimes step_time_speculative;   // the speculative steps' share (summed over `speculative_steps`)
+  int64_t speculative_steps = 0;
   std::vector<RequestRecord> recent;  // newest first
 };
 

@@ -293,6 +293,27 @@ TEST_F(ServiceSchedTest, StatsMetricsAndLogsShowTheService) {
   for (const char* want : {"k histogram", "sequences per verify", "memory: weights", "recent requests", "queued",
                            "lockstep: start: "})
     EXPECT_NE(report.find(want), std::string::npos) << want << " missing from:\n" << report;
+  // The speculative steps' time travels apart from the target-only steps'.
+  ASSERT_FALSE(s.k_histogram.empty());
+  EXPECT_EQ(s.speculative_steps, s.steps - s.k_histogram[0]);
+  EXPECT_GT(s.step_time_speculative.draft_forward, 0);
+  EXPECT_LE(s.step_time_speculative.verify_forward, s.step_time.verify_forward);
+  {
+    client::Stats f;  // 4 speculative steps of 20 ms and 6 target-only ones of 6.667 ms
+    f.steps = 10;
+    f.speculative_steps = 4;
+    f.step_time.draft_forward = 0.02;
+    f.step_time.verify_forward = 0.1;
+    f.step_time_speculative.draft_forward = 0.02;
+    f.step_time_speculative.verify_forward = 0.06;
+    const std::string r = client::FormatStats(f);
+    EXPECT_NE(r.find("speculative steps (4): per step: draft forwards 5.000 ms, verify forward 15.000 ms"),
+              std::string::npos)
+        << r;
+    EXPECT_NE(r.find("target-only steps (6): per step: draft forwards 0.000 ms, verify forward 6.667 ms"),
+              std::string::npos)
+        << r;
+  }
 
   // The Prometheus endpoint: the same figures, in the text format.
   const std::string resp = HttpGet(mport, "/metrics");
