@@ -175,6 +175,7 @@ Summary ToSummary(const SpecResult& r, int prompt_tokens, bool adaptive) {
   s.k_histogram = r.stats.k_hist;
   s.adaptive = adaptive;
   s.step_time = r.stats.time;
+  s.step_time_speculative = r.stats.spec_time;
   s.pipelined_steps = r.stats.pipelined_steps;
   s.text = r.text;
   s.tokens = r.tokens;
@@ -202,7 +203,7 @@ std::string FormatSummary(const Summary& s) {
   if (s.time_to_first_token_seconds > 0)
     out += absl::StrFormat("; first token %.0f ms (queue %.0f ms)", 1e3 * s.time_to_first_token_seconds,
                            1e3 * s.queue_seconds);
-  if (s.steps > 0) out += "\nstep time " + s.step_time.PerStep(s.steps);
+  if (s.steps > 0) out += "\n" + StepTimeReport(s.step_time, s.steps, s.step_time_speculative, s.speculative_steps);
   if (s.pipelined_steps > 0)
     out += absl::StrFormat("\npipelined verify: %d of %d steps took the proposal from the exchange buffer",
                            s.pipelined_steps, s.steps);

@@ -95,6 +95,7 @@ struct Summary {
   std::vector<int64_t> k_histogram;        // steps by drafts verified (index 0: target-only)
   bool adaptive = false;
   StepTimes step_time;                     // the steps taken apart (summed over `steps`)
+  StepTimes step_time_speculative;         // the speculative steps' share (over `speculative_steps`)
   int pipelined_steps = 0;                 // steps whose verify took the proposal from the exchange buffer
   // Everything streamed, concatenated.
   std::string text;

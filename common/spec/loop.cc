@@ -88,6 +88,15 @@ void StepTimes::Add(const StepTimes& o) {
   host += o.host;
 }
 
+std::string StepTimeReport(const StepTimes& all, int64_t steps, const StepTimes& spec, int64_t spec_steps) {
+  std::string out = "step time " + all.PerStep(steps);
+  if (spec_steps > 0 && spec_steps < steps) {
+    out += absl::StrCat("\n  speculative steps (", spec_steps, "): ", spec.PerStep(spec_steps));
+    out += absl::StrCat("\n  target-only steps (", steps - spec_steps, "): ", all.Minus(spec).PerStep(steps - spec_steps));
+  }
+  return out;
+}
+
 StepTimes StepTimes::Minus(const StepTimes& o) const {
   StepTimes r;
   r.draft_forward = draft_forward - o.draft_forward;

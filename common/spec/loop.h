@@ -89,6 +89,11 @@ struct StepTimes {
   std::string PerStep(int64_t steps) const;
 };
 
+// "step time per step: ..." over all `steps`, and when both kinds of step ran,
+// the speculative ones (`spec`, over `spec_steps`) and the target-only ones
+// apart, a line each: a mean over both hides what a speculative step costs.
+std::string StepTimeReport(const StepTimes& all, int64_t steps, const StepTimes& spec, int64_t spec_steps);
+
 // Figures of one step, delivered after the step's output is decided.
 struct StepEvent {
   int k = 0;         // drafts asked for (the policy's choice)

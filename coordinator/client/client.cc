@@ -308,14 +308,8 @@ std::string FormatStats(const Stats& s) {
   if (!s.step_costs.empty()) os << "step costs: " << s.step_costs << "\n";
   if (!s.lockstep.empty()) os << "lockstep: " << s.lockstep << "\n";
   if (!s.acceptance_prior.empty()) os << "acceptance prior: " << s.acceptance_prior << "\n";
-  if (s.steps > 0) os << "step time " << s.step_time.PerStep(s.steps) << "\n";
-  // Both kinds ran: each apart (a mean over both hides what a speculative step costs).
-  if (s.speculative_steps > 0 && s.speculative_steps < s.steps) {
-    os << "  speculative steps (" << s.speculative_steps << "): " << s.step_time_speculative.PerStep(s.speculative_steps)
-       << "\n";
-    os << "  target-only steps (" << s.steps - s.speculative_steps
-       << "): " << s.step_time.Minus(s.step_time_speculative).PerStep(s.steps - s.speculative_steps) << "\n";
-  }
+  if (s.steps > 0)
+    os << StepTimeReport(s.step_time, s.steps, s.step_time_speculative, s.speculative_steps) << "\n";
   os << absl::StrFormat("batches: %.2f sequences per verify, %.2f per draft proposal\n", s.verify_batch_mean,
                         s.draft_batch_mean);
   os << absl::StrFormat("pipelined verify: %d of %d steps took the proposal from the exchange buffer (%d fell back)\n",

@@ -173,6 +173,7 @@ void SummaryToProto(const api::Summary& s, v1::GenerationSummary* out) {
   out->set_adaptive(s.adaptive);
   out->set_prefill_seconds(s.prefill_seconds);
   StepTimeToProto(s.step_time, s.steps, out->mutable_step_time());
+  StepTimeToProto(s.step_time_speculative, s.speculative_steps, out->mutable_step_time_speculative());
   out->set_pipelined_steps(s.pipelined_steps);
 }
 
@@ -196,6 +197,7 @@ void SummaryFromProto(const v1::GenerationSummary& in, api::Summary* s) {
   s->k_histogram.assign(in.k_histogram().begin(), in.k_histogram().end());
   s->adaptive = in.adaptive();
   s->step_time = StepTimeFromProto(in.step_time());
+  s->step_time_speculative = StepTimeFromProto(in.step_time_speculative());
   s->pipelined_steps = in.pipelined_steps();
 }
 

@@ -74,7 +74,7 @@ run() {
   # The batches' composition (sequences per verify / per proposal): streams
   # out of phase show as ~1 per verify.
   timeout 20 "$S" stats --coordinator $CO > "$OUT/$tag.stats.txt" 2>&1
-  grep -E "^(batches|lockstep|step time)" "$OUT/$tag.stats.txt" | sed "s/^/$tag: /"
+  grep -E "^(batches|lockstep|step time|  speculative steps|  target-only steps)" "$OUT/$tag.stats.txt" | sed "s/^/$tag: /"
   nvidia-smi --query-gpu=memory.used --format=csv,noheader 2> /dev/null | sed "s/^/$tag: nvidia-smi memory.used /"
   stop_all
 }

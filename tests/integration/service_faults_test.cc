@@ -105,6 +105,10 @@ TEST_F(ServiceFaultTest, SwapDraftKeepsTheTargetAndInFlightOutput) {
   ASSERT_TRUE(s2.ok()) << s2.status();
   EXPECT_GT(s2->speculative_steps, 0);
   EXPECT_EQ(s2->tokens, std::vector<int32_t>(ref.begin(), ref.begin() + 60));
+  // The summary carries the speculative steps' time apart (the draft's forwards are all theirs).
+  EXPECT_GT(s2->step_time_speculative.draft_forward, 0);
+  EXPECT_DOUBLE_EQ(s2->step_time_speculative.draft_forward, s2->step_time.draft_forward);
+  EXPECT_LE(s2->step_time_speculative.verify_forward, s2->step_time.verify_forward);
 
   // A draft with another vocabulary is refused; the current one keeps serving.
   auto bad = svc_->client->SwapDraft(g_models->foreign);
