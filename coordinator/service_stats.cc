@@ -36,6 +36,11 @@ ServiceStats::ServiceStats(size_t recent) : recent_max_(recent) {
                               "Where the steps' time went: draft forwards, verify forward, acceptance, transport "
                               "(RPC), wait (worker engine threads, lockstep), host work.",
                               {{"part", parts[i]}});
+  for (int i = 0; i < kTimeParts; ++i)
+    spec_time_c_[i] = r.AddCounter("specd_speculative_step_seconds_total",
+                                   "The speculative steps' share of specd_step_seconds_total (the rest: target-only "
+                                   "steps), by part.",
+                                   {{"part", parts[i]}});
   for (const char* reason : {"eos", "stop", "length", "cancelled", "deadline", "error"})
     r.AddCounter("specd_requests_total", "Finished requests by how they ended.", {{"reason", reason}});
   for (const char* reason : {"queue_full", "invalid"})
@@ -109,6 +114,9 @@ void ServiceStats::Record(const RequestOutcome& o) {
   const double parts_s[kTimeParts] = {st.time.draft_forward, st.time.verify_forward, st.time.accept,
                                       st.time.transport, st.time.wait, st.time.host};
   for (int i = 0; i < kTimeParts; ++i) time_c_[i]->Inc(parts_s[i]);
+  const double spec_s[kTimeParts] = {st.spec_time.draft_forward, st.spec_time.verify_forward, st.spec_time.accept,
+                                     st.spec_time.transport,     st.spec_time.wait,           st.spec_time.host};
+  for (int i = 0; i < kTimeParts; ++i) spec_time_c_[i]->Inc(spec_s[i]);
   duration_h_->Observe(st.elapsed_seconds);
   queue_h_->Observe(o.queue_seconds);
   if (o.ttft_seconds > 0) ttft_h_->Observe(o.ttft_seconds);

@@ -54,7 +54,8 @@ class ServiceStats {
       *accepted_c_, *draft_failures_c_, *pipelined_c_, *pipeline_fallbacks_c_;
   metrics::Histogram *duration_h_, *queue_h_, *ttft_h_, *k_h_, *tps_h_;
   static constexpr int kTimeParts = 6;
-  metrics::Counter* time_c_[kTimeParts];  // specd_step_seconds_total by part
+  metrics::Counter* time_c_[kTimeParts];       // specd_step_seconds_total by part
+  metrics::Counter* spec_time_c_[kTimeParts];  // specd_speculative_step_seconds_total by part
 };
 
 }  // namespace specd

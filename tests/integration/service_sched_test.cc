@@ -325,6 +325,12 @@ TEST_F(ServiceSchedTest, StatsMetricsAndLogsShowTheService) {
   EXPECT_EQ(Sample(body, "specd_completion_tokens_total"), static_cast<double>(tokens));
   EXPECT_EQ(Sample(body, "specd_drafts_per_step_count"), static_cast<double>(steps));
   EXPECT_EQ(Sample(body, "specd_time_to_first_token_seconds_count"), nreq);
+  // The speculative steps' share of the step time, by part: all of the draft's forwards, part of the verify.
+  EXPECT_GT(Sample(body, "specd_speculative_step_seconds_total{part=\"draft_forward\"}"), 0);
+  EXPECT_DOUBLE_EQ(Sample(body, "specd_speculative_step_seconds_total{part=\"draft_forward\"}"),
+                   Sample(body, "specd_step_seconds_total{part=\"draft_forward\"}"));
+  EXPECT_LE(Sample(body, "specd_speculative_step_seconds_total{part=\"verify_forward\"}"),
+            Sample(body, "specd_step_seconds_total{part=\"verify_forward\"}"));
   EXPECT_EQ(Sample(body, "specd_queue_depth"), 0);
   EXPECT_EQ(Sample(body, "specd_target_ready"), 1);
   EXPECT_EQ(Sample(body, "specd_worker_memory_bytes{role=\"target\",part=\"total\"}"),
