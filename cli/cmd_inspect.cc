@@ -16,7 +16,8 @@ int Inspect(const std::vector<std::string>& args) {
   Config c("specd inspect");
   c.AddInt("ctx", 4096, "context length per sequence for the memory estimate", 1, 1 << 24);
   c.AddInt("batch", 1, "sequences for the memory estimate", 1, 4096);
-  c.AddInt("max-batch-tokens", EngineOptions::kDefaultMaxBatchTokens, "tokens per forward pass for the activation estimate", 1, 1 << 16);
+  c.AddInt("max-batch-tokens", EngineOptions::kDefaultMaxBatchTokens,
+           "tokens per forward pass for the activation estimate", 1, 1 << 16);
   c.AddBool("tensors", true, "print the tensor table");
   c.AddInt("max-array", 8, "array items to show per metadata value", 0, 1 << 20);
   if (int rc = ParseOrExit(c, args); rc >= 0) return rc;

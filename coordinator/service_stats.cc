@@ -111,12 +111,11 @@ void ServiceStats::Record(const RequestOutcome& o) {
   draft_failures_c_->Inc(st.draft_failures);
   pipelined_c_->Inc(st.pipelined_steps);
   pipeline_fallbacks_c_->Inc(st.pipeline_fallbacks);
-  const double parts_s[kTimeParts] = {st.time.draft_forward, st.time.verify_forward, st.time.accept,
-                                      st.time.transport, st.time.wait, st.time.host};
-  for (int i = 0; i < kTimeParts; ++i) time_c_[i]->Inc(parts_s[i]);
-  const double spec_s[kTimeParts] = {st.spec_time.draft_forward, st.spec_time.verify_forward, st.spec_time.accept,
-                                     st.spec_time.transport,     st.spec_time.wait,           st.spec_time.host};
-  for (int i = 0; i < kTimeParts; ++i) spec_time_c_[i]->Inc(spec_s[i]);
+  const std::array<double, kTimeParts> parts_s = Parts(st.time), spec_s = Parts(st.spec_time);
+  for (int i = 0; i < kTimeParts; ++i) {
+    time_c_[i]->Inc(parts_s[i]);
+    spec_time_c_[i]->Inc(spec_s[i]);
+  }
   duration_h_->Observe(st.elapsed_seconds);
   queue_h_->Observe(o.queue_seconds);
   if (o.ttft_seconds > 0) ttft_h_->Observe(o.ttft_seconds);

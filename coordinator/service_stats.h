@@ -3,6 +3,7 @@
 // plus latency histograms and the workers' last-probed Info). Admin.Stats and
 // GET /metrics both read from here; one logfmt line is written per request.
 #pragma once
+#include <array>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -54,6 +55,10 @@ class ServiceStats {
       *accepted_c_, *draft_failures_c_, *pipelined_c_, *pipeline_fallbacks_c_;
   metrics::Histogram *duration_h_, *queue_h_, *ttft_h_, *k_h_, *tps_h_;
   static constexpr int kTimeParts = 6;
+  // A StepTimes' parts in the order of the counters' `part` labels.
+  static std::array<double, kTimeParts> Parts(const StepTimes& t) {
+    return {t.draft_forward, t.verify_forward, t.accept, t.transport, t.wait, t.host};
+  }
   metrics::Counter* time_c_[kTimeParts];       // specd_step_seconds_total by part
   metrics::Counter* spec_time_c_[kTimeParts];  // specd_speculative_step_seconds_total by part
 };

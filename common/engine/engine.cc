@@ -27,7 +27,8 @@ void EngineOptions::AddFlags(Config* c, const std::string& p) {
   c->AddInt(p + "device", 0, "CUDA device ordinal", 0, 64);
   c->AddInt(p + "max-seqs", 8, "sequences resident at once (KV slots)", 1, 4096);
   c->AddInt(p + "max-seq-len", 4096, "positions per sequence: prompt + output + draft lookahead", 16, 1 << 20);
-  c->AddInt(p + "max-batch-tokens", EngineOptions::kDefaultMaxBatchTokens, "tokens per forward pass (prefill chunk size)", 1, 1 << 16);
+  c->AddInt(p + "max-batch-tokens", EngineOptions::kDefaultMaxBatchTokens, "tokens per forward pass (prefill chunk size)",
+            1, 1 << 16);
   c->AddString(p + "kv-type", "f16", "KV cache element type: f32, f16 or q8_0");
   c->AddInt(p + "kv-block-size", 16, "positions per KV block", 1, 1024);
   c->AddInt(p + "kv-blocks", 0, "KV pool size in blocks (0: max-seqs x max-seq-len)", 0, 1ll << 32);
@@ -41,7 +42,7 @@ void EngineOptions::AddFlags(Config* c, const std::string& p) {
   c->AddInt(p + "cuda-attn-split", 0,
             "CUDA: KV positions per attention split block, a multiple of 32 up to 256 (0: the built-in 128); "
             "longer splits mean fewer blocks to merge at long contexts",
-            0, 256);
+            0, BackendOptions::kAttnSplitMax);
   c->AddString(p + "device-registry", "auto",
                "where the processes on a device record what they hold, so that they share one budget: auto ("
                "GPU backends: /dev/shm/specd-registry-UID; cpu: off), off, or a directory");

@@ -335,11 +335,21 @@ SPECD_HD void RecordCodes4(GgmlType t, const uint8_t* rec, int rr, int u, int jh
   }
 }
 
+// Byte i of row rr's aux areas (RowAux::a, i < 32; RowAux::b, i < 4): 0
+// past the area's bytes per row. (The device's dequantization has a lane
+// copy each byte; RecordAux copies them all.)
+SPECD_HD uint8_t AuxByteA(const Layout& l, const uint8_t* rec, int rr, int i) {
+  return i < l.aux_a_row ? rec[l.aux_a + l.aux_a_row * rr + i] : 0;
+}
+SPECD_HD uint8_t AuxByteB(const Layout& l, const uint8_t* rec, int rr, int i) {
+  return i < l.aux_b_row ? rec[l.aux_b + l.aux_b_row * rr + i] : 0;
+}
+
 // Row rr's aux bytes of a record (its scales), as RowGroup holds them.
 SPECD_HD void RecordAux(GgmlType t, const uint8_t* rec, int rr, RowAux* x) {
   const Layout l = LayoutOf(t);
-  for (int i = 0; i < 32; ++i) x->a[i] = i < l.aux_a_row ? rec[l.aux_a + l.aux_a_row * rr + i] : 0;
-  for (int i = 0; i < 4; ++i) x->b[i] = i < l.aux_b_row ? rec[l.aux_b + l.aux_b_row * rr + i] : 0;
+  for (int i = 0; i < 32; ++i) x->a[i] = AuxByteA(l, rec, rr, i);
+  for (int i = 0; i < 4; ++i) x->b[i] = AuxByteB(l, rec, rr, i);
 }
 
 // The inverse of PackLane for one row rr of the record.

@@ -92,7 +92,8 @@ std::string StepTimeReport(const StepTimes& all, int64_t steps, const StepTimes&
   std::string out = "step time " + all.PerStep(steps);
   if (spec_steps > 0 && spec_steps < steps) {
     out += absl::StrCat("\n  speculative steps (", spec_steps, "): ", spec.PerStep(spec_steps));
-    out += absl::StrCat("\n  target-only steps (", steps - spec_steps, "): ", all.Minus(spec).PerStep(steps - spec_steps));
+    out += absl::StrCat("\n  target-only steps (", steps - spec_steps,
+                        "): ", all.Minus(spec).PerStep(steps - spec_steps));
   }
   return out;
 }

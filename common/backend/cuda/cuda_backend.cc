@@ -493,7 +493,8 @@ absl::Status CudaBackend::Init(const BackendOptions& opts) {
   }
   cuda::Tuning tuning = cuda::GetTuning();  // process-wide: tests set the attention fields before
   tuning.pdl = opts.cuda_pdl;
-  static_assert(BackendOptions::kAttnSplitStep == cuda::kAttnSub && BackendOptions::kAttnSplitMax == 8 * cuda::kAttnSub);
+  static_assert(BackendOptions::kAttnSplitStep == cuda::kAttnSub &&
+                BackendOptions::kAttnSplitMax == 8 * cuda::kAttnSub);
   if (opts.cuda_attn_split != 0) tuning.attn_split = opts.cuda_attn_split;  // checked by CreateBackend
   cuda::SetTuning(tuning);
   device_sampling_ = opts.cuda_device_sampling;

@@ -672,8 +672,8 @@ __global__ void __launch_bounds__(32 * kDequantRows) DequantPackedKernel(const u
   const int rr = static_cast<int>(r % mmv::kTileRows);
   constexpr mmv::Layout kL = mmv::LayoutOf(T);
   mmv::RowAux& x = aux[w];
-  x.a[lane] = lane < kL.aux_a_row ? rec[kL.aux_a + kL.aux_a_row * rr + lane] : 0;
-  if (lane < 4) x.b[lane] = lane < kL.aux_b_row ? rec[kL.aux_b + kL.aux_b_row * rr + lane] : 0;
+  x.a[lane] = mmv::AuxByteA(kL, rec, rr, lane);  // mmv::RecordAux, a byte per lane
+  if (lane < 4) x.b[lane] = mmv::AuxByteB(kL, rec, rr, lane);
   __syncwarp();
   if (g * mmv::kGroup + e0 >= k) return;  // K is a multiple of 32: whole eights
   float y[8];
