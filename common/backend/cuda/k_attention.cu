@@ -430,21 +430,34 @@ __global__ void __launch_bounds__(256, 1) AttnSplitV2Kernel(AttnArgs a) {
       }
     }
   }
-  // 2. Q fragments (hi/lo) of the tile's rows, shared by the warps; rows >= R are zero.
-  for (int e = tid; e < KS * 32 * 4; e += blockDim.x) {
-    const int ks = e >> 7, ln = (e >> 2) & 31, reg = e & 3;
-    const int r = (ln >> 2) + (reg & 1) * 8;
-    const int d = ks * 16 + 2 * (ln & 3) + (reg >> 1) * 8;
-    float x0 = 0.0f, x1 = 0.0f;
-    if (r < R) {
-      const int tok = tile.t0 + r / ng, head = kvh * pl.group + gh0 + r % ng;
-      const float2 v = *reinterpret_cast<const float2*>(a.q + (static_cast<size_t>(tok) * a.n_heads + head) * HD + d);
-      x0 = v.x, x1 = v.y;
+  // 2. Q fragments (hi/lo) of the tile's rows, shared by the warps; rows >= R
+  // are zero. A thread's pairs are all requested before any is converted
+  // (one round trip, not one per pair: the loop's bound is the block size).
+  constexpr int kQe = KS * 32 * 4, kQPer = kQe / 128 < 8 ? kQe / 128 : 8;
+  for (int e0 = 0; e0 < kQe; e0 += kQPer * static_cast<int>(blockDim.x)) {
+    float2 qv[kQPer];
+#pragma unroll
+    for (int i = 0; i < kQPer; ++i) {
+      const int e = e0 + tid + i * static_cast<int>(blockDim.x);
+      const int ln = (e >> 2) & 31, reg = e & 3;
+      const int r = (ln >> 2) + (reg & 1) * 8;
+      const int d = (e >> 7) * 16 + 2 * (ln & 3) + (reg >> 1) * 8;
+      qv[i] = make_float2(0.0f, 0.0f);
+      if (e < kQe && r < R) {
+        const int tok = tile.t0 + r / ng, head = kvh * pl.group + gh0 + r % ng;
+        qv[i] = *reinterpret_cast<const float2*>(a.q + (static_cast<size_t>(tok) * a.n_heads + head) * HD + d);
+      }
     }
-    uint32_t hi, lo;
-    SplitHiLo(x0, x1, hi, lo);
-    Qf[(ks * 32 + ln) * 8 + reg] = hi;
-    Qf[(ks * 32 + ln) * 8 + 4 + reg] = lo;
+#pragma unroll
+    for (int i = 0; i < kQPer; ++i) {
+      const int e = e0 + tid + i * static_cast<int>(blockDim.x);
+      if (e >= kQe) continue;
+      const int ks = e >> 7, ln = (e >> 2) & 31, reg = e & 3;
+      uint32_t hi, lo;
+      SplitHiLo(qv[i].x, qv[i].y, hi, lo);
+      Qf[(ks * 32 + ln) * 8 + reg] = hi;
+      Qf[(ks * 32 + ln) * 8 + 4 + reg] = lo;
+    }
   }
   const int pg = g < R ? a.b.pos[tile.t0 + g / ng] : -1;             // position of row g
   const int pg8 = g + 8 < R ? a.b.pos[tile.t0 + (g + 8) / ng] : -1;  // of row g + 8
@@ -591,8 +604,27 @@ __global__ void __launch_bounds__(256, 1) AttnSplitV2Kernel(AttnArgs a) {
         for (int e = 0; e < 4; ++e) o[i][e] = MergeO(e < 2 ? w0 : w1, o[i][e], sl[(i * 4 + e) * 32 + lane]);
     }
   }
-  // 7. Warp 0 writes the split's partial of each row whose position reaches the split:
+  // 7. Every row of the tile in this one split (positions < split_len): warp 0
+  // writes the rows' outputs from its merged state, o / l, the bits the
+  // merge of a single split gives (its weight is exp(0) = 1), with no
+  // partial, counter or re-read. Otherwise warp 0 writes the split's partial
+  // of each row whose position reaches the split:
   // [token - tok0][head][split] x {o[HD], m, l, -, -}.
+  if (maxpos < pl.split_len) {
+    if (warp == 0) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int r = g + 8 * h;
+        if (r >= R) continue;
+        const float L = h ? l1 : l0;
+        float* dst = a.out + (static_cast<size_t>(tile.t0 + r / ng) * a.n_heads + kvh * pl.group + gh0 + r % ng) * HD;
+#pragma unroll
+        for (int i = 0; i < NT; ++i)
+          *reinterpret_cast<float2*>(dst + i * 8 + 2 * t) =
+              make_float2(__fdiv_rn(o[i][2 * h], L), __fdiv_rn(o[i][2 * h + 1], L));
+      }
+    }
+  } else {
   if (warp == 0) {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
@@ -685,6 +717,7 @@ __global__ void __launch_bounds__(256, 1) AttnSplitV2Kernel(AttnArgs a) {
         if (32 * j + lane < HD) o[32 * j + lane] = __fdiv_rn(acc[i][j], Ls);
     }
   }
+  }  // one split / several
   if (!a.xq) return;
   // The rows' groups of 256 (AttnFusesQuant: they hold whole groups), as
   // LaunchQuantizeX would write them.
