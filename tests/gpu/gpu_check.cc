@@ -12,6 +12,7 @@
 //                            acceptance, proposal, lossless speculation)
 //   gpu_check --spec-host    the same on the host-sampling fallback
 //                            (--cuda-device-sampling=false)
+//   gpu_check --bench-matvec the matvec microbenchmark alone
 //
 // Correctness (every check prints PASS/FAIL with its numbers; exit 1 on any FAIL):
 //  * MatMul per weight type and column count vs the CPU backend (relative
@@ -2009,6 +2010,12 @@ int main(int argc, char** argv) {
   bool bench = false, quick = false, matmul = true;
   for (int i = 1; i < argc; ++i)
     if (std::strcmp(argv[i], "--bench-min") == 0) return specd::RunBenchMin();
+  for (int i = 1; i < argc; ++i)
+    if (std::strcmp(argv[i], "--bench-matvec") == 0) {
+      specd::BenchMatvec(specd::BenchCopy(), {specd::GgmlType::Q4_K, specd::GgmlType::Q5_K, specd::GgmlType::Q6_K,
+                                              specd::GgmlType::Q8_0});
+      return 0;
+    }
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--bench") == 0) bench = true;
     if (std::strcmp(argv[i], "--quick") == 0) quick = true;

@@ -530,14 +530,20 @@ __device__ __forceinline__ void Group(const WRegs& w, XView<C>& xv, const MmvPar
   else GroupLegacy<T, C>(w, xv, lane, acc);
 }
 
-// Shared-memory slots per warp: about 10 KiB of records, 2 to 4 of them.
-template <GgmlType T>
+// Shared-memory slots per warp: about 10 KiB of records, 2 to 4 of them;
+// at most 3 for the kernel of 5-8 columns (C = 1), which also adds the
+// warps' sums in their rings instead of static shared memory: more of its
+// blocks fit per SM (round 14: verifies of 5-8 tokens 8% faster, batch 8
+// 9%). The same for the decode's paired kernel made the 27B step slower
+// (7.82 -> 8.63-8.75 ms), for the 16-column one the six-stream verify of 30
+// columns (25.1 -> 29.4 ms).
+template <GgmlType T, int C>
 constexpr int MmvStages() {
-  return std::clamp(10240 / mmv::LayoutOf(T).rec, 2, 4);
+  return std::clamp(10240 / mmv::LayoutOf(T).rec, 2, C == 1 ? 3 : 4);
 }
-template <GgmlType T>
+template <GgmlType T, int C>
 constexpr size_t MmvSmemPerWarp() {
-  return static_cast<size_t>(MmvStages<T>()) * mmv::LayoutOf(T).rec;
+  return static_cast<size_t>(MmvStages<T, C>()) * mmv::LayoutOf(T).rec;
 }
 
 // The warp's copy of one record into a slot (records are whole 16-byte units).
@@ -554,7 +560,7 @@ template <GgmlType T, int C>
 __global__ void __launch_bounds__(32 * kTileMaxWarps) MmvKernel(const __grid_constant__ MmvParams p) {
   constexpr int NT = Tiles(C);
   constexpr int kRec = mmv::LayoutOf(T).rec;
-  constexpr int kS = MmvStages<T>();
+  constexpr int kS = MmvStages<T, C>();
   extern __shared__ uint4 mmv_ring[];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
   const int64_t tile = blockIdx.x, G = p.plan.groups;
@@ -590,19 +596,36 @@ __global__ void __launch_bounds__(32 * kTileMaxWarps) MmvKernel(const __grid_con
     Group<T, C>(w, xv, p, g, lane, acc);
   }
   GridDepLaunch();
-  __shared__ float red[kTileMaxWarps][NT][4][32];
-  if (nw > 1) {
+  if constexpr (C == 1) {
+    // The warps' sums meet in their own rings (whose copies have all landed).
+    if (nw > 1) {
+      constexpr int kStride = kS * kRec / 4;
+      static_assert(NT * 4 * 32 <= kStride, "a warp's sums fit in its ring");
+      CpAsyncWait<0>();
+      float* red = reinterpret_cast<float*>(mmv_ring);
 #pragma unroll
-    for (int ct = 0; ct < NT; ++ct)
+      for (int i = 0; i < 4; ++i) red[warp * kStride + i * 32 + lane] = acc[0][i];
+      __syncthreads();
+      if (warp != 0) return;
+      for (int w = 1; w < nw; ++w)
 #pragma unroll
-      for (int i = 0; i < 4; ++i) red[warp][ct][i][lane] = acc[ct][i];
-    __syncthreads();
-    if (warp != 0) return;
-    for (int w = 1; w < nw; ++w)
+        for (int i = 0; i < 4; ++i) acc[0][i] = mmv::Add(acc[0][i], red[w * kStride + i * 32 + lane]);
+    }
+  } else {
+    __shared__ float red[kTileMaxWarps][NT][4][32];
+    if (nw > 1) {
 #pragma unroll
       for (int ct = 0; ct < NT; ++ct)
 #pragma unroll
-        for (int i = 0; i < 4; ++i) acc[ct][i] = mmv::Add(acc[ct][i], red[w][ct][i][lane]);
+        for (int i = 0; i < 4; ++i) red[warp][ct][i][lane] = acc[ct][i];
+      __syncthreads();
+      if (warp != 0) return;
+      for (int w = 1; w < nw; ++w)
+#pragma unroll
+        for (int ct = 0; ct < NT; ++ct)
+#pragma unroll
+          for (int i = 0; i < 4; ++i) acc[ct][i] = mmv::Add(acc[ct][i], red[w][ct][i][lane]);
+    }
   }
   StoreTile<C>(p, tile, acc, lane);
 }
@@ -897,10 +920,10 @@ cudaError_t LaunchMmv(GgmlType type, const MmvMatrix* mats, int n_mats, int64_t 
   cudaError_t err = cudaErrorInvalidValue;
   DispatchPacked(type, [&]<GgmlType T>() {
     const dim3 grid(static_cast<unsigned>(tiles)), block(static_cast<unsigned>(32 * p.plan.tile_warps));
-    const size_t smem = static_cast<size_t>(p.plan.tile_warps) * MmvSmemPerWarp<T>();
-    err = n <= 4   ? LaunchPdl(MmvKernel<T, kPaired>, grid, block, smem, s, p)
-          : n <= 8 ? LaunchPdl(MmvKernel<T, 1>, grid, block, smem, s, p)
-                   : LaunchPdl(MmvKernel<T, 2>, grid, block, smem, s, p);
+    const size_t w = static_cast<size_t>(p.plan.tile_warps);
+    err = n <= 4   ? LaunchPdl(MmvKernel<T, kPaired>, grid, block, w * MmvSmemPerWarp<T, kPaired>(), s, p)
+          : n <= 8 ? LaunchPdl(MmvKernel<T, 1>, grid, block, w * MmvSmemPerWarp<T, 1>(), s, p)
+                   : LaunchPdl(MmvKernel<T, 2>, grid, block, w * MmvSmemPerWarp<T, 2>(), s, p);
   });
   return err;
 }
@@ -912,12 +935,13 @@ cudaError_t PrepareMatvecKernels() {
                      GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K})
     DispatchPacked(t, [&]<GgmlType T>() {
       // The ring of a whole block of warps may pass the default 48 KiB.
-      const int most = static_cast<int>(kTileMaxWarps * MmvSmemPerWarp<T>());
+      const int most = static_cast<int>(kTileMaxWarps * MmvSmemPerWarp<T, kPaired>());
       for (auto* k : {MmvKernel<T, kPaired>, MmvKernel<T, 1>, MmvKernel<T, 2>})
         if (e == cudaSuccess) e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, most);
       for (int w = 1; w <= kTileMaxWarps && e == cudaSuccess; ++w) {
         int b = 0;
-        e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, MmvKernel<T, kPaired>, 32 * w, w * MmvSmemPerWarp<T>());
+        e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, MmvKernel<T, kPaired>, 32 * w,
+                                                          w * MmvSmemPerWarp<T, kPaired>());
         g_resident[static_cast<int>(T) & 63][w] = int64_t{b} * w * sms;
       }
     });
