@@ -3,15 +3,12 @@
 # (gpu_check --no-matmul), and an ablation of the decode step (SPECD_ABLATE=op,...: an experiment-only
 # build that skips those ops; the time they take in the captured step, not a result).
 set -u
-R=${OUT:-/tmp/r14a_out}; mkdir -p $R; O=$R
-t0=$(date +%s); stamp() { echo "== [$(( $(date +%s) - t0 )) s] $*"; }
-[ -d .devcarry ] || tar -xJf .devpack/devcarry.tar.xz
-C=$(pwd)/.devcarry; export LD_LIBRARY_PATH="$C/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+# (The preamble moved to tests/gpu/device_lib.sh after the run: the same commands.)
+. tests/gpu/device_lib.sh
+device_setup
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,power.draw --format=csv,noheader
 ls /usr/local/cuda/bin/nsys /opt/nvidia/nsight-systems/*/bin/nsys 2>/dev/null | head -2
-M6=/tmp/peer_models/qwen3-27b-Q4_K_S-d6-Q4_K_M
-( [ -f $M6/target.gguf ] || timeout 120 $C/bin/specd make-model --preset qwen3-27b --type Q4_K_S --fill blocks --sync=false \
-  --pair --draft-layers 6 --draft-type Q4_K_M --out $M6 > $O/mk.txt 2>&1 ) & mkpid=$!
+make_pair $M6 & mkpid=$!
 stamp "gpu_check --no-matmul"
 timeout 150 $C/bin/gpu_check --no-matmul > $O/check.log 2>&1; echo "check rc=$?"
 grep -E "^FAIL|SUMMARY" $O/check.log | head -20

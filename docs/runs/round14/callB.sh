@@ -4,13 +4,10 @@
 # gpu_check (matvec bit-exact vs mmv::Emulate on the even plans, models), the matvec microbenchmark
 # even vs tile (--mmv-tile), decode / verify / draft.
 set -u
-R=${OUT:-/tmp/r14b_out}; mkdir -p $R; O=$R
-t0=$(date +%s); stamp() { echo "== [$(( $(date +%s) - t0 )) s] $*"; }
-[ -d .devcarry ] || tar -xJf .devpack/devcarry.tar.xz
-C=$(pwd)/.devcarry; export LD_LIBRARY_PATH="$C/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
-M6=/tmp/peer_models/qwen3-27b-Q4_K_S-d6-Q4_K_M
-( [ -f $M6/target.gguf ] || timeout 120 $C/bin/specd make-model --preset qwen3-27b --type Q4_K_S --fill blocks --sync=false \
-  --pair --draft-layers 6 --draft-type Q4_K_M --out $M6 > $O/mk.txt 2>&1 ) & mkpid=$!
+# (The preamble moved to tests/gpu/device_lib.sh after the run: the same commands.)
+. tests/gpu/device_lib.sh
+device_setup
+make_pair $M6 & mkpid=$!
 stamp "matvec microbenchmark: even, then tile"
 timeout 60 $C/bin/gpu_check --bench-matvec > $O/mv_even.txt 2>&1; grep "^  " $O/mv_even.txt
 timeout 60 $C/bin/gpu_check --mmv-tile --bench-matvec > $O/mv_tile.txt 2>&1; grep "^  " $O/mv_tile.txt

@@ -4,13 +4,10 @@
 # through specd bench for the promising ones (SPECD_X_* : experiment-only environment of this build),
 # against main (specd.base); then the matmul part of gpu_check --quick (bit-exact vs mmv::Emulate).
 set -u
-R=${OUT:-/tmp/r14c_out}; mkdir -p $R; O=$R
-t0=$(date +%s); stamp() { echo "== [$(( $(date +%s) - t0 )) s] $*"; }
-[ -d .devcarry ] || tar -xJf .devpack/devcarry.tar.xz
-C=$(pwd)/.devcarry; export LD_LIBRARY_PATH="$C/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
-M6=/tmp/peer_models/qwen3-27b-Q4_K_S-d6-Q4_K_M
-( [ -f $M6/target.gguf ] || timeout 120 $C/bin/specd make-model --preset qwen3-27b --type Q4_K_S --fill blocks --sync=false \
-  --pair --draft-layers 6 --draft-type Q4_K_M --out $M6 > $O/mk.txt 2>&1 ) & mkpid=$!
+# (The preamble moved to tests/gpu/device_lib.sh after the run: the same commands.)
+. tests/gpu/device_lib.sh
+device_setup
+make_pair $M6 & mkpid=$!
 i=0
 for cfg in "" "--mmv-tile" "--mmv-tile --mmv-stages=3" "--mmv-tile --mmv-stages=2" "--mmv-stages=3" "--mmv-even-min-run=1 --mmv-stages=3" "--mmv-even-min-run=1"; do
   i=$((i+1)); stamp "bench-matvec [$cfg]"

@@ -3,13 +3,10 @@
 # round 13's attention patch) against main (specd.base), gpu_check --quick, then the side-by-side
 # table with llama.cpp (tests/gpu/peer_bench.sh, same files, same call).
 set -u
-R=${OUT:-/tmp/r14e_out}; mkdir -p $R; O=$R
-t0=$(date +%s); stamp() { echo "== [$(( $(date +%s) - t0 )) s] $*"; }
-[ -d .devcarry ] || tar -xJf .devpack/devcarry.tar.xz
-C=$(pwd)/.devcarry; export LD_LIBRARY_PATH="$C/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
-M6=/tmp/peer_models/qwen3-27b-Q4_K_S-d6-Q4_K_M
-( [ -f $M6/target.gguf ] || timeout 120 $C/bin/specd make-model --preset qwen3-27b --type Q4_K_S --fill blocks --sync=false \
-  --pair --draft-layers 6 --draft-type Q4_K_M --out $M6 > $O/mk.txt 2>&1 ) & mkpid=$!
+# (The preamble moved to tests/gpu/device_lib.sh after the run: the same commands.)
+. tests/gpu/device_lib.sh
+device_setup
+make_pair $M6 & mkpid=$!
 stamp "gpu_check --quick"
 timeout 200 $C/bin/gpu_check --quick > $O/check_quick.log 2>&1; echo "rc=$?"
 grep -E "^FAIL|SUMMARY" $O/check_quick.log | head
