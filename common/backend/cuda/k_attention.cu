@@ -625,98 +625,100 @@ __global__ void __launch_bounds__(256, 1) AttnSplitV2Kernel(AttnArgs a) {
       }
     }
   } else {
-  if (warp == 0) {
+    if (warp == 0) {
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int r = g + 8 * h;
-      const int pr = h ? pg8 : pg;
-      if (r >= R || pr < jb) continue;
-      const int tok = tile.t0 + r / ng, head = kvh * pl.group + gh0 + r % ng;
-      float* dst = a.part + ((static_cast<size_t>(tok - a.tok0) * a.n_heads + head) * pl.max_splits + split) * (HD + 4);
+      for (int h = 0; h < 2; ++h) {
+        const int r = g + 8 * h;
+        const int pr = h ? pg8 : pg;
+        if (r >= R || pr < jb) continue;
+        const int tok = tile.t0 + r / ng, head = kvh * pl.group + gh0 + r % ng;
+        float* dst =
+            a.part + ((static_cast<size_t>(tok - a.tok0) * a.n_heads + head) * pl.max_splits + split) * (HD + 4);
 #pragma unroll
-      for (int i = 0; i < NT; ++i)
-        *reinterpret_cast<float2*>(dst + i * 8 + 2 * t) = make_float2(o[i][2 * h], o[i][2 * h + 1]);
-      if (t == 0) *reinterpret_cast<float2*>(dst + HD) = h ? make_float2(m1, l1) : make_float2(m0, l0);
-    }
-  }
-  // 8. The last split block of this (tile, group chunk, KV head): row r's
-  // splits s <= pos / split_len (each has written its partial) merged in
-  // split order, so the result depends on the row's position only.
-  __shared__ int s_last;
-  __threadfence();  // this block's partials, visible before it is counted
-  __syncthreads();
-  if (tid == 0) {
-    int* c = a.counters + (static_cast<size_t>(blockIdx.x) * gridDim.y + kvh);
-    s_last = atomicAdd(c, 1) == maxpos / pl.split_len;
-    if (s_last) *c = 0;  // for the next launch
-  }
-  __syncthreads();
-  if (!s_last) return;
-  __threadfence();
-  // Lanes take the splits for the maxima, weights and L (fixed butterfly
-  // order), each weight is then broadcast to the lanes that own the output
-  // dims; a warp merges two rows at once so that their loads overlap.
-  constexpr int ES = HD + 4, PER = (HD + 31) / 32, RP = 2;
-  for (int r0 = warp; r0 < R; r0 += RP * nw) {
-    int tok[RP], ns[RP];
-    const float* base[RP];
-    float mx[RP], L[RP], acc[RP][PER];
-#pragma unroll
-    for (int i = 0; i < RP; ++i) {
-      const int r = r0 + i * nw;
-      ns[i] = 0;
-      tok[i] = tile.t0;
-      base[i] = a.part;
-      if (r < R) {
-        tok[i] = tile.t0 + r / ng;
-        const int head = kvh * pl.group + gh0 + r % ng;
-        ns[i] = a.b.pos[tok[i]] / pl.split_len + 1;
-        base[i] = a.part + (static_cast<size_t>(tok[i] - a.tok0) * a.n_heads + head) * pl.max_splits * ES;
+        for (int i = 0; i < NT; ++i)
+          *reinterpret_cast<float2*>(dst + i * 8 + 2 * t) = make_float2(o[i][2 * h], o[i][2 * h + 1]);
+        if (t == 0) *reinterpret_cast<float2*>(dst + HD) = h ? make_float2(m1, l1) : make_float2(m0, l0);
       }
-      mx[i] = -INFINITY;
-      for (int sp = lane; sp < ns[i]; sp += 32) mx[i] = fmaxf(mx[i], __ldcg(base[i] + static_cast<size_t>(sp) * ES + HD));
-      mx[i] = WarpMax(mx[i]);
-      L[i] = 0.0f;
-#pragma unroll
-      for (int j = 0; j < PER; ++j) acc[i][j] = 0.0f;
     }
-    const int ns_max = max(ns[0], ns[1]);
-    for (int c0 = 0; c0 < ns_max; c0 += 32) {
-      float w[RP];
+    // 8. The last split block of this (tile, group chunk, KV head): row r's
+    // splits s <= pos / split_len (each has written its partial) merged in
+    // split order, so the result depends on the row's position only.
+    __shared__ int s_last;
+    __threadfence();  // this block's partials, visible before it is counted
+    __syncthreads();
+    if (tid == 0) {
+      int* c = a.counters + (static_cast<size_t>(blockIdx.x) * gridDim.y + kvh);
+      s_last = atomicAdd(c, 1) == maxpos / pl.split_len;
+      if (s_last) *c = 0;  // for the next launch
+    }
+    __syncthreads();
+    if (!s_last) return;
+    __threadfence();
+    // Lanes take the splits for the maxima, weights and L (fixed butterfly
+    // order), each weight is then broadcast to the lanes that own the output
+    // dims; a warp merges two rows at once so that their loads overlap.
+    constexpr int ES = HD + 4, PER = (HD + 31) / 32, RP = 2;
+    for (int r0 = warp; r0 < R; r0 += RP * nw) {
+      int tok[RP], ns[RP];
+      const float* base[RP];
+      float mx[RP], L[RP], acc[RP][PER];
 #pragma unroll
       for (int i = 0; i < RP; ++i) {
-        w[i] = 0.0f;
-        if (c0 + lane < ns[i]) {
-          const float* e = base[i] + static_cast<size_t>(c0 + lane) * ES;
-          w[i] = expf(__fsub_rn(__ldcg(e + HD), mx[i]));
-          L[i] = __fmaf_rn(__ldcg(e + HD + 1), w[i], L[i]);
+        const int r = r0 + i * nw;
+        ns[i] = 0;
+        tok[i] = tile.t0;
+        base[i] = a.part;
+        if (r < R) {
+          tok[i] = tile.t0 + r / ng;
+          const int head = kvh * pl.group + gh0 + r % ng;
+          ns[i] = a.b.pos[tok[i]] / pl.split_len + 1;
+          base[i] = a.part + (static_cast<size_t>(tok[i] - a.tok0) * a.n_heads + head) * pl.max_splits * ES;
         }
+        mx[i] = -INFINITY;
+        for (int sp = lane; sp < ns[i]; sp += 32)
+          mx[i] = fmaxf(mx[i], __ldcg(base[i] + static_cast<size_t>(sp) * ES + HD));
+        mx[i] = WarpMax(mx[i]);
+        L[i] = 0.0f;
+#pragma unroll
+        for (int j = 0; j < PER; ++j) acc[i][j] = 0.0f;
       }
-      const int n = min(32, ns_max - c0);
-#pragma unroll 4
-      for (int q = 0; q < n; ++q) {
+      const int ns_max = max(ns[0], ns[1]);
+      for (int c0 = 0; c0 < ns_max; c0 += 32) {
+        float w[RP];
 #pragma unroll
         for (int i = 0; i < RP; ++i) {
-          const float ws = __shfl_sync(kFull, w[i], q);
-          if (c0 + q >= ns[i]) continue;
-          const float* e = base[i] + static_cast<size_t>(c0 + q) * ES;
+          w[i] = 0.0f;
+          if (c0 + lane < ns[i]) {
+            const float* e = base[i] + static_cast<size_t>(c0 + lane) * ES;
+            w[i] = expf(__fsub_rn(__ldcg(e + HD), mx[i]));
+            L[i] = __fmaf_rn(__ldcg(e + HD + 1), w[i], L[i]);
+          }
+        }
+        const int n = min(32, ns_max - c0);
+#pragma unroll 4
+        for (int q = 0; q < n; ++q) {
 #pragma unroll
-          for (int j = 0; j < PER; ++j)
-            if (32 * j + lane < HD) acc[i][j] = __fmaf_rn(__ldcg(e + 32 * j + lane), ws, acc[i][j]);
+          for (int i = 0; i < RP; ++i) {
+            const float ws = __shfl_sync(kFull, w[i], q);
+            if (c0 + q >= ns[i]) continue;
+            const float* e = base[i] + static_cast<size_t>(c0 + q) * ES;
+#pragma unroll
+            for (int j = 0; j < PER; ++j)
+              if (32 * j + lane < HD) acc[i][j] = __fmaf_rn(__ldcg(e + 32 * j + lane), ws, acc[i][j]);
+          }
         }
       }
-    }
 #pragma unroll
-    for (int i = 0; i < RP; ++i) {
-      const int r = r0 + i * nw;
-      const float Ls = WarpSum(L[i]);
-      if (r >= R) continue;
-      float* o = a.out + (static_cast<size_t>(tok[i]) * a.n_heads + kvh * pl.group + gh0 + r % ng) * HD;
+      for (int i = 0; i < RP; ++i) {
+        const int r = r0 + i * nw;
+        const float Ls = WarpSum(L[i]);
+        if (r >= R) continue;
+        float* o = a.out + (static_cast<size_t>(tok[i]) * a.n_heads + kvh * pl.group + gh0 + r % ng) * HD;
 #pragma unroll
-      for (int j = 0; j < PER; ++j)
-        if (32 * j + lane < HD) o[32 * j + lane] = __fdiv_rn(acc[i][j], Ls);
+        for (int j = 0; j < PER; ++j)
+          if (32 * j + lane < HD) o[32 * j + lane] = __fdiv_rn(acc[i][j], Ls);
+      }
     }
-  }
   }  // one split / several
   if (!a.xq) return;
   // The rows' groups of 256 (AttnFusesQuant: they hold whole groups), as
