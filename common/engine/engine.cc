@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
 #include "common/memory/driver_memory.h"
 #include "common/util/log.h"
 
@@ -40,8 +41,9 @@ void EngineOptions::AddFlags(Config* c, const std::string& p) {
              "CUDA: sample and accept in device kernels; off: the logits rows are read back and the CPU "
              "reference samples them");
   c->AddInt(p + "cuda-attn-split", 0,
-            "CUDA: KV positions per attention split block, a multiple of 32 up to 256 (0: the built-in 128); "
-            "longer splits mean fewer blocks to merge at long contexts",
+            absl::StrCat("CUDA: KV positions per attention split block, a multiple of ", BackendOptions::kAttnSplitStep,
+                         " up to ", BackendOptions::kAttnSplitMax,
+                         " (0: the built-in 128); longer splits mean fewer blocks to merge at long contexts"),
             0, BackendOptions::kAttnSplitMax);
   c->AddString(p + "device-registry", "auto",
                "where the processes on a device record what they hold, so that they share one budget: auto ("
