@@ -8,11 +8,16 @@
 //   gpu_check --quick        correctness on a subset (one arch)
 //   gpu_check --no-matmul    correctness without the matmul checks (every arch
 //                            and type; for changes outside the matvec)
+//   gpu_check --matmul-only  the matmul checks alone (every weight type; for
+//                            changes inside the matvec)
 //   gpu_check --spec         the speculative-step checks only (device sampler,
 //                            acceptance, proposal, lossless speculation)
 //   gpu_check --spec-host    the same on the host-sampling fallback
 //                            (--cuda-device-sampling=false)
 //   gpu_check --bench-matvec the matvec microbenchmark alone
+//   gpu_check --profile-step [SEQS TOKENS CTX]
+//                            one 27B-class forward (default: a decode step at
+//                            4081) between cudaProfilerStart/Stop, for ncu
 //
 // Correctness (every check prints PASS/FAIL with its numbers; exit 1 on any FAIL):
 //  * MatMul per weight type and column count vs the CPU backend (relative
@@ -599,7 +604,7 @@ void CheckMatMul(OpEnv& env, GgmlType type, int64_t rows, int64_t k) {
   std::vector<float> y1;
   CHECK_OK(gpu_mm(1, *xd, &y1));
   bool inv = true;
-  for (int n : {1, 2, 3, 7, 8, 9, 16, 17, 31, 32, 33, 40}) {
+  for (int n : {1, 2, 3, 4, 7, 8, 9, 16, 17, 31, 32, 33, 40}) {
     CHECK_OK(gpu_mm(n, *xd, &yg));
     for (int c = 0; c < n; ++c) worst = std::max(worst, RelErr(yg.data() + c * rows, yc.data() + c * rows, rows));
     inv = inv && BitEqual(yg.data(), y1.data(), rows);
@@ -614,8 +619,9 @@ void CheckMatMul(OpEnv& env, GgmlType type, int64_t rows, int64_t k) {
     const mmv::Plan plan = cuda::MmvPlan(type, mmv::Tiles(rows), k);
     bool same = true;
     int first_bad = -1;
-    // 1 and 3: paired levels (one MMA per unit); 5, 7: one column tile; 9, 16: two; 30, 40: passes of 16.
-    for (int n : {1, 3, 5, 7, 9, 16, 30, 40}) {
+    // 1, 3, 4: paired levels (one MMA per unit, activations staged with the weights); 5, 7: one column
+    // tile; 9, 16: two; 30, 40: passes of 16.
+    for (int n : {1, 3, 4, 5, 7, 9, 16, 30, 40}) {
       CHECK_OK(gpu_mm(n, *xd, &yg));
       const auto xq = mmv::QuantizeActivations(x.data(), n, k);
       std::vector<float> ye(static_cast<size_t>(n) * rows);
@@ -625,7 +631,7 @@ void CheckMatMul(OpEnv& env, GgmlType type, int64_t rows, int64_t k) {
         first_bad = n;
       }
     }
-    Check(same, absl::StrCat(tag, ": kernel == host emulation bit for bit for n = 1, 3, 5, 7, 9, 16, 30, 40 (",
+    Check(same, absl::StrCat(tag, ": kernel == host emulation bit for bit for n = 1, 3, 4, 5, 7, 9, 16, 30, 40 (",
                              plan.tile_warps, " warps x ", plan.gpw, " groups per tile)",
                              first_bad > 0 ? absl::StrCat("; first difference at n=", first_bad) : ""));
   }
@@ -749,6 +755,94 @@ void CheckAttentionOp(const AttnCase& c, int kernel) {
                                      Fmt(bound), ")"));
   Check(same && same16, absl::StrCat(tag, ": decode == verify(7) == 16-token batch, bit for bit"));
   SetAttn(2);
+}
+
+// The producers that quantize what they write (RMSNorm with and without the
+// residual add, SwiGLU) against the standalone pass on their float outputs:
+// the same activation bytes; and their floats against a double reference.
+void CheckFusedQuant() {
+  Rng rng(77);
+  for (int dim : {5120, 17408, 2048, 3584, 200, 9000}) {
+    for (int rows : {1, 3}) {
+      const size_t n = static_cast<size_t>(rows) * dim;
+      std::vector<float> x(n), add(n), w(dim), gate(n), up(n);
+      for (auto& v : x) v = rng.Gauss();
+      for (auto& v : add) v = rng.Gauss() * 0.5f;
+      for (auto& v : w) v = 1.0f + 0.1f * rng.Gauss();
+      for (auto& v : gate) v = rng.Gauss() * 2.0f;
+      for (auto& v : up) v = rng.Gauss();
+      const size_t xqb = cuda::XQuantBytes(rows, dim);
+      float *dx, *dadd, *dw, *dout, *dg, *du;
+      uint8_t *q1, *q2;
+      CUDA_OK(cudaMalloc(&dx, n * 4));
+      CUDA_OK(cudaMalloc(&dadd, n * 4));
+      CUDA_OK(cudaMalloc(&dw, dim * 4));
+      CUDA_OK(cudaMalloc(&dout, n * 4));
+      CUDA_OK(cudaMalloc(&dg, n * 4));
+      CUDA_OK(cudaMalloc(&du, n * 4));
+      CUDA_OK(cudaMalloc(&q1, xqb));
+      CUDA_OK(cudaMalloc(&q2, xqb));
+      CUDA_OK(cudaMemcpy(dadd, add.data(), n * 4, cudaMemcpyHostToDevice));
+      CUDA_OK(cudaMemcpy(dw, w.data(), dim * 4, cudaMemcpyHostToDevice));
+      CUDA_OK(cudaMemcpy(dg, gate.data(), n * 4, cudaMemcpyHostToDevice));
+      CUDA_OK(cudaMemcpy(du, up.data(), n * 4, cudaMemcpyHostToDevice));
+      std::vector<float> out(n), xa(n);
+      std::vector<uint8_t> b1(xqb), b2(xqb);
+      // Runs `produce` (writing dout and q1), then the standalone pass on dout into q2.
+      auto quant_same = [&](auto produce) {
+        CUDA_OK(cudaMemset(q1, 0, xqb));
+        CUDA_OK(cudaMemset(q2, 0, xqb));
+        CUDA_OK(produce());
+        CUDA_OK(cuda::LaunchQuantizeX(dout, rows, dim, q2, nullptr));
+        CUDA_OK(cudaDeviceSynchronize());
+        CUDA_OK(cudaMemcpy(b1.data(), q1, xqb, cudaMemcpyDeviceToHost));
+        CUDA_OK(cudaMemcpy(b2.data(), q2, xqb, cudaMemcpyDeviceToHost));
+        CUDA_OK(cudaMemcpy(out.data(), dout, n * 4, cudaMemcpyDeviceToHost));
+        return b1 == b2;
+      };
+      const std::string shape = absl::StrCat(rows, " x ", dim);
+      for (bool with_add : {false, true}) {
+        CUDA_OK(cudaMemcpy(dx, x.data(), n * 4, cudaMemcpyHostToDevice));
+        const bool same = quant_same([&] {
+          return cuda::LaunchRmsNorm(dx, with_add ? dadd : nullptr, dw, 1e-6f, rows, dim, dout, q1, nullptr);
+        });
+        CUDA_OK(cudaMemcpy(xa.data(), dx, n * 4, cudaMemcpyDeviceToHost));
+        double worst = 0;
+        bool sum_ok = true;
+        for (int r = 0; r < rows; ++r) {
+          double ss = 0;
+          for (int i = 0; i < dim; ++i) {
+            const size_t j = static_cast<size_t>(r) * dim + i;
+            const float v = with_add ? x[j] + add[j] : x[j];
+            sum_ok = sum_ok && xa[j] == v;
+            ss += static_cast<double>(v) * v;
+          }
+          const double sc = 1.0 / std::sqrt(ss / dim + 1e-6);
+          for (int i = 0; i < dim; ++i) {
+            const size_t j = static_cast<size_t>(r) * dim + i;
+            const double ref = (with_add ? x[j] + add[j] : x[j]) * sc * w[i];
+            worst = std::max(worst, std::fabs(out[j] - ref) / (std::fabs(ref) + 1e-3));
+          }
+        }
+        Check(same && sum_ok && worst < 1e-5,
+              absl::StrCat("RMSNorm", with_add ? " + residual add" : "", " ", shape,
+                           ": activation bytes == the standalone quantization of its output (", same ? "yes" : "NO",
+                           "), residual exact (", sum_ok ? "yes" : "NO", "), rel err vs double ", Fmt(worst)));
+      }
+      const bool same = quant_same([&] { return cuda::LaunchSwiGLU(dg, du, rows, dim, dout, q1, nullptr); });
+      double worst = 0;
+      for (size_t j = 0; j < n; ++j) {
+        const double g = gate[j], ref = g / (1.0 + std::exp(-g)) * up[j];
+        worst = std::max(worst, std::fabs(out[j] - ref) / (std::fabs(ref) + 1e-3));
+      }
+      Check(same && worst < 1e-5, absl::StrCat("SwiGLU ", shape, ": activation bytes == the standalone quantization of "
+                                               "its output (", same ? "yes" : "NO", "), rel err vs double ", Fmt(worst)));
+      for (void* p : {static_cast<void*>(dx), static_cast<void*>(dadd), static_cast<void*>(dw),
+                      static_cast<void*>(dout), static_cast<void*>(dg), static_cast<void*>(du),
+                      static_cast<void*>(q1), static_cast<void*>(q2)})
+        CUDA_OK(cudaFree(p));
+    }
+  }
 }
 
 void CheckAttentionOps(bool quick) {
@@ -1872,10 +1966,12 @@ void BenchModel(const char* label, const Shape& s, const std::string& mix, GgmlT
   std::fflush(stdout);
 }
 
-// One decode step of a 27B-class Q4_K_S model at context 4096 (synthetic
-// weights, zero KV, graphs off so that every kernel is its own launch)
-// between cudaProfilerStart/Stop, for `ncu --profile-from-start off`.
-void ProfileStep() {
+// One forward of a 27B-class Q4_K_S model (synthetic weights, zero KV,
+// graphs off so that every kernel is its own launch) between
+// cudaProfilerStart/Stop, for `ncu --profile-from-start off`: `seqs`
+// sequences of `tokens` tokens each (all of them outputs, as in a verify),
+// ending at context `ctx`. Default: one decode step at 4081.
+void ProfileStep(int seqs, int tokens, int ctx) {
   const Shape q27 = {"qwen3", 54, 5120, 64, 8, 128, 25600, 151936, false, 1e6f};
   BigModel bm;
   CHECK_OK(MakeBigModel(q27, "Q4_K_S", &bm));
@@ -1885,33 +1981,38 @@ void ProfileStep() {
   auto cuda = CreateCudaBackend(o);
   CHECK_OK(cuda.status());
   DeviceWeights be(cuda->get());
-  auto model = Model::Load(*bm.file, &be, 16, 16);
+  auto model = Model::Load(*bm.file, &be, 64, 64);
   CHECK_OK(model.status());
   const ModelConfig& c = (*model)->config();
-  CHECK_OK(be.InitKv(KvOf(c, 16, 4096 / 16 + 8, GgmlType::Q8_0)));
+  const int nb = (ctx + 15) / 16;
+  CHECK_OK(be.InitKv(KvOf(c, 16, seqs * nb + 8, GgmlType::Q8_0)));
   Batch b;
-  BatchSeq sq{0, 4081, {}};
-  for (int i = 0; i < (4081 + 15) / 16; ++i) sq.blocks.push_back(i);
-  b.seqs = {sq};
-  b.tokens = {1234};
-  b.pos = {4080};
-  b.seq_index = {0};
-  b.out_rows = {0};
-  std::vector<float> logits(c.vocab_size);
+  for (int s = 0; s < seqs; ++s) {
+    BatchSeq sq{s, ctx, {}};
+    for (int i = 0; i < nb; ++i) sq.blocks.push_back(s * nb + i);
+    b.seqs.push_back(sq);
+    for (int j = 0; j < tokens; ++j) {
+      b.out_rows.push_back(static_cast<int32_t>(b.tokens.size()));
+      b.tokens.push_back(1234 + j);
+      b.pos.push_back(ctx - tokens + j);
+      b.seq_index.push_back(s);
+    }
+  }
+  std::vector<float> logits(static_cast<size_t>(c.vocab_size) * b.tokens.size());
   for (int i = 0; i < 3; ++i) {
     if (i == 2) CUDA_OK(cudaProfilerStart());
     auto out = (*model)->Forward(b);
     CHECK_OK(out.status());
-    CHECK_OK(be.ReadToHost(*out, logits.data(), c.vocab_size));
+    CHECK_OK(be.ReadToHost(*out, logits.data(), logits.size()));
     if (i == 2) CUDA_OK(cudaProfilerStop());
   }
 }
-int RunProfileStep() {
-  ProfileStep();
+int RunProfileStep(int seqs, int tokens, int ctx) {
+  ProfileStep(seqs, tokens, ctx);
   return g_failures == 0 ? 0 : 1;
 }
 
-int RunChecks(const char* self, bool quick, bool matmul) {
+int RunChecks(const char* self, bool quick, bool matmul, bool only_matmul) {
   if (matmul) {
     OpEnv env;
     const absl::Status st = env.Init();
@@ -1938,6 +2039,11 @@ int RunChecks(const char* self, bool quick, bool matmul) {
     }
     CheckMatMul(env, GgmlType::Q4_K, 25600, 5120);  // one warp per tile, several waves
   }
+  if (only_matmul) {
+    std::printf("SUMMARY: %d checks, %d failed\n", g_checks, g_failures);
+    return g_failures == 0 ? 0 : 1;
+  }
+  CheckFusedQuant();
   CheckAttentionOps(quick);
   CheckIpc(self);
   CheckWeightSharing(self);
@@ -2007,7 +2113,7 @@ int main(int argc, char** argv) {
     std::printf("SKIP: no CUDA device (%s)\n", e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
     return 0;
   }
-  bool bench = false, quick = false, matmul = true;
+  bool bench = false, quick = false, matmul = true, only_matmul = false;
   for (int i = 1; i < argc; ++i)
     if (std::strcmp(argv[i], "--bench-min") == 0) return specd::RunBenchMin();
   for (int i = 1; i < argc; ++i)
@@ -2020,11 +2126,14 @@ int main(int argc, char** argv) {
     if (std::strcmp(argv[i], "--bench") == 0) bench = true;
     if (std::strcmp(argv[i], "--quick") == 0) quick = true;
     if (std::strcmp(argv[i], "--no-matmul") == 0) matmul = false;
+    if (std::strcmp(argv[i], "--matmul-only") == 0) only_matmul = true;
     if (std::strcmp(argv[i], "--profile") == 0) return specd::RunProfile();
     if (std::strcmp(argv[i], "--profile-attn") == 0) return specd::ProfileAttention();
-    if (std::strcmp(argv[i], "--profile-step") == 0) return specd::RunProfileStep();
+    if (std::strcmp(argv[i], "--profile-step") == 0)
+      return i + 3 < argc ? specd::RunProfileStep(std::atoi(argv[i + 1]), std::atoi(argv[i + 2]), std::atoi(argv[i + 3]))
+                          : specd::RunProfileStep(1, 1, 4081);
     if (std::strcmp(argv[i], "--spec") == 0) return specd::RunSpecChecks(true);
     if (std::strcmp(argv[i], "--spec-host") == 0) return specd::RunSpecChecks(false);
   }
-  return bench ? specd::RunBench() : specd::RunChecks(argv[0], quick, matmul);
+  return bench ? specd::RunBench() : specd::RunChecks(argv[0], quick, matmul, only_matmul);
 }

@@ -75,10 +75,37 @@ __device__ __forceinline__ void CpAsyncWait() {
 __device__ __forceinline__ float H2F(uint16_t h) { return __half2float(__ushort_as_half(h)); }
 
 // ---- quantized activations (layout: mmv::xq in common/quant/mmv_tiles.h) ----
+// A group's unit sums, scale and limbs from one warp, lane L < 16 holding the
+// sum of 16-unit L (mine16; 0 on the others): the tail of both quantizers.
+__device__ __forceinline__ void WriteGroupSums(uint8_t* rec, int g, int mine16, float am) {
+  const int lane = threadIdx.x & 31;
+  const int mine32 = __shfl_sync(kFull, mine16, (2 * lane) & 31) + __shfl_sync(kFull, mine16, (2 * lane + 1) & 31);
+  int q16[4], q32[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    q16[i] = __shfl_sync(kFull, mine16, 4 * (lane & 3) + i);
+    q32[i] = __shfl_sync(kFull, mine32, 4 * (lane & 1) + i);
+  }
+  auto limbs = [](const int (&q)[4]) {
+    uint4 w;
+    uint32_t* ws = &w.x;
+#pragma unroll
+    for (int limb = 0; limb < 3; ++limb)
+      ws[limb] = mmv::XqLimbByte(q[0], limb) | (mmv::XqLimbByte(q[1], limb) << 8) |
+                 (mmv::XqLimbByte(q[2], limb) << 16) | (mmv::XqLimbByte(q[3], limb) << 24);
+    w.w = 0;
+    return w;
+  };
+  if (lane < 4) *reinterpret_cast<uint4*>(rec + mmv::xq::kLimb16 + 16 * (4 * g + lane)) = limbs(q16);
+  else if (lane < 6) *reinterpret_cast<uint4*>(rec + mmv::xq::kLimb32 + 16 * (4 * g + lane - 4)) = limbs(q32);
+  if (lane < 8) reinterpret_cast<int32_t*>(rec + mmv::xq::kSum32)[8 * g + lane] = mine32;
+  if (lane == 8) reinterpret_cast<float*>(rec + mmv::xq::kScale)[g] = mmv::XqScale(am);
+}
+
 // Quantizes group `group` of column `col` into the activation records at xq
 // (`groups` per column): one warp, v[u] = element 32 u + lane of the group
-// (0 past the row's end). Shared by the standalone pass and the producers
-// that fuse it (RMSNorm, SwiGLU), so both write identical bytes.
+// (0 past the row's end). Shared by the standalone pass and the attention,
+// so that they write identical bytes.
 __device__ __forceinline__ void QuantizeGroupWarp(const float (&v)[8], int col, int64_t group, int64_t groups,
                                                   uint8_t* xq) {
   const int lane = threadIdx.x & 31;
@@ -104,27 +131,42 @@ __device__ __forceinline__ void QuantizeGroupWarp(const float (&v)[8], int col, 
     if (lane == 2 * u) mine16 = s_lo;
     if (lane == 2 * u + 1) mine16 = s_hi;
   }
-  const int mine32 = __shfl_sync(kFull, mine16, (2 * lane) & 31) + __shfl_sync(kFull, mine16, (2 * lane + 1) & 31);
-  int q16[4], q32[4];
+  WriteGroupSums(rec, g, mine16, am);
+}
+
+// The same bytes from 8 warps, warp u (threadIdx.x / 32 % 8) holding element
+// 32 u + lane in v: the group's chain is one element per lane deep instead of
+// eight (a warp-per-group quantizer issues ~450 dependent instructions: 9-11
+// us per launch in isolation, round 15). Every thread of the block calls it
+// (two __syncthreads); each run of 8 warps quantizes its own group with its
+// own 8 + 16 words of shared memory (s_am, s_sum). xq null: the barriers
+// only (a run of warps past the row's groups).
+__device__ __forceinline__ void QuantizeGroupBlock(float v, int col, int64_t group, int64_t groups, uint8_t* xq,
+                                                   float* s_am, int* s_sum) {
+  const int lane = threadIdx.x & 31, u = (threadIdx.x >> 5) & 7;
+  float am = WarpMax(fmaxf(0.0f, fabsf(v)));
+  if (lane == 0) s_am[u] = am;
+  __syncthreads();
+  am = s_am[0];
 #pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    q16[i] = __shfl_sync(kFull, mine16, 4 * (lane & 3) + i);
-    q32[i] = __shfl_sync(kFull, mine32, 4 * (lane & 1) + i);
+  for (int i = 1; i < 8; ++i) am = fmaxf(am, s_am[i]);  // a maximum: the same in any order
+  const float inv = mmv::XqInv(am);
+  uint8_t* rec = xq ? xq + mmv::XqRecordOffset(groups, col, group) : nullptr;
+  const int g = col & 7;
+  int hi = 0, lo = 0;
+  if (am > 0.0f) mmv::XqHiLo(v, inv, &hi, &lo);
+  if (rec) {
+    uint8_t* f = rec + mmv::xq::kFrag + 512 * u + mmv::XqFragByte(g, lane);
+    f[0] = static_cast<uint8_t>(static_cast<int8_t>(hi));
+    f[8] = static_cast<uint8_t>(static_cast<int8_t>(lo));
   }
-  auto limbs = [](const int (&q)[4]) {
-    uint4 w;
-    uint32_t* ws = &w.x;
+  int sum = 254 * hi + lo;
 #pragma unroll
-    for (int limb = 0; limb < 3; ++limb)
-      ws[limb] = mmv::XqLimbByte(q[0], limb) | (mmv::XqLimbByte(q[1], limb) << 8) |
-                 (mmv::XqLimbByte(q[2], limb) << 16) | (mmv::XqLimbByte(q[3], limb) << 24);
-    w.w = 0;
-    return w;
-  };
-  if (lane < 4) *reinterpret_cast<uint4*>(rec + mmv::xq::kLimb16 + 16 * (4 * g + lane)) = limbs(q16);
-  else if (lane < 6) *reinterpret_cast<uint4*>(rec + mmv::xq::kLimb32 + 16 * (4 * g + lane - 4)) = limbs(q32);
-  if (lane < 8) reinterpret_cast<int32_t*>(rec + mmv::xq::kSum32)[8 * g + lane] = mine32;
-  if (lane == 8) reinterpret_cast<float*>(rec + mmv::xq::kScale)[g] = mmv::XqScale(am);
+  for (int o = 8; o > 0; o >>= 1) sum += __shfl_xor_sync(kFull, sum, o);
+  if (lane == 0) s_sum[2 * u] = sum;
+  if (lane == 16) s_sum[2 * u + 1] = sum;
+  __syncthreads();
+  if (u == 0 && rec) WriteGroupSums(rec, g, lane < 16 ? s_sum[lane] : 0, am);
 }
 
 // ---- paged KV rows ----

@@ -229,25 +229,23 @@ __global__ void SwiGLUKernel(const float* gate, const float* up, int64_t n, floa
     out[i] = Silu(gate[i], up[i]);
 }
 
-// One warp per (row, group of 256), also quantizing it.
-__global__ void SwiGLUQuantKernel(const float* gate, const float* up, int rows, int dim, float* out, uint8_t* xq) {
+// One block of 8 warps per (row, group of 256), a lane per element, also
+// quantizing the group (QuantizeGroupBlock).
+__global__ void __launch_bounds__(mmv::kGroup) SwiGLUQuantKernel(const float* gate, const float* up, int dim,
+                                                                 float* out, uint8_t* xq) {
+  __shared__ float s_am[8];
+  __shared__ int s_sum[16];
   GridDepWait();  // programmatic dependent launch: inputs are ready after this
   GridDepLaunch();
   const int64_t groups = mmv::Groups(dim);
-  const int lane = threadIdx.x & 31;
-  for (int64_t wg = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) / 32; wg < rows * groups;
-       wg += static_cast<int64_t>(gridDim.x) * blockDim.x / 32) {
-    const int64_t row = wg / groups, g = wg % groups;
-    float v[8];
-#pragma unroll
-    for (int u = 0; u < 8; ++u) {
-      const int64_t i = g * mmv::kGroup + 32 * u + lane;
-      const int64_t idx = row * dim + i;
-      v[u] = i < dim ? Silu(gate[idx], up[idx]) : 0.0f;
-      if (i < dim) out[idx] = v[u];
-    }
-    QuantizeGroupWarp(v, static_cast<int>(row), g, groups, xq);
+  const int64_t row = blockIdx.x / groups, g = blockIdx.x % groups;
+  const int64_t i = g * mmv::kGroup + threadIdx.x, idx = row * dim + i;
+  float v = 0.0f;
+  if (i < dim) {
+    v = Silu(gate[idx], up[idx]);
+    out[idx] = v;
   }
+  QuantizeGroupBlock(v, static_cast<int>(row), g, groups, xq, s_am, s_sum);
 }
 
 __global__ void AddKernel(float* x, const float* y, int64_t n) {
@@ -370,8 +368,8 @@ cudaError_t LaunchSwiGLU(const float* gate, const float* up, int n, int dim, flo
   const int64_t total = static_cast<int64_t>(n) * dim;
   if (total <= 0) return cudaSuccess;
   if (xq) {
-    LaunchPdl(SwiGLUQuantKernel, dim3(GridFor(static_cast<int64_t>(n) * mmv::Groups(dim) * 32, 256)), dim3(256), 0, s, 
-        gate, up, n, dim, out, static_cast<uint8_t*>(xq));
+    LaunchPdl(SwiGLUQuantKernel, dim3(static_cast<unsigned>(n * mmv::Groups(dim))), dim3(mmv::kGroup), 0, s, gate, up,
+              dim, out, static_cast<uint8_t*>(xq));
   } else {
     LaunchPdl(SwiGLUKernel, dim3(GridFor(total, 256)), dim3(256), 0, s, gate, up, total, out);
   }
