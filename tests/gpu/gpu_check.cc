@@ -758,8 +758,9 @@ void CheckAttentionOp(const AttnCase& c, int kernel) {
 }
 
 // The producers that quantize what they write (RMSNorm with and without the
-// residual add, SwiGLU) against the standalone pass on their float outputs:
-// the same activation bytes; and their floats against a double reference.
+// residual add, and in place; SwiGLU) against the standalone pass on their
+// float outputs: the same activation bytes; and their floats against a double
+// reference. RMSNorm's counters must be back at zero after each launch.
 void CheckFusedQuant() {
   Rng rng(77);
   for (int dim : {5120, 17408, 2048, 3584, 200, 9000}) {
@@ -774,6 +775,9 @@ void CheckFusedQuant() {
       const size_t xqb = cuda::XQuantBytes(rows, dim);
       float *dx, *dadd, *dw, *dout, *dg, *du;
       uint8_t *q1, *q2;
+      int* cnt;
+      CUDA_OK(cudaMalloc(&cnt, rows * sizeof(int)));
+      CUDA_OK(cudaMemset(cnt, 0, rows * sizeof(int)));
       CUDA_OK(cudaMalloc(&dx, n * 4));
       CUDA_OK(cudaMalloc(&dadd, n * 4));
       CUDA_OK(cudaMalloc(&dw, dim * 4));
@@ -801,12 +805,22 @@ void CheckFusedQuant() {
         return b1 == b2;
       };
       const std::string shape = absl::StrCat(rows, " x ", dim);
-      for (bool with_add : {false, true}) {
+      // mode 0: out apart; 1: + residual add; 2: in place (out == x).
+      for (int mode : {0, 1, 2}) {
+        const bool with_add = mode == 1;
         CUDA_OK(cudaMemcpy(dx, x.data(), n * 4, cudaMemcpyHostToDevice));
         const bool same = quant_same([&] {
-          return cuda::LaunchRmsNorm(dx, with_add ? dadd : nullptr, dw, 1e-6f, rows, dim, dout, q1, nullptr);
+          if (mode == 2) {
+            const cudaError_t e = cuda::LaunchRmsNorm(dx, nullptr, dw, 1e-6f, rows, dim, dx, q1, cnt, nullptr);
+            return e != cudaSuccess ? e : cudaMemcpyAsync(dout, dx, n * 4, cudaMemcpyDeviceToDevice, nullptr);
+          }
+          return cuda::LaunchRmsNorm(dx, with_add ? dadd : nullptr, dw, 1e-6f, rows, dim, dout, q1, cnt, nullptr);
         });
+        if (mode == 2) CUDA_OK(cudaMemcpy(dx, x.data(), n * 4, cudaMemcpyHostToDevice));  // x itself is checked below
         CUDA_OK(cudaMemcpy(xa.data(), dx, n * 4, cudaMemcpyDeviceToHost));
+        std::vector<int> cnt_after(rows, -1);
+        CUDA_OK(cudaMemcpy(cnt_after.data(), cnt, rows * sizeof(int), cudaMemcpyDeviceToHost));
+        const bool cnt_zero = std::all_of(cnt_after.begin(), cnt_after.end(), [](int c) { return c == 0; });
         double worst = 0;
         bool sum_ok = true;
         for (int r = 0; r < rows; ++r) {
@@ -824,10 +838,11 @@ void CheckFusedQuant() {
             worst = std::max(worst, std::fabs(out[j] - ref) / (std::fabs(ref) + 1e-3));
           }
         }
-        Check(same && sum_ok && worst < 1e-5,
-              absl::StrCat("RMSNorm", with_add ? " + residual add" : "", " ", shape,
+        Check(same && sum_ok && cnt_zero && worst < 1e-5,
+              absl::StrCat("RMSNorm", mode == 1 ? " + residual add" : mode == 2 ? " in place" : "", " ", shape,
                            ": activation bytes == the standalone quantization of its output (", same ? "yes" : "NO",
-                           "), residual exact (", sum_ok ? "yes" : "NO", "), rel err vs double ", Fmt(worst)));
+                           "), residual exact (", sum_ok ? "yes" : "NO", "), counters back at zero (",
+                           cnt_zero ? "yes" : "NO", "), rel err vs double ", Fmt(worst)));
       }
       const bool same = quant_same([&] { return cuda::LaunchSwiGLU(dg, du, rows, dim, dout, q1, nullptr); });
       double worst = 0;
@@ -837,7 +852,7 @@ void CheckFusedQuant() {
       }
       Check(same && worst < 1e-5, absl::StrCat("SwiGLU ", shape, ": activation bytes == the standalone quantization of "
                                                "its output (", same ? "yes" : "NO", "), rel err vs double ", Fmt(worst)));
-      for (void* p : {static_cast<void*>(dx), static_cast<void*>(dadd), static_cast<void*>(dw),
+      for (void* p : {static_cast<void*>(cnt), static_cast<void*>(dx), static_cast<void*>(dadd), static_cast<void*>(dw),
                       static_cast<void*>(dout), static_cast<void*>(dg), static_cast<void*>(du),
                       static_cast<void*>(q1), static_cast<void*>(q2)})
         CUDA_OK(cudaFree(p));

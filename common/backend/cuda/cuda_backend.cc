@@ -339,6 +339,8 @@ class CudaBackend final : public Backend, public CudaBackendControl {
   // Device scratch that grows on demand; an outgrown buffer is freed only after
   // the next full synchronization (recorded ops may still use it).
   absl::Status Grow(void** buf, size_t* cap, size_t need, const char* what);
+  // Grow for counters that kernels leave at zero: a new buffer is zeroed.
+  absl::Status GrowZeroed(void** buf, size_t* cap, size_t need, const char* what);
   void InvalidateGraphs(const char* why);
   void FreeRetired();
 
@@ -420,6 +422,8 @@ class CudaBackend final : public Backend, public CudaBackendControl {
   size_t attn_part_cap_ = 0;
   void* attn_cnt_ = nullptr;  // split blocks done per tile (tensor-core attention), zero between launches
   size_t attn_cnt_cap_ = 0;
+  void* norm_cnt_ = nullptr;  // RMSNorm blocks done per row, zero between launches
+  size_t norm_cnt_cap_ = 0;
   void* stage_ = nullptr;  // GGUF rows being packed (load time only; freed by InitKv)
   size_t stage_cap_ = 0;
   std::vector<void*> retired_;
@@ -529,6 +533,7 @@ CudaBackend::~CudaBackend() {
   cudaFree(xhalf_);
   cudaFree(attn_part_);
   cudaFree(attn_cnt_);
+  cudaFree(norm_cnt_);
   cudaFree(stage_);
   cudaFree(accept_rows_);
   for (void* p : buffers_) cudaFree(p);
@@ -714,6 +719,13 @@ absl::Status CudaBackend::Grow(void** buf, size_t* cap, size_t need, const char*
   *buf = p;
   *cap = want;
   InvalidateGraphs(what);  // captured graphs point at the old buffer
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::GrowZeroed(void** buf, size_t* cap, size_t need, const char* what) {
+  const size_t before = *cap;
+  SPECD_RETURN_IF_ERROR(Grow(buf, cap, need, what));
+  if (*cap != before) SPECD_CUDA_RETURN(cudaMemsetAsync(*buf, 0, *cap, stream_), what);
   return absl::OkStatus();
 }
 
@@ -1024,9 +1036,13 @@ void CudaBackend::Embed(const Weight& emb, float* out) {
 void CudaBackend::RmsNorm(const float* x, const Weight& w, float eps, int rows, float* out) {
   if (!Recording()) return;
   if (w.type != GgmlType::F32) return Fail(absl::InvalidArgumentError("RmsNorm weight must be F32"));
+  if (const absl::Status st = GrowZeroed(&norm_cnt_, &norm_cnt_cap_, sizeof(int) * rows, "RMSNorm counters");
+      !st.ok())
+    return Fail(st);
   OpRec op;
   op.kind = kRmsNorm;
   op.p[0] = x;
+  op.p[5] = norm_cnt_;
   op.p[2] = w.data;
   op.p[3] = out;
   op.i[0] = rows;
@@ -1038,9 +1054,13 @@ void CudaBackend::RmsNorm(const float* x, const Weight& w, float eps, int rows, 
 void CudaBackend::AddRmsNorm(float* x, const float* r, const Weight& w, float eps, int rows, float* out) {
   if (!Recording()) return;
   if (w.type != GgmlType::F32) return Fail(absl::InvalidArgumentError("RmsNorm weight must be F32"));
+  if (const absl::Status st = GrowZeroed(&norm_cnt_, &norm_cnt_cap_, sizeof(int) * rows, "RMSNorm counters");
+      !st.ok())
+    return Fail(st);
   OpRec op;
   op.kind = kRmsNorm;
   op.p[0] = x;
+  op.p[5] = norm_cnt_;
   op.p[1] = r;
   op.p[2] = w.data;
   op.p[3] = out;
@@ -1181,11 +1201,9 @@ void CudaBackend::Attention(const float* q, const float* k, const float* v, cons
     int counters = 0;
     for (const AttnWave& w : bp->waves)
       counters = std::max(counters, cuda::AttnCounters(bp->plan, w.tile1 - w.tile0, p.n_kv_heads));
-    const size_t cap = attn_cnt_cap_;
-    if (const absl::Status st = Grow(&attn_cnt_, &attn_cnt_cap_, counters * sizeof(int), "attention counters");
+    if (const absl::Status st = GrowZeroed(&attn_cnt_, &attn_cnt_cap_, counters * sizeof(int), "attention counters");
         !st.ok())
       return Fail(st);
-    if (attn_cnt_cap_ != cap) Fail(cudaMemsetAsync(attn_cnt_, 0, attn_cnt_cap_, stream_), "zeroing attention counters");
   }
   OpRec op;
   op.kind = kAttention;
@@ -1286,7 +1304,7 @@ void CudaBackend::Exec(const OpRec& op) {
                                       static_cast<const float*>(op.p[1]), static_cast<const float*>(op.p[2]),
                                       static_cast<float>(op.f[0]), static_cast<int>(op.i[0]), static_cast<int>(op.i[1]),
                                       static_cast<float*>(const_cast<void*>(op.p[3])), const_cast<void*>(op.p[4]),
-                                      stream_),
+                                      static_cast<int*>(const_cast<void*>(op.p[5])), stream_),
                   "rmsnorm");
     case kQuantX:
       return Fail(cuda::LaunchQuantizeX(static_cast<const float*>(op.p[0]), static_cast<int>(op.i[0]), op.i[1],

@@ -100,62 +100,76 @@ __global__ void EmbedKernel(const uint8_t* emb, int64_t ne0, size_t row_bytes, c
 }
 
 // ---- RMSNorm ----
-// One block per row; warp j takes the row's groups of 256 j, j + warps, ...
-// (element 256 g + 32 u + lane), so the warp that normalises a group also
-// quantizes it. Sums of squares in double like the CPU backend, reduced in a
-// fixed order (lanes, then warps). The warp's first group stays in registers
-// between the passes, and its weights are read before the wait (no kernel
-// writes them): with one group per warp (the launch's usual shape) the
-// second pass reads nothing from memory.
+// A block of 8 warps per (group of 256, row), a lane per element of its
+// group, which it normalises and quantizes (QuantizeGroupBlock): the row's
+// groups run on as many SMs, each a short chain (one block of a warp per
+// group took 8-9 us per launch in isolation, round 15). Each block sums the
+// whole row's squares itself, in double like the CPU backend and in a fixed
+// order (a thread's elements, lanes, warps), so every block holds the same
+// sum. No block may write x (the residual add, or an in-place norm) while
+// another still reads it: the last block of the row to finish (a counter per
+// row, left at zero) writes those; out elsewhere is written by each block
+// for its own group. The weight is read before the wait (no kernel writes it).
+constexpr int kNormRegs = 32;  // rows of up to 32 x 256 elements stay in the last block's registers
 template <bool kAdd>
-__global__ void RmsNormKernel(float* x, const float* add, const float* w, float eps, int dim, float* out,
-                              uint8_t* xq) {
-  __shared__ double part[32];
-  const int64_t row = blockIdx.x;
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
-  const int64_t groups = mmv::Groups(dim);
-  auto at = [&](int64_t g, int u) { return g * mmv::kGroup + 32 * u + lane; };
-  float w0[8], v0[8];
-#pragma unroll
-  for (int u = 0; u < 8; ++u) w0[u] = warp < groups && at(warp, u) < dim ? w[at(warp, u)] : 0.0f;
+__global__ void __launch_bounds__(mmv::kGroup) RmsNormKernel(float* x, const float* add, const float* w, float eps,
+                                                            int dim, float* out, uint8_t* xq, int* counters) {
+  __shared__ double part[mmv::kGroup / 32];
+  __shared__ float s_am[8];
+  __shared__ int s_sum[16];
+  __shared__ bool s_last;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int64_t groups = mmv::Groups(dim), g = blockIdx.x % groups, row = blockIdx.x / groups;
+  const int64_t own = g * mmv::kGroup + tid;
+  const float w_own = own < dim ? w[own] : 0.0f;
   GridDepWait();  // programmatic dependent launch: inputs are ready after this
   GridDepLaunch();
   float* xr = x + row * dim;
+  const float* ar = kAdd ? add + row * dim : nullptr;
+  auto elem = [&](int64_t i) { return i < dim ? (kAdd ? __fadd_rn(xr[i], ar[i]) : xr[i]) : 0.0f; };
+  float vr[kNormRegs];
   double ss = 0;
-  for (int64_t g = warp; g < groups; g += nw) {
 #pragma unroll
-    for (int u = 0; u < 8; ++u) {
-      const int64_t i = at(g, u);
-      float v = 0.0f;
-      if (i < dim) {
-        v = xr[i];
-        if constexpr (kAdd) {
-          v = __fadd_rn(v, add[row * dim + i]);
-          xr[i] = v;
-        }
-        ss = __fma_rn(static_cast<double>(v), static_cast<double>(v), ss);
-      }
-      if (g == warp) v0[u] = v;
-    }
+  for (int r = 0; r < kNormRegs; ++r) {
+    vr[r] = r < groups ? elem(r * mmv::kGroup + tid) : 0.0f;
+    ss = __fma_rn(static_cast<double>(vr[r]), static_cast<double>(vr[r]), ss);
+  }
+  for (int64_t r = kNormRegs; r < groups; ++r) {
+    const float v = elem(r * mmv::kGroup + tid);
+    ss = __fma_rn(static_cast<double>(v), static_cast<double>(v), ss);
   }
   ss = WarpSumD(ss);
   if (lane == 0) part[warp] = ss;
   __syncthreads();
-  const double total = WarpSumD(lane < nw ? part[lane] : 0.0);
+  double total = 0;
+#pragma unroll
+  for (int i = 0; i < mmv::kGroup / 32; ++i) total = __dadd_rn(total, part[i]);
   const float s = static_cast<float>(1.0 / sqrt(total / dim + static_cast<double>(eps)));
   float* o = out + row * dim;
-  for (int64_t g = warp; g < groups; g += nw) {
-    float v[8];
-#pragma unroll
-    for (int u = 0; u < 8; ++u) {
-      const int64_t i = at(g, u);
-      const float xi = g == warp ? v0[u] : i < dim ? xr[i] : 0.0f;
-      const float wi = g == warp ? w0[u] : i < dim ? w[i] : 0.0f;
-      v[u] = i < dim ? __fmul_rn(__fmul_rn(xi, s), wi) : 0.0f;
-      if (i < dim) o[i] = v[u];
-    }
-    if (xq) QuantizeGroupWarp(v, static_cast<int>(row), g, groups, xq);
+  const bool in_place = out == x;
+  const float v = own < dim ? __fmul_rn(__fmul_rn(elem(own), s), w_own) : 0.0f;
+  if (own < dim && !in_place) o[own] = v;
+  if (xq) QuantizeGroupBlock(v, static_cast<int>(row), g, groups, xq, s_am, s_sum);
+  if (!kAdd && !in_place) return;
+  // The last block of the row writes x (x + add) and an in-place output.
+  __threadfence();
+  __syncthreads();
+  if (tid == 0) {
+    s_last = atomicAdd(counters + row, 1) == groups - 1;
+    if (s_last) counters[row] = 0;  // for the next launch
   }
+  __syncthreads();
+  if (!s_last) return;
+  __threadfence();
+  auto finish = [&](int64_t i, float xi) {
+    if (i >= dim) return;
+    if (kAdd) xr[i] = xi;
+    if (in_place) o[i] = __fmul_rn(__fmul_rn(xi, s), w[i]);
+  };
+#pragma unroll
+  for (int r = 0; r < kNormRegs; ++r)
+    if (r < groups) finish(r * mmv::kGroup + tid, vr[r]);
+  for (int64_t r = kNormRegs; r < groups; ++r) finish(r * mmv::kGroup + tid, elem(r * mmv::kGroup + tid));
 }
 
 // ---- RoPE (with optional per-head RMSNorm) ----
@@ -343,12 +357,13 @@ cudaError_t LaunchEmbed(GgmlType type, const void* emb, int64_t ne0, const Batch
 }
 
 cudaError_t LaunchRmsNorm(float* x, const float* add, const float* w, float eps, int rows, int dim, float* out,
-                          void* xq_v, cudaStream_t s) {
+                          void* xq_v, int* counters, cudaStream_t s) {
   if (rows <= 0) return cudaSuccess;
+  if ((add || out == x) && !counters) return cudaErrorInvalidValue;
   uint8_t* xq = static_cast<uint8_t*>(xq_v);
-  const int warps = static_cast<int>(std::min<int64_t>(32, mmv::Groups(dim)));
-  if (add) LaunchPdl(RmsNormKernel<true>, dim3(rows), dim3(32 * warps), 0, s, x, add, w, eps, dim, out, xq);
-  else LaunchPdl(RmsNormKernel<false>, dim3(rows), dim3(32 * warps), 0, s, x, add, w, eps, dim, out, xq);
+  const dim3 grid(static_cast<unsigned>(mmv::Groups(dim) * rows));
+  if (add) LaunchPdl(RmsNormKernel<true>, grid, dim3(mmv::kGroup), 0, s, x, add, w, eps, dim, out, xq, counters);
+  else LaunchPdl(RmsNormKernel<false>, grid, dim3(mmv::kGroup), 0, s, x, add, w, eps, dim, out, xq, counters);
   return LaunchResult();
 }
 

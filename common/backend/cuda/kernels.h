@@ -39,9 +39,10 @@ struct KvDev {
 cudaError_t LaunchEmbed(GgmlType type, const void* emb, int64_t ne0, const BatchDev& b, float* out, cudaStream_t s);
 // out may equal x. add != nullptr: x += add first (x is updated in place).
 // xq != nullptr: also writes the quantized activations of `out` (as
-// LaunchQuantizeX(out, rows, dim, xq) would).
+// LaunchQuantizeX(out, rows, dim, xq) would). counters: `rows` ints at zero
+// (left at zero), needed when add != nullptr or out == x.
 cudaError_t LaunchRmsNorm(float* x, const float* add, const float* w, float eps, int rows, int dim, float* out,
-                          void* xq, cudaStream_t s);
+                          void* xq, int* counters, cudaStream_t s);
 // RoPE of up to two tensors (q and k) in one launch, each optionally
 // RMS-normalised per head first (qwen3's q/k norms).
 struct RopeSeg {
