@@ -6,6 +6,12 @@
 #                              draft (random valid blocks) into DIR unless there,
 #                              extra make-model ARGS (e.g. --residual-gain 0.05)
 #   M6, M8                     the 6-layer pair's and the ~80% pair's folders
+#   bench_against REPS BIN...  specd bench of the 6-layer pair ($M6, made first) with each binary of
+#                              .devcarry/bin in turn, REPS times: the target at context 64 (batch 1, 8;
+#                              verify 1, 4) and 4200 (verify 1, 4, 7), the draft at 64; a line each,
+#                              the outputs into $O/bench.log.xz
+#   ncu_step SEQS TOKENS CTX   ncu's per-kernel GPU time of one 27B-class forward (gpu_check
+#                              --profile-step), summed per kernel; the CSV into $O/ncu_sSEQStTOKENS.csv.xz
 M6=/tmp/peer_models/qwen3-27b-Q4_K_S-d6-Q4_K_M
 M8=/tmp/peer_models/qwen3-27b-g0.05-Q4_K_S-d6-Q4_K_M
 device_setup() {
@@ -23,4 +29,36 @@ make_pair() {
   [ -f "$d/target.gguf" ] && [ -f "$d/draft.gguf" ] && return 0
   timeout 120 "$C/bin/specd" make-model --preset qwen3-27b --type Q4_K_S --fill blocks --sync=false --pair \
     --draft-layers 6 --draft-type Q4_K_M "$@" --out "$d" > "$O/mk.$(basename "$d").txt" 2>&1
+}
+bench_against() {
+  local reps=$1 rep b
+  shift
+  for rep in $(seq "$reps"); do
+    for b in "$@"; do
+      stamp "$b (rep $rep): target ctx 64 (batch 1, 8; verify 1, 4), ctx 4200 (verify 1, 4, 7); draft ctx 64"
+      timeout 40 "$C/bin/$b" bench --backend cuda --model "$M6/target.gguf" --ctx 64 --prefill 16 --batches 1,8 \
+        --verify-k 1,4 --reps 5 > "$O/$b.ctx64.$rep.txt" 2>&1
+      sed -n '/^decode/,$p' "$O/$b.ctx64.$rep.txt" | grep "^ " | tr -s ' ' | tr '\n' '|'; echo
+      timeout 60 "$C/bin/$b" bench --backend cuda --model "$M6/target.gguf" --ctx 4200 --prefill 4096 --batches 1 \
+        --verify-k 1,4,7 --reps 5 > "$O/$b.depth.$rep.txt" 2>&1
+      sed -n '/^decode/,$p' "$O/$b.depth.$rep.txt" | grep "^ " | tr -s ' ' | tr '\n' '|'; echo
+      timeout 30 "$C/bin/$b" bench --backend cuda --model "$M6/draft.gguf" --ctx 64 --prefill 64 --batches 1 \
+        --verify-k 1 --reps 5 > "$O/$b.draft.$rep.txt" 2>&1
+      sed -n '/^decode/,/^$/p' "$O/$b.draft.$rep.txt" | grep "^ " | tr -s ' ' | tr '\n' '|'; echo
+    done
+  done
+  cat "$O"/*.ctx64.*.txt "$O"/*.depth.*.txt "$O"/*.draft.*.txt > "$O/bench.log"
+  xz -9 "$O/bench.log"
+  rm -f "$O"/*.ctx64.*.txt "$O"/*.depth.*.txt "$O"/*.draft.*.txt
+}
+ncu_step() {
+  local tag=s$1t$2 ncu
+  ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2> /dev/null | head -1)
+  stamp "ncu: $1 sequences x $2 tokens at $3"
+  timeout 200 "$ncu" --clock-control none --cache-control none --profile-from-start off \
+    --metrics gpu__time_duration.sum --csv --print-units base "$C/bin/gpu_check" --profile-step "$1" "$2" "$3" \
+    > "$O/ncu_$tag.csv" 2> "$O/ncu_$tag.err"
+  echo "rc=$?"
+  python3 tests/gpu/ncu_kernels.py "$O/ncu_$tag.csv" --top 14
+  xz -9 "$O/ncu_$tag.csv"
 }
