@@ -630,7 +630,7 @@ __global__ void __launch_bounds__(32 * kTileMaxWarps) MmvKernel(const __grid_con
   StoreTile<C>(p, tile, acc, lane);
 }
 
-// ---- activation quantization (standalone pass; producers fuse it with QuantizeGroupWarp) ----
+// ---- activation quantization (standalone pass; the producers fuse it: k_common.cuh's quantizers) ----
 __global__ void QuantizeXKernel(const float* x, int n, int64_t k, uint8_t* xq) {
   GridDepWait();  // programmatic dependent launch: inputs are ready after this
   GridDepLaunch();
