@@ -338,6 +338,8 @@ class CudaBackend final : public Backend, public CudaBackendControl {
 
   // Device scratch that grows on demand; an outgrown buffer is freed only after
   // the next full synchronization (recorded ops may still use it).
+  // RmsNorm and AddRmsNorm (r != null: x += r first).
+  void RecordNorm(const float* x, const float* r, const Weight& w, float eps, int rows, float* out);
   absl::Status Grow(void** buf, size_t* cap, size_t need, const char* what);
   // Grow for counters that kernels leave at zero: a new buffer is zeroed.
   absl::Status GrowZeroed(void** buf, size_t* cap, size_t need, const char* what);
@@ -1034,24 +1036,14 @@ void CudaBackend::Embed(const Weight& emb, float* out) {
 }
 
 void CudaBackend::RmsNorm(const float* x, const Weight& w, float eps, int rows, float* out) {
-  if (!Recording()) return;
-  if (w.type != GgmlType::F32) return Fail(absl::InvalidArgumentError("RmsNorm weight must be F32"));
-  if (const absl::Status st = GrowZeroed(&norm_cnt_, &norm_cnt_cap_, sizeof(int) * rows, "RMSNorm counters");
-      !st.ok())
-    return Fail(st);
-  OpRec op;
-  op.kind = kRmsNorm;
-  op.p[0] = x;
-  op.p[5] = norm_cnt_;
-  op.p[2] = w.data;
-  op.p[3] = out;
-  op.i[0] = rows;
-  op.i[1] = w.ne0;
-  op.f[0] = eps;
-  Record(op, {{out, sizeof(float) * rows * w.ne0}});
+  RecordNorm(x, nullptr, w, eps, rows, out);
 }
 
 void CudaBackend::AddRmsNorm(float* x, const float* r, const Weight& w, float eps, int rows, float* out) {
+  RecordNorm(x, r, w, eps, rows, out);
+}
+
+void CudaBackend::RecordNorm(const float* x, const float* r, const Weight& w, float eps, int rows, float* out) {
   if (!Recording()) return;
   if (w.type != GgmlType::F32) return Fail(absl::InvalidArgumentError("RmsNorm weight must be F32"));
   if (const absl::Status st = GrowZeroed(&norm_cnt_, &norm_cnt_cap_, sizeof(int) * rows, "RMSNorm counters");
@@ -1060,14 +1052,16 @@ void CudaBackend::AddRmsNorm(float* x, const float* r, const Weight& w, float ep
   OpRec op;
   op.kind = kRmsNorm;
   op.p[0] = x;
-  op.p[5] = norm_cnt_;
   op.p[1] = r;
   op.p[2] = w.data;
   op.p[3] = out;
+  op.p[5] = norm_cnt_;
   op.i[0] = rows;
   op.i[1] = w.ne0;
   op.f[0] = eps;
-  Record(op, {{x, sizeof(float) * rows * w.ne0}, {out, sizeof(float) * rows * w.ne0}});
+  const size_t bytes = sizeof(float) * rows * w.ne0;
+  if (r) Record(op, {{x, bytes}, {out, bytes}});
+  else Record(op, {{out, bytes}});
 }
 
 void CudaBackend::MatMul(const Weight& w, const Weight* bias, const float* x, int n, float* y) {
