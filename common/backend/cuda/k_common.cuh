@@ -102,6 +102,21 @@ __device__ __forceinline__ void WriteGroupSums(uint8_t* rec, int g, int mine16, 
   if (lane == 8) reinterpret_cast<float*>(rec + mmv::xq::kScale)[g] = mmv::XqScale(am);
 }
 
+// One unit of a group (32 elements, v a lane's), given the group's amax and
+// XqInv(amax): its two levels into the lane's fragment bytes f (hi at f[0],
+// lo at f[8]), and the half warp's sum of 254 hi + lo (lanes 0-15: the unit's
+// first 16 elements, 16-31 its second): both quantizers' per-unit step.
+__device__ __forceinline__ int QuantizeUnit(uint8_t* f, float v, float am, float inv) {
+  int hi = 0, lo = 0;
+  if (am > 0.0f) mmv::XqHiLo(v, inv, &hi, &lo);
+  f[0] = static_cast<uint8_t>(static_cast<int8_t>(hi));
+  f[8] = static_cast<uint8_t>(static_cast<int8_t>(lo));
+  int sum = 254 * hi + lo;
+#pragma unroll
+  for (int o = 8; o > 0; o >>= 1) sum += __shfl_xor_sync(kFull, sum, o);
+  return sum;
+}
+
 // Quantizes group `group` of column `col` into the activation records at xq
 // (`groups` per column): one warp, v[u] = element 32 u + lane of the group
 // (0 past the row's end). Shared by the standalone pass and the attention,
@@ -119,14 +134,7 @@ __device__ __forceinline__ void QuantizeGroupWarp(const float (&v)[8], int col, 
   int mine16 = 0;  // lane L < 16: the sum of 16-unit L
 #pragma unroll
   for (int u = 0; u < 8; ++u) {
-    int hi = 0, lo = 0;
-    if (am > 0.0f) mmv::XqHiLo(v[u], inv, &hi, &lo);
-    uint8_t* f = rec + mmv::xq::kFrag + 512 * u + mmv::XqFragByte(g, lane);
-    f[0] = static_cast<uint8_t>(static_cast<int8_t>(hi));
-    f[8] = static_cast<uint8_t>(static_cast<int8_t>(lo));
-    int sum = 254 * hi + lo;
-#pragma unroll
-    for (int o = 8; o > 0; o >>= 1) sum += __shfl_xor_sync(kFull, sum, o);
+    const int sum = QuantizeUnit(rec + mmv::xq::kFrag + 512 * u + mmv::XqFragByte(g, lane), v[u], am, inv);
     const int s_lo = __shfl_sync(kFull, sum, 0), s_hi = __shfl_sync(kFull, sum, 16);
     if (lane == 2 * u) mine16 = s_lo;
     if (lane == 2 * u + 1) mine16 = s_hi;
@@ -139,8 +147,7 @@ __device__ __forceinline__ void QuantizeGroupWarp(const float (&v)[8], int col, 
 // eight (a warp-per-group quantizer issues ~450 dependent instructions: 9-11
 // us per launch in isolation, round 15). Every thread of the block calls it
 // (two __syncthreads); each run of 8 warps quantizes its own group with its
-// own 8 + 16 words of shared memory (s_am, s_sum). xq null: the barriers
-// only (a run of warps past the row's groups).
+// own 8 + 16 words of shared memory (s_am, s_sum).
 __device__ __forceinline__ void QuantizeGroupBlock(float v, int col, int64_t group, int64_t groups, uint8_t* xq,
                                                    float* s_am, int* s_sum) {
   const int lane = threadIdx.x & 31, u = (threadIdx.x >> 5) & 7;
@@ -151,22 +158,13 @@ __device__ __forceinline__ void QuantizeGroupBlock(float v, int col, int64_t gro
 #pragma unroll
   for (int i = 1; i < 8; ++i) am = fmaxf(am, s_am[i]);  // a maximum: the same in any order
   const float inv = mmv::XqInv(am);
-  uint8_t* rec = xq ? xq + mmv::XqRecordOffset(groups, col, group) : nullptr;
+  uint8_t* rec = xq + mmv::XqRecordOffset(groups, col, group);
   const int g = col & 7;
-  int hi = 0, lo = 0;
-  if (am > 0.0f) mmv::XqHiLo(v, inv, &hi, &lo);
-  if (rec) {
-    uint8_t* f = rec + mmv::xq::kFrag + 512 * u + mmv::XqFragByte(g, lane);
-    f[0] = static_cast<uint8_t>(static_cast<int8_t>(hi));
-    f[8] = static_cast<uint8_t>(static_cast<int8_t>(lo));
-  }
-  int sum = 254 * hi + lo;
-#pragma unroll
-  for (int o = 8; o > 0; o >>= 1) sum += __shfl_xor_sync(kFull, sum, o);
+  const int sum = QuantizeUnit(rec + mmv::xq::kFrag + 512 * u + mmv::XqFragByte(g, lane), v, am, inv);
   if (lane == 0) s_sum[2 * u] = sum;
   if (lane == 16) s_sum[2 * u + 1] = sum;
   __syncthreads();
-  if (u == 0 && rec) WriteGroupSums(rec, g, lane < 16 ? s_sum[lane] : 0, am);
+  if (u == 0) WriteGroupSums(rec, g, lane < 16 ? s_sum[lane] : 0, am);
 }
 
 // ---- paged KV rows ----
