@@ -10,8 +10,9 @@
 #                              .devcarry/bin in turn, REPS times: the target at context 64 (batch 1, 8;
 #                              verify 1, 4) and 4200 (verify 1, 4, 7), the draft at 64; a line each,
 #                              the outputs into $O/bench.log.xz
-#   ncu_step SEQS TOKENS CTX   ncu's per-kernel GPU time of one 27B-class forward (gpu_check
-#                              --profile-step), summed per kernel; the CSV into $O/ncu_sSEQStTOKENS.csv.xz
+#   ncu_step SEQS TOKENS CTX [KV]  ncu's per-kernel GPU time of one 27B-class forward (gpu_check
+#                              --profile-step; KV q8_0, or f16 as specd bench), summed per kernel; the
+#                              CSV into $O/ncu_sSEQStTOKENS[KV].csv.xz
 M6=/tmp/peer_models/qwen3-27b-Q4_K_S-d6-Q4_K_M
 M8=/tmp/peer_models/qwen3-27b-g0.05-Q4_K_S-d6-Q4_K_M
 device_setup() {
@@ -52,11 +53,11 @@ bench_against() {
   rm -f "$O"/*.ctx64.*.txt "$O"/*.depth.*.txt "$O"/*.draft.*.txt
 }
 ncu_step() {
-  local tag=s$1t$2 ncu
+  local tag=s$1t$2${4:-} ncu
   ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2> /dev/null | head -1)
-  stamp "ncu: $1 sequences x $2 tokens at $3"
+  stamp "ncu: $1 sequences x $2 tokens at $3 (KV ${4:-q8_0})"
   timeout 200 "$ncu" --clock-control none --cache-control none --profile-from-start off \
-    --metrics gpu__time_duration.sum --csv --print-units base "$C/bin/gpu_check" --profile-step "$1" "$2" "$3" \
+    --metrics gpu__time_duration.sum --csv --print-units base "$C/bin/gpu_check" --profile-step "$1" "$2" "$3" "${4:-q8_0}" \
     > "$O/ncu_$tag.csv" 2> "$O/ncu_$tag.err"
   echo "rc=$?"
   python3 tests/gpu/ncu_kernels.py "$O/ncu_$tag.csv" --top 14

@@ -15,9 +15,10 @@
 //   gpu_check --spec-host    the same on the host-sampling fallback
 //                            (--cuda-device-sampling=false)
 //   gpu_check --bench-matvec the matvec microbenchmark alone
-//   gpu_check --profile-step [SEQS TOKENS CTX]
+//   gpu_check --profile-step [SEQS TOKENS CTX [KV]]
 //                            one 27B-class forward (default: a decode step at
-//                            4081) between cudaProfilerStart/Stop, for ncu
+//                            4081, KV q8_0; KV f16 as specd bench's default)
+//                            between cudaProfilerStart/Stop, for ncu
 //
 // Correctness (every check prints PASS/FAIL with its numbers; exit 1 on any FAIL):
 //  * MatMul per weight type and column count vs the CPU backend (relative
@@ -764,7 +765,8 @@ void CheckAttentionOp(const AttnCase& c, int kernel) {
 void CheckFusedQuant() {
   Rng rng(77);
   for (int dim : {5120, 17408, 2048, 3584, 200, 9000}) {
-    for (int rows : {1, 3}) {
+    for (int rows : {1, 3, 65}) {  // 65: past kNormSplitRows (a block per row)
+      if (rows == 65 && dim != 5120 && dim != 9000) continue;
       const size_t n = static_cast<size_t>(rows) * dim;
       std::vector<float> x(n), add(n), w(dim), gate(n), up(n);
       for (auto& v : x) v = rng.Gauss();
@@ -1986,7 +1988,7 @@ void BenchModel(const char* label, const Shape& s, const std::string& mix, GgmlT
 // cudaProfilerStart/Stop, for `ncu --profile-from-start off`: `seqs`
 // sequences of `tokens` tokens each (all of them outputs, as in a verify),
 // ending at context `ctx`. Default: one decode step at 4081.
-void ProfileStep(int seqs, int tokens, int ctx) {
+void ProfileStep(int seqs, int tokens, int ctx, GgmlType kv_type) {
   const Shape q27 = {"qwen3", 54, 5120, 64, 8, 128, 25600, 151936, false, 1e6f};
   BigModel bm;
   CHECK_OK(MakeBigModel(q27, "Q4_K_S", &bm));
@@ -2000,7 +2002,7 @@ void ProfileStep(int seqs, int tokens, int ctx) {
   CHECK_OK(model.status());
   const ModelConfig& c = (*model)->config();
   const int nb = (ctx + 15) / 16;
-  CHECK_OK(be.InitKv(KvOf(c, 16, seqs * nb + 8, GgmlType::Q8_0)));
+  CHECK_OK(be.InitKv(KvOf(c, 16, seqs * nb + 8, kv_type)));
   Batch b;
   for (int s = 0; s < seqs; ++s) {
     BatchSeq sq{s, ctx, {}};
@@ -2022,8 +2024,13 @@ void ProfileStep(int seqs, int tokens, int ctx) {
     if (i == 2) CUDA_OK(cudaProfilerStop());
   }
 }
-int RunProfileStep(int seqs, int tokens, int ctx) {
-  ProfileStep(seqs, tokens, ctx);
+int RunProfileStep(int seqs, int tokens, int ctx, const char* kv = "q8_0") {
+  const auto t = ParseKvType(kv);
+  if (!t.ok()) {
+    std::fprintf(stderr, "--profile-step: %s\n", std::string(t.status().message()).c_str());
+    return 2;
+  }
+  ProfileStep(seqs, tokens, ctx, *t);
   return g_failures == 0 ? 0 : 1;
 }
 
@@ -2145,8 +2152,11 @@ int main(int argc, char** argv) {
     if (std::strcmp(argv[i], "--profile") == 0) return specd::RunProfile();
     if (std::strcmp(argv[i], "--profile-attn") == 0) return specd::ProfileAttention();
     if (std::strcmp(argv[i], "--profile-step") == 0)
-      return i + 3 < argc ? specd::RunProfileStep(std::atoi(argv[i + 1]), std::atoi(argv[i + 2]), std::atoi(argv[i + 3]))
-                          : specd::RunProfileStep(1, 1, 4081);
+      return i + 4 < argc ? specd::RunProfileStep(std::atoi(argv[i + 1]), std::atoi(argv[i + 2]),
+                                                  std::atoi(argv[i + 3]), argv[i + 4])
+             : i + 3 < argc ? specd::RunProfileStep(std::atoi(argv[i + 1]), std::atoi(argv[i + 2]),
+                                                    std::atoi(argv[i + 3]))
+                            : specd::RunProfileStep(1, 1, 4081);
     if (std::strcmp(argv[i], "--spec") == 0) return specd::RunSpecChecks(true);
     if (std::strcmp(argv[i], "--spec-host") == 0) return specd::RunSpecChecks(false);
   }

@@ -313,10 +313,16 @@ template <int HD, bool kQ8>
 struct V2Layout {
   static constexpr int kRS = HD + 8;                       // shared row stride in halves (conflict-free)
   static constexpr int kNB = HD / 32;                      // Q8_0 blocks per row
+  static constexpr int kRB = kNB * 34;                     // Q8_0 row bytes
   static constexpr int kQfBytes = (HD / 16) * 32 * 8 * 4;  // Q hi/lo fragments
   static constexpr int kKvHalves = 32 * kRS;
-  // per warp: K, V (hi), [V lo, K scales]
-  static constexpr int kWarpBytes = (kQ8 ? 3 : 2) * kKvHalves * 2 + (kQ8 ? 32 * kNB * 4 : 0);
+  // Q8_0: the warp's raw K and V rows are staged in its V lo region (free
+  // until the V conversion writes it), plus what does not fit (HD = 256).
+  static constexpr int kRawBytes = 2 * 32 * kRB;
+  static constexpr int kRawExtra =
+      kQ8 && kRawBytes > kKvHalves * 2 ? (kRawBytes - kKvHalves * 2 + 15) / 16 * 16 : 0;
+  // per warp: K, V (hi), [V lo, raw overflow, K scales]
+  static constexpr int kWarpBytes = (kQ8 ? 3 : 2) * kKvHalves * 2 + (kQ8 ? kRawExtra + 32 * kNB * 4 : 0);
   static constexpr int kSlotFloats = (HD / 2 + 4) * 32;  // a warp's merge state
   static_assert(kSlotFloats * 4 <= kWarpBytes, "merge slot must fit in the warp's region");
   static_assert(kWarpBytes % 16 == 0 && kQfBytes % 16 == 0, "16-byte aligned regions");
@@ -347,14 +353,159 @@ __device__ __forceinline__ float MergeO(const MergeW& w, float o, float ob) {
   return w.mode == 0 ? o : (w.mode == 1 ? ob : __fadd_rn(__fmul_rn(o, w.ea), __fmul_rn(ob, w.eb)));
 }
 
+// ---- Q8_0 rows to F16 (exact) ----
+// Four int8 (the bytes of w, element 0 lowest) as two half2, exactly: the
+// biased bytes q + 128 become the low mantissa bits of 1024 + q + 128, and
+// 1152 is subtracted (the values __int2half_rn gives, a few instructions for
+// four where I2F took one each).
+__device__ __forceinline__ void S8x4ToHalf2(uint32_t w, uint32_t& h01, uint32_t& h23) {
+  const uint32_t u = w ^ 0x80808080u;
+  asm("sub.rn.f16x2 %0, %1, %2;" : "=r"(h01) : "r"(__byte_perm(u, 0x64646464u, 0x4140)), "r"(0x64806480u));
+  asm("sub.rn.f16x2 %0, %1, %2;" : "=r"(h23) : "r"(__byte_perm(u, 0x64646464u, 0x4342)), "r"(0x64806480u));
+}
+// hi = f16(q s), lo = f16(q s - hi) for a pair of exact quants and the scale
+// pair: q s is exact in f32 (8 x 11 bits) and so is q s - hi, so these are
+// the bits of __float2half_rn(q * s) and of the remainder in f32 (one
+// correctly rounded product, one fused remainder).
+__device__ __forceinline__ void ScaleHiLo(uint32_t q, uint32_t s2, uint32_t& hi, uint32_t& lo) {
+  asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(hi) : "r"(q), "r"(s2));
+  asm("fma.rn.f16x2 %0, %1, %2, %3;" : "=r"(lo) : "r"(q), "r"(s2), "r"(hi ^ 0x80008000u));
+}
+// The 32 quants of a staged Q8_0 block (2-byte aligned) as 8 words.
+__device__ __forceinline__ void LoadQ8Quants(const uint8_t* blk, uint32_t (&w)[8]) {
+  const uint16_t* h = reinterpret_cast<const uint16_t*>(blk + 2);
+#pragma unroll
+  for (int i = 0; i < 8; ++i) w[i] = __byte_perm(h[2 * i], h[2 * i + 1], 0x5410);
+}
+
+// Requests a warp's 32 K/V rows (rows j >= nlive, past the tile's last
+// position, are not read): F16 straight into the K and V tiles (dead rows
+// zeroed), Q8_0 raw into the staging area for ConvertQ8Rows. myoff: lane j's
+// row offset in the layer's K (and V) area, so each row's block-table entry
+// is read once, by its lane.
+template <int HD, bool kQ8>
+__device__ __forceinline__ void IssueRows(const AttnArgs& a, unsigned long long myoff, int nlive, int lane, __half* Ks,
+                                          __half* Vs, uint8_t* rawK, uint8_t* rawV) {
+  using Lay = V2Layout<HD, kQ8>;
+  constexpr int RB = kQ8 ? Lay::kRB : HD * 2;
+  constexpr int E = RB % 16 == 0 ? 16 : (RB % 8 == 0 ? 8 : (RB % 4 == 0 ? 4 : 2)), PR = RB / E;
+#pragma unroll 4
+  for (int p = lane; p < 32 * PR; p += 32) {
+    const int j = p / PR, c = p - (p / PR) * PR;
+    const unsigned long long off = __shfl_sync(kFull, myoff, j) + static_cast<unsigned long long>(c * E);
+    if constexpr (!kQ8) {
+      __half* kd = Ks + j * Lay::kRS + c * 8;
+      __half* vd = Vs + j * Lay::kRS + c * 8;
+      if (j < nlive) {
+        CpAsync16(kd, a.kv.k + off);
+        CpAsync16(vd, a.kv.v + off);
+      } else {
+        *reinterpret_cast<uint4*>(kd) = make_uint4(0, 0, 0, 0);
+        *reinterpret_cast<uint4*>(vd) = make_uint4(0, 0, 0, 0);
+      }
+    } else {
+      if (j >= nlive) continue;
+      if constexpr (E >= 4) {
+        CpAsyncCa<E>(rawK + j * RB + c * E, a.kv.k + off);
+        CpAsyncCa<E>(rawV + j * RB + c * E, a.kv.v + off);
+      } else {
+        *reinterpret_cast<uint16_t*>(rawK + j * RB + c * E) = *reinterpret_cast<const uint16_t*>(a.kv.k + off);
+        *reinterpret_cast<uint16_t*>(rawV + j * RB + c * E) = *reinterpret_cast<const uint16_t*>(a.kv.v + off);
+      }
+    }
+  }
+  CpAsyncCommit();
+}
+
+// The staged Q8_0 rows to F16 (after CpAsyncWait and __syncwarp): K as its
+// exact quants (the scale is applied to each 32-dim partial dot), V as hi +
+// lo of q s. V lo overwrites the staging area: the raw K is spent after the
+// K pass, and each half of the rows keeps its lo in registers until the
+// warp has read that half's raw V. Rows j >= nlive are zero.
+template <int HD>
+__device__ __forceinline__ void ConvertQ8Rows(const uint8_t* rawK, const uint8_t* rawV, __half* Ks, __half* Vs,
+                                              __half* Vl, float* Ksc, int nlive, int lane) {
+  using Lay = V2Layout<HD, true>;
+  constexpr int NB = Lay::kNB, RS = Lay::kRS, RB = Lay::kRB;
+#pragma unroll
+  for (int p = lane; p < 32 * NB; p += 32) {
+    const int j = p / NB, b = p % NB;
+    uint4* kd = reinterpret_cast<uint4*>(Ks + j * RS + b * 32);
+    if (j < nlive) {
+      const uint8_t* blk = rawK + j * RB + b * 34;
+      Ksc[j * NB + b] = H2F(*reinterpret_cast<const uint16_t*>(blk));
+      uint32_t w[8];
+      LoadQ8Quants(blk, w);
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        uint4 q;
+        S8x4ToHalf2(w[2 * i], q.x, q.y);
+        S8x4ToHalf2(w[2 * i + 1], q.z, q.w);
+        kd[i] = q;
+      }
+    } else {
+      Ksc[j * NB + b] = 0.0f;
+#pragma unroll
+      for (int i = 0; i < 4; ++i) kd[i] = make_uint4(0, 0, 0, 0);
+    }
+  }
+  constexpr int kHalfPieces = 16 * NB, kPer = (kHalfPieces + 31) / 32;
+#pragma unroll
+  for (int hf = 0; hf < 2; ++hf) {
+    uint4 lo[kPer][4];
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) {
+      const int p = lane + 32 * i;
+      if (p >= kHalfPieces) continue;
+      const int j = hf * 16 + p / NB, b = p % NB;
+      uint4* vd = reinterpret_cast<uint4*>(Vs + j * RS + b * 32);
+      if (j < nlive) {
+        const uint8_t* blk = rawV + j * RB + b * 34;
+        const uint32_t s2 = static_cast<uint32_t>(*reinterpret_cast<const uint16_t*>(blk)) * 0x10001u;
+        uint32_t w[8];
+        LoadQ8Quants(blk, w);
+#pragma unroll
+        for (int c = 0; c < 4; ++c) {
+          uint32_t q0, q1, q2, q3;
+          S8x4ToHalf2(w[2 * c], q0, q1);
+          S8x4ToHalf2(w[2 * c + 1], q2, q3);
+          uint4 h;
+          ScaleHiLo(q0, s2, h.x, lo[i][c].x);
+          ScaleHiLo(q1, s2, h.y, lo[i][c].y);
+          ScaleHiLo(q2, s2, h.z, lo[i][c].z);
+          ScaleHiLo(q3, s2, h.w, lo[i][c].w);
+          vd[c] = h;
+        }
+      } else {
+#pragma unroll
+        for (int c = 0; c < 4; ++c) vd[c] = lo[i][c] = make_uint4(0, 0, 0, 0);
+      }
+    }
+    __syncwarp();
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) {
+      const int p = lane + 32 * i;
+      if (p >= kHalfPieces) continue;
+      const int j = hf * 16 + p / NB, b = p % NB;
+      uint4* vl = reinterpret_cast<uint4*>(Vl + j * RS + b * 32);
+#pragma unroll
+      for (int c = 0; c < 4; ++c) vl[c] = lo[i][c];
+    }
+  }
+  __syncwarp();
+}
+
 template <int HD, bool kQ8>
 __global__ void __launch_bounds__(256, 1) AttnSplitV2Kernel(AttnArgs a) {
-  GridDepWait();  // programmatic dependent launch: inputs are ready after this
-  GridDepLaunch();
   using Lay = V2Layout<HD, kQ8>;
   constexpr int KS = HD / 16, NB = Lay::kNB, RS = Lay::kRS, NT = HD / 8;
   extern __shared__ __align__(16) uint8_t smem[];
   const AttnPlan& pl = a.plan;
+  // Before griddepcontrol.wait: the batch metadata (no kernel writes it) and
+  // the K/V rows this batch's tokens did not write (positions below
+  // pos[t0] - t0: this sequence's first token in the batch is at index >= 0),
+  // so a long context's rows stream in, and Q8_0 rows are converted, while
+  // the producer of Q (RoPE, which also stores the new rows) finishes.
   const int tile_i = a.tile0 + blockIdx.x / pl.n_gchunks;
   const int gc = blockIdx.x % pl.n_gchunks;
   const int kvh = blockIdx.y, split = blockIdx.z;
@@ -373,88 +524,49 @@ __global__ void __launch_bounds__(256, 1) AttnSplitV2Kernel(AttnArgs a) {
   __half* Ks = reinterpret_cast<__half*>(wreg);                // [32][RS]
   __half* Vs = Ks + Lay::kKvHalves;                            // [32][RS]
   __half* Vl = Vs + Lay::kKvHalves;                            // Q8_0: V lo [32][RS]
-  float* Ksc = reinterpret_cast<float*>(Vl + Lay::kKvHalves);  // Q8_0: K scales [32][NB]
+  float* Ksc = reinterpret_cast<float*>(reinterpret_cast<uint8_t*>(Vl + Lay::kKvHalves) + Lay::kRawExtra);  // [32][NB]
+  [[maybe_unused]] uint8_t* const rawK = reinterpret_cast<uint8_t*>(Vl);  // Q8_0: staged rows [32][kRB]
+  [[maybe_unused]] uint8_t* const rawV = rawK + 32 * Lay::kRB;
   const int32_t* bt = a.b.blocks + static_cast<size_t>(tile.seq) * a.b.bt_stride;
   const int jc = jb + warp * 32;
   const bool active = jc <= maxpos;
+  const int nlive = active ? min(32, maxpos - jc + 1) : 0;
+  const bool early = active && jc + 31 < a.b.pos[tile.t0] - tile.t0;
+  unsigned long long myoff = 0;
+  if (lane < nlive) myoff = static_cast<unsigned long long>(KvRow(a.kv.k, a.kv, bt, jc + lane, kvh) - a.kv.k);
 
   // 1. This warp's K/V rows (positions after the tile's last one: zeros).
-  if (active) {
-    if constexpr (!kQ8) {
-      constexpr int P16 = HD / 8;  // 16-byte pieces per row
-      for (int p = lane; p < 32 * P16; p += 32) {
-        const int j = p / P16, c = p % P16;
-        __half* kd = Ks + j * RS + c * 8;
-        __half* vd = Vs + j * RS + c * 8;
-        if (jc + j <= maxpos) {
-          CpAsync16(kd, KvRow(a.kv.k, a.kv, bt, jc + j, kvh) + c * 16);
-          CpAsync16(vd, KvRow(a.kv.v, a.kv, bt, jc + j, kvh) + c * 16);
-        } else {
-          *reinterpret_cast<uint4*>(kd) = make_uint4(0, 0, 0, 0);
-          *reinterpret_cast<uint4*>(vd) = make_uint4(0, 0, 0, 0);
-        }
-      }
-      CpAsyncCommit();
-    } else {
-      for (int p = lane; p < 32 * NB; p += 32) {
-        const int j = p / NB, b = p % NB;
-        __half* kd = Ks + j * RS + b * 32;
-        __half* vd = Vs + j * RS + b * 32;
-        __half* vl = Vl + j * RS + b * 32;
-        if (jc + j <= maxpos) {
-          const uint16_t* kb = reinterpret_cast<const uint16_t*>(KvRow(a.kv.k, a.kv, bt, jc + j, kvh) + b * 34);
-          const uint16_t* vb = reinterpret_cast<const uint16_t*>(KvRow(a.kv.v, a.kv, bt, jc + j, kvh) + b * 34);
-          Ksc[j * NB + b] = H2F(kb[0]);
-          const float vs = H2F(vb[0]);
-#pragma unroll 4
-          for (int i = 0; i < 16; ++i) {
-            const uint16_t kw = kb[1 + i], vw = vb[1 + i];
-            reinterpret_cast<uint32_t*>(kd)[i] = PackH2(__int2half_rn(static_cast<int8_t>(kw & 0xFF)),
-                                                        __int2half_rn(static_cast<int8_t>(kw >> 8)));
-            const float v0 = __fmul_rn(static_cast<float>(static_cast<int8_t>(vw & 0xFF)), vs);
-            const float v1 = __fmul_rn(static_cast<float>(static_cast<int8_t>(vw >> 8)), vs);
-            uint32_t hi, lo;
-            SplitHiLo(v0, v1, hi, lo);
-            reinterpret_cast<uint32_t*>(vd)[i] = hi;
-            reinterpret_cast<uint32_t*>(vl)[i] = lo;
-          }
-        } else {
-          Ksc[j * NB + b] = 0.0f;
-#pragma unroll
-          for (int i = 0; i < 4; ++i) {
-            reinterpret_cast<uint4*>(kd)[i] = make_uint4(0, 0, 0, 0);
-            reinterpret_cast<uint4*>(vd)[i] = make_uint4(0, 0, 0, 0);
-            reinterpret_cast<uint4*>(vl)[i] = make_uint4(0, 0, 0, 0);
-          }
-        }
-      }
+  if (early) {
+    IssueRows<HD, kQ8>(a, myoff, nlive, lane, Ks, Vs, rawK, rawV);
+    if constexpr (kQ8) {
+      CpAsyncWait<0>();
+      __syncwarp();
+      ConvertQ8Rows<HD>(rawK, rawV, Ks, Vs, Vl, Ksc, nlive, lane);
     }
   }
+  GridDepWait();  // programmatic dependent launch: inputs are ready after this
+  GridDepLaunch();
+  if (active && !early) IssueRows<HD, kQ8>(a, myoff, nlive, lane, Ks, Vs, rawK, rawV);
   // 2. Q fragments (hi/lo) of the tile's rows, shared by the warps; rows >= R
-  // are zero. A thread's pairs are all requested before any is converted
-  // (one round trip, not one per pair: the loop's bound is the block size).
-  constexpr int kQe = KS * 32 * 4, kQPer = kQe / 128 < 8 ? kQe / 128 : 8;
-  for (int e0 = 0; e0 < kQe; e0 += kQPer * static_cast<int>(blockDim.x)) {
-    float2 qv[kQPer];
+  // are zero. Thread c < 128 owns register reg of lane ln's A fragment in
+  // every k-step: one row, found once, and all its loads requested before
+  // any is converted (one round trip).
+  for (int c = tid; c < 128; c += static_cast<int>(blockDim.x)) {
+    const int ln = c >> 2, reg = c & 3;
+    const int r = (ln >> 2) + (reg & 1) * 8;
+    float2 qv[KS];
 #pragma unroll
-    for (int i = 0; i < kQPer; ++i) {
-      const int e = e0 + tid + i * static_cast<int>(blockDim.x);
-      const int ln = (e >> 2) & 31, reg = e & 3;
-      const int r = (ln >> 2) + (reg & 1) * 8;
-      const int d = (e >> 7) * 16 + 2 * (ln & 3) + (reg >> 1) * 8;
-      qv[i] = make_float2(0.0f, 0.0f);
-      if (e < kQe && r < R) {
-        const int tok = tile.t0 + r / ng, head = kvh * pl.group + gh0 + r % ng;
-        qv[i] = *reinterpret_cast<const float2*>(a.q + (static_cast<size_t>(tok) * a.n_heads + head) * HD + d);
-      }
+    for (int ks = 0; ks < KS; ++ks) qv[ks] = make_float2(0.0f, 0.0f);
+    if (r < R) {
+      const int tok = tile.t0 + r / ng, head = kvh * pl.group + gh0 + r % ng;
+      const float* qr = a.q + (static_cast<size_t>(tok) * a.n_heads + head) * HD + 2 * (ln & 3) + (reg >> 1) * 8;
+#pragma unroll
+      for (int ks = 0; ks < KS; ++ks) qv[ks] = *reinterpret_cast<const float2*>(qr + ks * 16);
     }
 #pragma unroll
-    for (int i = 0; i < kQPer; ++i) {
-      const int e = e0 + tid + i * static_cast<int>(blockDim.x);
-      if (e >= kQe) continue;
-      const int ks = e >> 7, ln = (e >> 2) & 31, reg = e & 3;
+    for (int ks = 0; ks < KS; ++ks) {
       uint32_t hi, lo;
-      SplitHiLo(qv[i].x, qv[i].y, hi, lo);
+      SplitHiLo(qv[ks].x, qv[ks].y, hi, lo);
       Qf[(ks * 32 + ln) * 8 + reg] = hi;
       Qf[(ks * 32 + ln) * 8 + 4 + reg] = lo;
     }
@@ -468,8 +580,10 @@ __global__ void __launch_bounds__(256, 1) AttnSplitV2Kernel(AttnArgs a) {
   for (int i = 0; i < NT; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
   float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;  // rows g, g + 8
   if (active) {
-    if constexpr (!kQ8) CpAsyncWait<0>();
+    CpAsyncWait<0>();
     __syncwarp();
+    if constexpr (kQ8)
+      if (!early) ConvertQ8Rows<HD>(rawK, rawV, Ks, Vs, Vl, Ksc, nlive, lane);  // 2b
     // 3. S = Q K^T for the chunk's 32 positions (4 n-tiles of 8 positions).
     float s[4][4];
 #pragma unroll
@@ -643,17 +757,9 @@ __global__ void __launch_bounds__(256, 1) AttnSplitV2Kernel(AttnArgs a) {
     // 8. The last split block of this (tile, group chunk, KV head): row r's
     // splits s <= pos / split_len (each has written its partial) merged in
     // split order, so the result depends on the row's position only.
-    __shared__ int s_last;
-    __threadfence();  // this block's partials, visible before it is counted
-    __syncthreads();
-    if (tid == 0) {
-      int* c = a.counters + (static_cast<size_t>(blockIdx.x) * gridDim.y + kvh);
-      s_last = atomicAdd(c, 1) == maxpos / pl.split_len;
-      if (s_last) *c = 0;  // for the next launch
-    }
-    __syncthreads();
-    if (!s_last) return;
-    __threadfence();
+    if (!LastBlockArrives(a.counters + (static_cast<size_t>(blockIdx.x) * gridDim.y + kvh),
+                          maxpos / pl.split_len + 1))
+      return;
     // Lanes take the splits for the maxima, weights and L (fixed butterfly
     // order), each weight is then broadcast to the lanes that own the output
     // dims; a warp merges two rows at once so that their loads overlap.

@@ -65,6 +65,13 @@ __device__ __forceinline__ void CpAsync16(void* smem, const void* gmem) {
   const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem));
 }
+// 4- or 8-byte pieces (through L1: .cg takes only 16).
+template <int N>
+__device__ __forceinline__ void CpAsyncCa(void* smem, const void* gmem) {
+  static_assert(N == 4 || N == 8 || N == 16, "cp.async moves 4, 8 or 16 bytes");
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" ::"r"(s), "l"(gmem), "n"(N));
+}
 __device__ __forceinline__ void CpAsyncCommit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N>
 __device__ __forceinline__ void CpAsyncWait() {
@@ -198,6 +205,28 @@ __device__ __forceinline__ void StoreKvBlockWarp(uint8_t* row, GgmlType type, in
       b[2 + (d & 31)] = static_cast<uint8_t>(static_cast<int8_t>(roundf(__fmul_rn(val, id))));
     }
   }
+}
+
+// ---- the last block of a group of n (counter left at zero) ----
+// Every thread of the block calls it after its last global access that the
+// last block must see done (its writes, or its reads of what the last block
+// then overwrites). The block barrier orders them before thread 0's counter
+// update, an acq_rel RMW at device scope that releases them (cumulatively)
+// and, in the last block, acquires every other block's; a second barrier
+// passes that on to its threads (CUTLASS's semaphore pattern). Two
+// __threadfence() calls (fence.sc, MEMBAR.SC.GPU) took 15% of the
+// attention's stall samples in round 16's ncu.
+__device__ __forceinline__ bool LastBlockArrives(int* counter, int n) {
+  __shared__ bool s_last;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    int old;
+    asm volatile("atom.acq_rel.gpu.global.add.s32 %0, [%1], 1;" : "=r"(old) : "l"(counter) : "memory");
+    s_last = old == n - 1;
+    if (s_last) *counter = 0;  // for the next launch
+  }
+  __syncthreads();
+  return s_last;
 }
 
 // ---- programmatic dependent launch (sm_90; no-ops elsewhere) ----

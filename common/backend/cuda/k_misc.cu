@@ -100,28 +100,31 @@ __global__ void EmbedKernel(const uint8_t* emb, int64_t ne0, size_t row_bytes, c
 }
 
 // ---- RMSNorm ----
-// A block of 8 warps per (group of 256, row), a lane per element of its
-// group, which it normalises and quantizes (QuantizeGroupBlock): the row's
-// groups run on as many SMs, each a short chain (one block of a warp per
-// group took 8-9 us per launch in isolation, round 15). Each block sums the
-// whole row's squares itself, in double like the CPU backend and in a fixed
-// order (a thread's elements, lanes, warps), so every block holds the same
-// sum. No block may write x (the residual add, or an in-place norm) while
-// another still reads it: the last block of the row to finish (a counter per
-// row, left at zero) writes those; out elsewhere is written by each block
-// for its own group. The weight is read before the wait (no kernel writes it).
+// Blocks of 8 warps, a lane per element of a group of 256, which the block
+// normalises and quantizes (QuantizeGroupBlock). A few rows (decode, verify)
+// take a block per (group, row), so that a row's groups run on as many SMs,
+// each a short chain (one block of a warp per group took 8 us per launch in
+// isolation, round 15); many rows (prefill) a block per row that does its
+// groups in turn (gpb: groups per block), since each block sums the whole
+// row's squares itself: in double like the CPU backend and in a fixed order
+// (a thread's elements, lanes, warps), so every block holds the same sum and
+// the split does not change a bit. No block may write x (the residual add,
+// or an in-place norm) while another still reads it: the last block of the
+// row to finish (a counter per row, left at zero) writes those; out
+// elsewhere is written by each block for its own groups.
 constexpr int kNormRegs = 32;  // rows of up to 32 x 256 elements stay in the last block's registers
+constexpr int kNormSplitRows = 64;  // launches of up to this many rows take a block per group
 template <bool kAdd>
 __global__ void __launch_bounds__(mmv::kGroup) RmsNormKernel(float* x, const float* add, const float* w, float eps,
-                                                            int dim, float* out, uint8_t* xq, int* counters) {
+                                                            int dim, int gpb, float* out, uint8_t* xq, int* counters) {
   __shared__ double part[mmv::kGroup / 32];
   __shared__ float s_am[8];
   __shared__ int s_sum[16];
-  __shared__ bool s_last;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int64_t groups = mmv::Groups(dim), g = blockIdx.x % groups, row = blockIdx.x / groups;
-  const int64_t own = g * mmv::kGroup + tid;
-  const float w_own = own < dim ? w[own] : 0.0f;
+  const int64_t groups = mmv::Groups(dim), bpr = (groups + gpb - 1) / gpb;
+  const int64_t row = blockIdx.x / bpr, g0 = blockIdx.x % bpr * gpb, g1 = min(groups, g0 + gpb);
+  const int64_t own = g0 * mmv::kGroup + tid;  // a block per group: its weight, read before the wait
+  const float w_own = gpb == 1 && own < dim ? w[own] : 0.0f;
   GridDepWait();  // programmatic dependent launch: inputs are ready after this
   GridDepLaunch();
   float* xr = x + row * dim;
@@ -147,20 +150,15 @@ __global__ void __launch_bounds__(mmv::kGroup) RmsNormKernel(float* x, const flo
   const float s = static_cast<float>(1.0 / sqrt(total / dim + static_cast<double>(eps)));
   float* o = out + row * dim;
   const bool in_place = out == x;
-  const float v = own < dim ? __fmul_rn(__fmul_rn(elem(own), s), w_own) : 0.0f;
-  if (own < dim && !in_place) o[own] = v;
-  if (xq) QuantizeGroupBlock(v, static_cast<int>(row), g, groups, xq, s_am, s_sum);
+  for (int64_t g = g0; g < g1; ++g) {  // every thread: the quantizer's barriers
+    const int64_t i = g * mmv::kGroup + tid;
+    const float v = i < dim ? __fmul_rn(__fmul_rn(elem(i), s), gpb == 1 ? w_own : w[i]) : 0.0f;
+    if (i < dim && !in_place) o[i] = v;
+    if (xq) QuantizeGroupBlock(v, static_cast<int>(row), g, groups, xq, s_am, s_sum);
+  }
   if (!kAdd && !in_place) return;
   // The last block of the row writes x (x + add) and an in-place output.
-  __threadfence();
-  __syncthreads();
-  if (tid == 0) {
-    s_last = atomicAdd(counters + row, 1) == groups - 1;
-    if (s_last) counters[row] = 0;  // for the next launch
-  }
-  __syncthreads();
-  if (!s_last) return;
-  __threadfence();
+  if (!LastBlockArrives(counters + row, static_cast<int>(bpr))) return;
   auto finish = [&](int64_t i, float xi) {
     if (i >= dim) return;
     if (kAdd) xr[i] = xi;
@@ -173,61 +171,102 @@ __global__ void __launch_bounds__(mmv::kGroup) RmsNormKernel(float* x, const flo
 }
 
 // ---- RoPE (with optional per-head RMSNorm) ----
-// One warp per (token, head): normalise the head (sums of squares in double,
-// as RmsNorm), then rotate its pairs; each lane computes the angles of its
-// own pairs (double sincos), so heads run in parallel. With a KV write, K's
-// warps then store their rotated rows in the cache and n_kv more warps per
-// token store V's.
-__global__ void RopeKernel(RopeSeg s0, RopeSeg s1, int head_dim, int n_dims, bool neox, float eps,
-                           const double* inv_freq, BatchDev b, RopeKvWrite kw) {
-  GridDepWait();  // programmatic dependent launch: inputs are ready after this
-  GridDepLaunch();
-  const int t = blockIdx.x;
-  const int hh = blockIdx.y * (blockDim.x / 32) + threadIdx.x / 32;
+// One warp per (token, head), lane L holding elements L + 32 k in registers:
+// normalise the head (sums of squares in double, as RmsNorm), then rotate its
+// pairs, the partners read from the warp's copy of the head in shared memory;
+// each lane computes the angles of pairs L + 32 j (double sincos) before the
+// inputs are ready (positions and frequencies are no kernel's output), and
+// the warp shares them the same way. With a KV write, K's warps then store
+// their rotated rows in the cache from registers and n_kv more warps per
+// token store V's. One global round trip for the head (round 15's kernel
+// re-read it twice: 7.4 us a launch in ncu, most of it waiting on loads).
+constexpr int kRopeWarps = 4, kRopeMaxHd = 256, kRopePer = kRopeMaxHd / 32;
+__global__ void __launch_bounds__(32 * kRopeWarps)
+    RopeKernel(RopeSeg s0, RopeSeg s1, int head_dim, int n_dims, bool neox, float eps, const double* inv_freq,
+               BatchDev b, RopeKvWrite kw) {
+  __shared__ float s_x[kRopeWarps][kRopeMaxHd];
+  __shared__ float s_cs[kRopeWarps][kRopeMaxHd / 2], s_sn[kRopeWarps][kRopeMaxHd / 2];
+  const int t = blockIdx.x, wi = threadIdx.x / 32;
+  const int hh = blockIdx.y * kRopeWarps + wi;
   const int n_rot = s0.n_heads + s1.n_heads;
   const int n_k = kw.k_seg == 0 ? s0.n_heads : kw.k_seg == 1 ? s1.n_heads : 0;
-  if (hh >= n_rot + n_k) return;
-  const int lane = threadIdx.x & 31;
-  auto store_row = [&](const float* x, uint8_t* base, int kvh) {
-    const int32_t* bt = b.blocks + static_cast<size_t>(b.seq[t]) * b.bt_stride;
-    uint8_t* row = const_cast<uint8_t*>(KvRow(base, kw.kv, bt, b.pos[t], kvh));
-    for (int blk = 0; 32 * blk < head_dim; ++blk) {
-      const int d = 32 * blk + lane;
-      StoreKvBlockWarp(row, kw.kv.type, blk, head_dim, d < head_dim ? x[d] : 0.0f);
-    }
-  };
-  if (hh >= n_rot) {  // V head hh - n_rot
-    const int h = hh - n_rot;
-    store_row(kw.v + (static_cast<int64_t>(t) * n_k + h) * head_dim, kw.kv.v, h);
+  if (hh >= n_rot + n_k) {
+    GridDepWait();
+    GridDepLaunch();
     return;
   }
+  const int lane = threadIdx.x & 31;
   const int half = n_dims / 2;
   const int seg = hh < s0.n_heads ? 0 : 1;
+  uint8_t* row = nullptr;  // the KV row this warp stores (K or V head), found before the wait
+  if (hh >= n_rot || seg == kw.k_seg) {
+    const int32_t* bt = b.blocks + static_cast<size_t>(b.seq[t]) * b.bt_stride;
+    row = const_cast<uint8_t*>(KvRow(hh >= n_rot ? kw.kv.v : kw.kv.k, kw.kv, bt, b.pos[t],
+                                     hh >= n_rot ? hh - n_rot : (seg == 0 ? hh : hh - s0.n_heads)));
+  }
+  if (hh < n_rot) {
+    const double p = b.pos[t];
+    for (int i = lane; i < half; i += 32) {
+      double sv, cv;
+      sincos(p * inv_freq[i], &sv, &cv);
+      s_cs[wi][i] = static_cast<float>(cv);
+      s_sn[wi][i] = static_cast<float>(sv);
+    }
+  }
+  GridDepWait();  // programmatic dependent launch: inputs are ready after this
+  GridDepLaunch();
+  if (hh >= n_rot) {  // V head hh - n_rot
+    const float* x = kw.v + (static_cast<int64_t>(t) * n_k + hh - n_rot) * head_dim;
+    float v[kRopePer];
+#pragma unroll
+    for (int k = 0; k < kRopePer; ++k) v[k] = 32 * k + lane < head_dim ? x[32 * k + lane] : 0.0f;
+#pragma unroll
+    for (int k = 0; k < kRopePer; ++k)
+      if (32 * k < head_dim) StoreKvBlockWarp(row, kw.kv.type, k, head_dim, v[k]);
+    return;
+  }
   const RopeSeg sg = seg == 0 ? s0 : s1;
   const int h = seg == 0 ? hh : hh - s0.n_heads;
-  float* v = sg.x + (static_cast<int64_t>(t) * sg.n_heads + h) * head_dim;
+  float* x = sg.x + (static_cast<int64_t>(t) * sg.n_heads + h) * head_dim;
+  float v[kRopePer], nw[kRopePer];
+#pragma unroll
+  for (int k = 0; k < kRopePer; ++k) {
+    const int e = 32 * k + lane;
+    v[k] = e < head_dim ? x[e] : 0.0f;
+    nw[k] = sg.norm && e < head_dim ? sg.norm[e] : 0.0f;
+  }
   if (sg.norm) {
     double ss = 0;
-    for (int i = lane; i < head_dim; i += 32) ss = __fma_rn(static_cast<double>(v[i]), static_cast<double>(v[i]), ss);
+#pragma unroll
+    for (int k = 0; k < kRopePer; ++k)
+      if (32 * k + lane < head_dim) ss = __fma_rn(static_cast<double>(v[k]), static_cast<double>(v[k]), ss);
     ss = WarpSumD(ss);
     const float sc = static_cast<float>(1.0 / sqrt(ss / head_dim + static_cast<double>(eps)));
-    for (int i = lane; i < head_dim; i += 32) v[i] = __fmul_rn(__fmul_rn(v[i], sc), sg.norm[i]);
-    __syncwarp();
+#pragma unroll
+    for (int k = 0; k < kRopePer; ++k) v[k] = __fmul_rn(__fmul_rn(v[k], sc), nw[k]);
   }
-  const double p = b.pos[t];
-  for (int i = lane; i < half; i += 32) {
-    double sv, cv;
-    sincos(p * inv_freq[i], &sv, &cv);
-    const float cs = static_cast<float>(cv), sn = static_cast<float>(sv);
-    const int i0 = neox ? i : 2 * i;
-    const int i1 = neox ? i + half : 2 * i + 1;
-    const float a = v[i0], c = v[i1];
-    v[i0] = __fsub_rn(__fmul_rn(a, cs), __fmul_rn(c, sn));
-    v[i1] = __fadd_rn(__fmul_rn(a, sn), __fmul_rn(c, cs));
+#pragma unroll
+  for (int k = 0; k < kRopePer; ++k)
+    if (32 * k + lane < head_dim) s_x[wi][32 * k + lane] = v[k];
+  __syncwarp();
+  // Element e of pair i: (a, c) = (x[i0], x[i1]) -> (a cs - c sn, a sn + c cs).
+#pragma unroll
+  for (int k = 0; k < kRopePer; ++k) {
+    const int e = 32 * k + lane;
+    if (e >= n_dims) continue;
+    const int i = neox ? (e < half ? e : e - half) : e >> 1;
+    const bool first = neox ? e < half : (e & 1) == 0;
+    const int i0 = neox ? i : 2 * i, i1 = neox ? i + half : 2 * i + 1;
+    const float a = s_x[wi][i0], c = s_x[wi][i1], cs = s_cs[wi][i], sn = s_sn[wi][i];
+    v[k] = first ? __fsub_rn(__fmul_rn(a, cs), __fmul_rn(c, sn)) : __fadd_rn(__fmul_rn(a, sn), __fmul_rn(c, cs));
   }
-  if (seg == kw.k_seg) {
-    __syncwarp();  // the other lanes' rotated elements are visible to this warp's reads
-    store_row(v, kw.kv.k, h);
+#pragma unroll
+  for (int k = 0; k < kRopePer; ++k)
+    if (32 * k + lane < head_dim) x[32 * k + lane] = v[k];
+  if (row) {
+#pragma unroll
+    for (int k = 0; k < kRopePer; ++k)
+      if (32 * k < head_dim) StoreKvBlockWarp(row, kw.kv.type, k, head_dim, v[k]);
   }
 }
 
@@ -361,9 +400,14 @@ cudaError_t LaunchRmsNorm(float* x, const float* add, const float* w, float eps,
   if (rows <= 0) return cudaSuccess;
   if ((add || out == x) && !counters) return cudaErrorInvalidValue;
   uint8_t* xq = static_cast<uint8_t*>(xq_v);
-  const dim3 grid(static_cast<unsigned>(mmv::Groups(dim) * rows));
-  if (add) LaunchPdl(RmsNormKernel<true>, grid, dim3(mmv::kGroup), 0, s, x, add, w, eps, dim, out, xq, counters);
-  else LaunchPdl(RmsNormKernel<false>, grid, dim3(mmv::kGroup), 0, s, x, add, w, eps, dim, out, xq, counters);
+  // A block per group for the batches graphs replay (decode, verify); a
+  // block per row past them (prefill), where each block's own sum of the
+  // row would be read too often.
+  const int64_t groups = mmv::Groups(dim);
+  const int gpb = rows <= kNormSplitRows ? 1 : static_cast<int>(groups);
+  const dim3 grid(static_cast<unsigned>(rows * ((groups + gpb - 1) / gpb)));
+  if (add) LaunchPdl(RmsNormKernel<true>, grid, dim3(mmv::kGroup), 0, s, x, add, w, eps, dim, gpb, out, xq, counters);
+  else LaunchPdl(RmsNormKernel<false>, grid, dim3(mmv::kGroup), 0, s, x, add, w, eps, dim, gpb, out, xq, counters);
   return LaunchResult();
 }
 
@@ -374,7 +418,9 @@ cudaError_t LaunchRope(const RopeSeg* segs, int n_segs, int head_dim, int n_dims
   const RopeSeg none{};
   const int n_k = kv_write.k_seg < 0 ? 0 : segs[kv_write.k_seg].n_heads;
   const int warps = segs[0].n_heads + (n_segs > 1 ? segs[1].n_heads : 0) + n_k;
-  LaunchPdl(RopeKernel, dim3(b.n_tokens, CeilDiv(warps, 4)), dim3(128), 0, s, segs[0], n_segs > 1 ? segs[1] : none,
+  if (head_dim > kRopeMaxHd || n_dims > head_dim) return cudaErrorInvalidValue;
+  LaunchPdl(RopeKernel, dim3(b.n_tokens, CeilDiv(warps, kRopeWarps)), dim3(32 * kRopeWarps), 0, s, segs[0],
+            n_segs > 1 ? segs[1] : none,
             head_dim, n_dims, neox, eps, inv_freq, b, kv_write);
   return LaunchResult();
 }
