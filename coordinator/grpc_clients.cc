@@ -68,7 +68,8 @@ Verdict VerdictFromProto(const v1::VerifyResponse& resp) {
   return Verdict{resp.accepted(),
                  rpc::ToVector(resp.appended()),
                  rpc::LogprobsFromProto(resp.logprobs()),
-                 VerifyFigures{resp.forward_seconds(), resp.accept_seconds(), resp.worker_seconds(), resp.call_seconds()},
+                 VerifyFigures{resp.forward_seconds(), resp.accept_seconds(), resp.worker_seconds(), resp.call_seconds(),
+                               resp.batch_seqs(), resp.batch_tokens()},
                  rpc::ToVector(resp.proposed()),
                  {}};
 }

@@ -317,6 +317,8 @@ std::vector<absl::StatusOr<Verdict>> LocalTarget::VerifyBatch(const std::vector<
     from.push_back(rows);
   }
   if (reqs.empty()) return out;
+  int batch_tokens = 0;
+  for (const VerifyRequest& r : reqs) batch_tokens += static_cast<int>(r.proposals.size()) + 1;
   CoreTimes times;
   std::vector<VerifyResult> res = core_.Verify(reqs, &times);
   const double worker = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -341,7 +343,8 @@ std::vector<absl::StatusOr<Verdict>> LocalTarget::VerifyBatch(const std::vector<
       }
     }
     out[i] = Verdict{res[n].n_accepted, std::move(res[n].appended), std::move(res[n].logprobs),
-                     VerifyFigures{times.forward, times.accept, worker}};
+                     VerifyFigures{times.forward, times.accept, worker, 0.0, static_cast<int>(reqs.size()),
+                                   batch_tokens}};
   }
   return out;
 }

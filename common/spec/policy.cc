@@ -509,7 +509,14 @@ int SpecPolicy::Next(int k, int limit) {
   const int kmax = std::min(o_.draft_max, limit);
   if (kmax <= 0) return 0;
   if (!costs_) return std::min(k, kmax);
-  if (costs_->VerifyCount(0) == 0 && steps_++ % 8 == 1) return 0;  // measure a target-only step
+  // Measure a target-only step, once per request: in a forward shared with
+  // speculating sequences a member's target-only step is priced at the
+  // forward's drafts per member, so verify[0] may stay unmeasured (then it is
+  // extrapolated from the other lengths).
+  if (costs_->VerifyCount(0) == 0 && !probed_target_only_ && steps_++ % 8 == 1) {
+    probed_target_only_ = true;
+    return 0;
+  }
   const CostTable t = costs_->Table(kmax);
   if (!t.known) return std::min(k, kmax);  // costs not known yet
   const bool could_pay = CouldPay(t, kmax);

@@ -34,9 +34,10 @@
 // text turns predictable gets speculation back. When the costs say that
 // drafting could not pay even if every draft were accepted, it probes only
 // every 4 x probe_max steps (to measure stale costs again). While the costs
-// hold no measured target-only step, every 8th step is one (its cost cannot
-// be extrapolated from verify costs: on some backends one token is much
-// cheaper than two).
+// hold no measured target-only step, a request's second step is one (its
+// cost cannot be extrapolated from verify costs: on some backends one token
+// is much cheaper than two), once per request: in a batch shared with
+// speculating sequences that step is priced at the batch's drafts per member.
 //
 // Fixed mode (adaptive = false) just returns the given k. Both modes are
 // capped by the loop's limit (tokens left, context room).
@@ -75,7 +76,8 @@ struct CostTable {
 
 // Step costs, per drafted length: Verify(n) for a verify of n drafts (n + 1
 // tokens scored; n = 0 is a target-only step: the target's forward and
-// acceptance) and Draft(f) for a proposal of f draft forwards (the draft's
+// acceptance; a forward shared by several sequences counts at its drafts per
+// member, since each member pays all of it) and Draft(f) for a proposal of f draft forwards (the draft's
 // forwards and sampling), as the workers measure them; and the overhead of a
 // step beyond those (transport and host work: StepTimes::overhead), one
 // figure for target-only steps and one for drafting steps, so that overhead
@@ -285,7 +287,8 @@ class SpecPolicy {
   int behind_ = 0;      // target-only steps since the draft last proposed (tokens it must catch up on)
   bool observed_last_ = false;  // the step before this Next used the draft
   int probe_wait_ = 0;
-  int64_t steps_ = 0;   // Next calls
+  int64_t steps_ = 0;   // Next calls while no target-only step is measured
+  bool probed_target_only_ = false;  // this request asked for one to measure
   int64_t drafting_ = 0;  // Next calls that asked for drafts
   std::optional<float> min_conf_;  // learned threshold for the current step
   bool stop_saves_forwards_ = true;

@@ -239,6 +239,9 @@ TEST_F(ServiceTest, PipelinedVerifyWaitEndsWhenAbandonedOrOutOfTime) {
     ASSERT_TRUE(stub->Verify(&ctx, req, &resp).ok());
     EXPECT_EQ(resp.length(), static_cast<int64_t>(prompt.size()) + 1);
     EXPECT_EQ(resp.appended_size(), 1);
+    // Its forward, as the coordinator's cost cells read it: this sequence alone, one token.
+    EXPECT_EQ(resp.batch_seqs(), 1);
+    EXPECT_EQ(resp.batch_tokens(), 1);
   }
   v1::ReleaseRequest rel;
   rel.set_seq(kSeq);

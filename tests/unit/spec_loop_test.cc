@@ -623,6 +623,46 @@ TEST_F(SpecLoopTest, StepTimeIsTakenApartByTheRun) {
   EXPECT_NE(r.stats.time.PerStep(r.stats.steps).find("overhead"), std::string::npos);
 }
 
+// A verifier whose forwards are shared with three other sequences that draft
+// 6 each (the target's batches in lockstep): every member pays the batch.
+class SharedForwardTarget final : public Verifier {
+ public:
+  explicit SharedForwardTarget(LocalTarget* t) : t_(t) {}
+  absl::Status Open(int32_t seq, const std::vector<int32_t>& tokens, const SamplingParams& s, Deadline dl) override {
+    return t_->Open(seq, tokens, s, dl);
+  }
+  absl::StatusOr<Verdict> Verify(int32_t seq, const std::vector<int32_t>& p, const ExchangeRef& ref,
+                                 Deadline dl) override {
+    auto v = t_->Verify(seq, p, ref, dl);
+    if (v.ok()) {
+      EXPECT_EQ(v->figures.batch_seqs, 1);  // LocalTarget reports its forward
+      EXPECT_EQ(v->figures.batch_tokens, static_cast<int>(p.size()) + 1);
+      v->figures.batch_seqs = 4;
+      v->figures.batch_tokens = static_cast<int>(p.size()) + 1 + 3 * 7;
+    }
+    return v;
+  }
+  void Release(int32_t seq) override { t_->Release(seq); }
+
+ private:
+  LocalTarget* t_;
+};
+
+TEST_F(SpecLoopTest, SharedForwardsCostAtTheirDraftsPerMember) {
+  SpecRequest req = FixedRequest(8, tok().Encode("def main():\n    return 0", true, false), 30, 2);
+  SpecCosts costs;
+  req.costs = &costs;
+  SharedForwardTarget shared(target_.get());
+  const SpecResult r = RunSpeculative(req, tok(), shared, draft_.get(), [](const StepEvent&) { return true; });
+  ASSERT_TRUE(r.status.ok()) << r.status;
+  // k = 2 with three members at 6: (3 + 21) / 4 = 6 tokens a member, the cell of 5 drafts (a step that
+  // drafted fewer, e.g. at the end: (1..2 + 21) / 4 rounds to 6 too).
+  const std::string t = costs.ToString();
+  EXPECT_NE(t.find("verify[5]="), std::string::npos) << t;
+  EXPECT_EQ(t.find("verify[2]="), std::string::npos) << t;
+  EXPECT_EQ(t.find("verify[1]="), std::string::npos) << t;
+}
+
 TEST_F(SpecLoopTest, StopStringEndsBeforeTheStop) {
   SpecRequest req;
   req.seq = 9;

@@ -519,6 +519,34 @@ TEST(SpecPolicy, MeasuresATargetOnlyStepWhenItsCostIsUnknown) {
   EXPECT_EQ(c.VerifyCount(0), 1);
 }
 
+// In a batch shared with speculating sequences the probe's step is priced at
+// the batch's drafts per member, not as a target-only step: the request asks
+// for it once, not every 8th step.
+TEST(SpecPolicy, ProbesTargetOnlyOncePerRequestWhenTheBatchPricesIt) {
+  SpecCosts c;
+  for (int n = 1; n <= 4; ++n) c.ObserveVerify(n, 0.005);
+  for (int f = 1; f <= 4; ++f) c.ObserveDraft(f, 0.0001 * f);
+  SpecPolicyOptions o;
+  o.adaptive = true;
+  o.draft_max = 4;
+  for (int request = 0; request < 2; ++request) {
+    SpecPolicy p(o, &c);
+    for (int i = 0; i < 10; ++i) p.Observe(4, 4, 4);
+    int zeros = 0;
+    for (int i = 0; i < 40; ++i) {
+      const int k = p.Next(4, 100);
+      if (k == 0) {
+        ++zeros;
+        c.ObserveVerify(4, 0.005);  // the batch's cell (its members drafted 4)
+      } else {
+        p.Observe(k, k, k);
+      }
+    }
+    EXPECT_EQ(zeros, 1) << "request " << request;
+  }
+  EXPECT_EQ(c.VerifyCount(0), 0);
+}
+
 // A fresh request (no prior) of a pair whose acceptance comes in streaks
 // (the device's ~80% pair: a first draft right 80% of the time, the ones
 // after it 97%), at that run's costs (draft forward 1.27 ms, verify of n
