@@ -76,9 +76,11 @@ struct CostTable {
 
 // Step costs, per drafted length: Verify(n) for a verify of n drafts (n + 1
 // tokens scored; n = 0 is a target-only step: the target's forward and
-// acceptance; a forward shared by several sequences counts at its drafts per
-// member, since each member pays all of it) and Draft(f) for a proposal of f draft forwards (the draft's
-// forwards and sampling), as the workers measure them; and the overhead of a
+// acceptance) and Draft(f) for a proposal of f draft forwards (the draft's
+// forwards and sampling), as the workers measure them (a call the worker ran
+// for several sequences at once counts at the batch's length per member,
+// since each member pays all of it: VerifyCostCell, DraftCostCell in
+// common/spec/loop.h); and the overhead of a
 // step beyond those (transport and host work: StepTimes::overhead), one
 // figure for target-only steps and one for drafting steps, so that overhead
 // is neither hidden in nor scaled with the forward costs. Each cell is an

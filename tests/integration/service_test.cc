@@ -251,6 +251,48 @@ TEST_F(ServiceTest, PipelinedVerifyWaitEndsWhenAbandonedOrOutOfTime) {
   EXPECT_TRUE(stub->Release(&ctx, rel, &rr).ok());
 }
 
+// The draft worker reports each proposal's batch (the coordinator's draft
+// cost cells read it): this sequence alone, its own forwards.
+TEST_F(ServiceTest, ProposalReportsItsBatch) {
+  auto ch = rpc::MakeChannel(g_service->draft_address, {});
+  ASSERT_TRUE(ch.ok()) << ch.status();
+  auto stub = v1::DraftWorker::NewStub(*ch);
+  auto deadline = [](grpc::ClientContext* ctx) {
+    ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+  };
+  constexpr int32_t kSeq = 901;
+  const std::vector<int32_t> prompt = Tokens("Once upon a time");
+  {
+    v1::OpenRequest req;
+    req.set_seq(kSeq);
+    req.mutable_tokens()->Add(prompt.begin(), prompt.end());
+    v1::OpenResponse resp;
+    grpc::ClientContext ctx;
+    deadline(&ctx);
+    ASSERT_TRUE(stub->Open(&ctx, req, &resp).ok());
+  }
+  {
+    v1::ProposeRequest req;
+    req.set_seq(kSeq);
+    req.set_base_len(static_cast<int64_t>(prompt.size()));
+    req.set_k(3);
+    v1::ProposeResponse resp;
+    grpc::ClientContext ctx;
+    deadline(&ctx);
+    ASSERT_TRUE(stub->Propose(&ctx, req, &resp).ok());
+    EXPECT_EQ(resp.tokens_size(), 3);
+    EXPECT_EQ(resp.forwards(), 3);
+    EXPECT_EQ(resp.batch_seqs(), 1);
+    EXPECT_EQ(resp.batch_forwards(), 3);
+  }
+  v1::ReleaseRequest rel;
+  rel.set_seq(kSeq);
+  v1::ReleaseResponse rr;
+  grpc::ClientContext ctx;
+  deadline(&ctx);
+  EXPECT_TRUE(stub->Release(&ctx, rel, &rr).ok());
+}
+
 TEST_F(ServiceTest, AcceptanceFiguresAddUp) {
   const client::Stats before = g_service->Stats();
   api::Request p;
