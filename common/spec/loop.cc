@@ -415,6 +415,7 @@ SpecResult RunSpeculative(const SpecRequest& req, const Tokenizer& tok, Verifier
     }
     costs->ObserveVerify(VerifyCostCell(vf, ev.proposed),
                          measured ? vf.forward_seconds + vf.accept_seconds : verify_call);
+    policy.set_batch(vf.batch_seqs);
     r.stats.verify_seconds += verify_call;
     ++r.stats.steps;
     if (r.stats.k_hist.size() <= static_cast<size_t>(ev.proposed)) r.stats.k_hist.resize(static_cast<size_t>(ev.proposed) + 1, 0);

@@ -519,6 +519,9 @@ int SpecPolicy::Next(int k, int limit) {
   }
   const CostTable t = costs_->Table(kmax);
   if (!t.known) return std::min(k, kmax);  // costs not known yet
+  const bool shared = batch_members_ > 1 && prior_ && prior_->steps() >= o_.prior_steps;
+  use_pooled_ = shared;
+  if (shared) pooled_ = prior_->Snapshot();
   const bool could_pay = CouldPay(t, kmax);
   // Warm-up: measure this request's acceptance before the estimates decide.
   if (!informed_ && observed_ < o_.warmup_steps && could_pay) return std::min(k, kmax);
@@ -544,7 +547,7 @@ int SpecPolicy::Next(int k, int limit) {
     // Now and then one position deeper: asking for `best` only ever measures
     // positions up to `best`, so a deeper estimate that started low (from the
     // prior or a few early steps) would never be corrected.
-    if (++drafting_ % std::max(o_.explore_every, 1) == 0 && best < kmax) ++best;
+    if (++drafting_ % (std::max(o_.explore_every, 1) * (shared ? batch_members_ : 1)) == 0 && best < kmax) ++best;
     return best;
   }
   // Target-only pays more now; probe the draft now and then. Even when the
