@@ -84,8 +84,8 @@ struct CostTable {
 // forwards and sampling), as the workers measure them (a call the worker ran
 // for several sequences at once counts at the batch's length per member,
 // since each member pays all of it: VerifyCostCell, DraftCostCell in
-// common/spec/loop.h); and the overhead of a
-// step beyond those (transport and host work: StepTimes::overhead), one
+// common/spec/loop.h); and the overhead of a step beyond those (transport
+// and host work: StepTimes::overhead), one
 // figure for target-only steps and one for drafting steps, so that overhead
 // is neither hidden in nor scaled with the forward costs. Each cell is an
 // EWMA of the times observed with that length; lengths never observed are

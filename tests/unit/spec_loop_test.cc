@@ -649,14 +649,25 @@ class SharedForwardTarget final : public Verifier {
   LocalTarget* t_;
 };
 
-class SharedForwardDraft final : public Proposer {
+// A proposer passing every call on to `inner`: the wrappers below change or record some of them.
+class ForwardingProposer : public Proposer {
  public:
-  explicit SharedForwardDraft(LocalDraft* d) : d_(d) {}
+  explicit ForwardingProposer(Proposer* inner) : inner_(inner) {}
   absl::Status Open(int32_t seq, const std::vector<int32_t>& tokens, const SamplingParams& s, Deadline dl) override {
-    return d_->Open(seq, tokens, s, dl);
+    return inner_->Open(seq, tokens, s, dl);
   }
+  absl::StatusOr<Proposal> Propose(const ProposeRequest& req, Deadline dl) override { return inner_->Propose(req, dl); }
+  void Release(int32_t seq) override { inner_->Release(seq); }
+
+ private:
+  Proposer* inner_;
+};
+
+class SharedForwardDraft final : public ForwardingProposer {
+ public:
+  using ForwardingProposer::ForwardingProposer;
   absl::StatusOr<Proposal> Propose(const ProposeRequest& req, Deadline dl) override {
-    auto p = d_->Propose(req, dl);
+    auto p = ForwardingProposer::Propose(req, dl);
     if (p.ok()) {
       EXPECT_EQ(p->figures.batch_seqs, 1);  // LocalDraft reports its forwards
       EXPECT_EQ(p->figures.batch_forwards, p->figures.forwards);
@@ -665,10 +676,6 @@ class SharedForwardDraft final : public Proposer {
     }
     return p;
   }
-  void Release(int32_t seq) override { d_->Release(seq); }
-
- private:
-  LocalDraft* d_;
 };
 
 TEST_F(SpecLoopTest, SharedCallsCostAtTheirBatchsLengthPerMember) {
@@ -1247,21 +1254,14 @@ TEST_F(SpecLoopTest, AdaptiveRequestsShareWhatTheyLearnOfThePair) {
 }
 
 // Records what the loop asks of the draft.
-class RecordingProposer final : public Proposer {
+class RecordingProposer final : public ForwardingProposer {
  public:
-  explicit RecordingProposer(Proposer* inner) : inner_(inner) {}
-  absl::Status Open(int32_t seq, const std::vector<int32_t>& tokens, const SamplingParams& sp, Deadline d) override {
-    return inner_->Open(seq, tokens, sp, d);
-  }
+  using ForwardingProposer::ForwardingProposer;
   absl::StatusOr<Proposal> Propose(const ProposeRequest& req, Deadline d) override {
     asked.push_back(req);
-    return inner_->Propose(req, d);
+    return ForwardingProposer::Propose(req, d);
   }
-  void Release(int32_t seq) override { inner_->Release(seq); }
   std::vector<ProposeRequest> asked;
-
- private:
-  Proposer* inner_;
 };
 
 // A fresh adaptive request (no prior) does not cut proposals at a confidence

@@ -503,13 +503,19 @@ TEST(SpecPolicy, ChargesTheCatchUpToResuming) {
   EXPECT_GT(p.Next(1, 100), 0);
 }
 
-TEST(SpecPolicy, MeasuresATargetOnlyStepWhenItsCostIsUnknown) {
-  SpecCosts c;
-  for (int n = 1; n <= 4; ++n) c.ObserveVerify(n, 0.005);
-  for (int f = 1; f <= 4; ++f) c.ObserveDraft(f, 0.0001 * f);
+// Costs where drafting 4 pays and no target-only step is measured; adaptive, at most 4 drafts.
+SpecPolicyOptions NoTargetOnlyCost(SpecCosts* c) {
+  for (int n = 1; n <= 4; ++n) c->ObserveVerify(n, 0.005);
+  for (int f = 1; f <= 4; ++f) c->ObserveDraft(f, 0.0001 * f);
   SpecPolicyOptions o;
   o.adaptive = true;
   o.draft_max = 4;
+  return o;
+}
+
+TEST(SpecPolicy, MeasuresATargetOnlyStepWhenItsCostIsUnknown) {
+  SpecCosts c;
+  const SpecPolicyOptions o = NoTargetOnlyCost(&c);
   SpecPolicy p(o, &c);
   for (int i = 0; i < 10; ++i) p.Observe(4, 4, 4);
   int zeros = 0;
@@ -529,11 +535,7 @@ TEST(SpecPolicy, MeasuresATargetOnlyStepWhenItsCostIsUnknown) {
 // for it once, not every 8th step.
 TEST(SpecPolicy, ProbesTargetOnlyOncePerRequestWhenTheBatchPricesIt) {
   SpecCosts c;
-  for (int n = 1; n <= 4; ++n) c.ObserveVerify(n, 0.005);
-  for (int f = 1; f <= 4; ++f) c.ObserveDraft(f, 0.0001 * f);
-  SpecPolicyOptions o;
-  o.adaptive = true;
-  o.draft_max = 4;
+  const SpecPolicyOptions o = NoTargetOnlyCost(&c);
   for (int request = 0; request < 2; ++request) {
     SpecPolicy p(o, &c);
     for (int i = 0; i < 10; ++i) p.Observe(4, 4, 4);
