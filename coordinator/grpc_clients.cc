@@ -68,7 +68,8 @@ Verdict VerdictFromProto(const v1::VerifyResponse& resp) {
   return Verdict{resp.accepted(),
                  rpc::ToVector(resp.appended()),
                  rpc::LogprobsFromProto(resp.logprobs()),
-                 VerifyFigures{resp.forward_seconds(), resp.accept_seconds(), resp.worker_seconds(), resp.call_seconds()},
+                 VerifyFigures{resp.forward_seconds(), resp.accept_seconds(), resp.worker_seconds(), resp.call_seconds(),
+                               resp.batch_seqs(), resp.batch_tokens()},
                  rpc::ToVector(resp.proposed()),
                  {}};
 }
@@ -223,7 +224,8 @@ absl::StatusOr<Proposal> GrpcDraftClient::Propose(const ProposeRequest& pr, Dead
   p.tokens = rpc::ToVector(resp.tokens());
   p.confidence.assign(resp.confidences().begin(), resp.confidences().end());
   p.ref = ExchangeRef{resp.slot(), resp.generation()};
-  p.figures = ProposeFigures{resp.forwards(), resp.forward_seconds(), resp.worker_seconds(), resp.call_seconds()};
+  p.figures = ProposeFigures{resp.forwards(), resp.forward_seconds(), resp.worker_seconds(), resp.call_seconds(),
+                             resp.batch_seqs(), resp.batch_forwards()};
   return p;
 }
 

@@ -159,6 +159,8 @@ grpc::Status DraftService::Propose(grpc::ServerContext* ctx, const v1::ProposeRe
   resp->set_forwards(p.figures.forwards);
   resp->set_forward_seconds(p.figures.forward_seconds);
   resp->set_worker_seconds(p.figures.worker_seconds);
+  resp->set_batch_seqs(p.figures.batch_seqs);
+  resp->set_batch_forwards(p.figures.batch_forwards);
   resp->set_call_seconds(std::chrono::duration<double>(std::chrono::steady_clock::now() - arrived).count());
   return grpc::Status::OK;
 }

@@ -164,6 +164,8 @@ grpc::Status TargetService::Verify(grpc::ServerContext* ctx, const v1::VerifyReq
   resp->set_forward_seconds(r->step.figures.forward_seconds);
   resp->set_accept_seconds(r->step.figures.accept_seconds);
   resp->set_worker_seconds(r->step.figures.worker_seconds);
+  resp->set_batch_seqs(r->step.figures.batch_seqs);
+  resp->set_batch_tokens(r->step.figures.batch_tokens);
   resp->set_call_seconds(std::chrono::duration<double>(std::chrono::steady_clock::now() - arrived).count());
   return grpc::Status::OK;
 }

@@ -1,5 +1,6 @@
 #include "common/engine/spec_local.h"
 
+#include <algorithm>
 #include <chrono>
 #include <set>
 
@@ -118,6 +119,12 @@ std::vector<absl::StatusOr<Proposal>> LocalDraft::ProposeBatch(const std::vector
   if (reqs.empty()) return out;
   CoreTimes times;
   std::vector<DraftResult> props = core_.Propose(reqs, &times);
+  // The batch every proposal waited for: the sequences that drafted, and the forwards run (its longest member's).
+  int batch_seqs = 0, batch_forwards = 0;
+  for (const DraftResult& r : props) {
+    batch_seqs += r.forwards > 0 ? 1 : 0;
+    batch_forwards = std::max(batch_forwards, r.forwards);
+  }
   const size_t V = static_cast<size_t>(xb_->vocab());
   for (size_t n = 0; n < props.size(); ++n) {
     const size_t i = job_of[n];
@@ -147,6 +154,8 @@ std::vector<absl::StatusOr<Proposal>> LocalDraft::ProposeBatch(const std::vector
     p.ref.generation = xb_->Publish(slot, jobs[i].seq, p.tokens, rows);
     p.figures.forwards = props[n].forwards;
     p.figures.forward_seconds = times.forward;
+    p.figures.batch_seqs = batch_seqs;
+    p.figures.batch_forwards = batch_forwards;
     out[i] = std::move(p);
   }
   // Every proposal of the batch waited for all of it.
@@ -317,6 +326,8 @@ std::vector<absl::StatusOr<Verdict>> LocalTarget::VerifyBatch(const std::vector<
     from.push_back(rows);
   }
   if (reqs.empty()) return out;
+  int batch_tokens = 0;
+  for (const VerifyRequest& r : reqs) batch_tokens += static_cast<int>(r.proposals.size()) + 1;
   CoreTimes times;
   std::vector<VerifyResult> res = core_.Verify(reqs, &times);
   const double worker = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -341,7 +352,8 @@ std::vector<absl::StatusOr<Verdict>> LocalTarget::VerifyBatch(const std::vector<
       }
     }
     out[i] = Verdict{res[n].n_accepted, std::move(res[n].appended), std::move(res[n].logprobs),
-                     VerifyFigures{times.forward, times.accept, worker}};
+                     VerifyFigures{times.forward, times.accept, worker, 0.0, static_cast<int>(reqs.size()),
+                                   batch_tokens}};
   }
   return out;
 }

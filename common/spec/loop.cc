@@ -127,7 +127,25 @@ struct DraftState {
   ExchangeRef last;        // the draft's last proposal since the sequence was (re)opened there (slot -1: none)
 };
 
+// The cell of a call shared by `members` sequences whose batch's length per
+// member is `batch` (< 0: not reported); `own`: the call's own length.
+int CostCell(int own, int members, int batch) {
+  if (members <= 1 || batch < 0) return own;
+  return std::clamp(batch, 0, SpecCosts::kMaxLen);
+}
+
 }  // namespace
+
+int VerifyCostCell(const VerifyFigures& vf, int proposed) {
+  const int per_member = vf.batch_seqs > 0 && vf.batch_tokens >= vf.batch_seqs
+                             ? (vf.batch_tokens + vf.batch_seqs / 2) / vf.batch_seqs - 1  // rounded
+                             : -1;
+  return CostCell(proposed, vf.batch_seqs, per_member);
+}
+
+int DraftCostCell(const ProposeFigures& pf) {
+  return CostCell(pf.forwards, pf.batch_seqs, pf.batch_forwards >= 1 ? pf.batch_forwards : -1);
+}
 
 SpecResult RunSpeculative(const SpecRequest& req, const Tokenizer& tok, Verifier& target, Proposer* draft,
                           const std::function<bool(const StepEvent&)>& on_step) {
@@ -261,15 +279,16 @@ SpecResult RunSpeculative(const SpecRequest& req, const Tokenizer& tok, Verifier
           forwards = prop.figures.forwards;
           if (n < k && forwards >= k) policy.set_stop_saves_forwards(false);
           const double secs = prop.figures.forward_seconds;
+          const int cell = DraftCostCell(prop.figures);
           if (forwards == 0) {
             // nothing to learn about the draft's forward costs
           } else if (ds.proposed_last || fresh.empty()) {
-            costs->ObserveDraft(forwards, secs);
+            costs->ObserveDraft(cell, secs);
           } else {
             // The draft first caught up on the tokens of target-only steps:
             // a cost of resuming, not of drafting.
             caught_up = static_cast<int>(fresh.size());
-            const std::optional<double> normal = costs->Draft(forwards);
+            const std::optional<double> normal = costs->Draft(cell);
             if (normal) costs->ObserveResume(caught_up, secs - *normal);
           }
           r.stats.draft_seconds += draft_call;
@@ -394,7 +413,9 @@ SpecResult RunSpeculative(const SpecRequest& req, const Tokenizer& tok, Verifier
       split(verify_call, vf.call_seconds, vf.worker_seconds);
       if (use_draft) split(draft_call, prop.figures.call_seconds, prop.figures.worker_seconds);
     }
-    costs->ObserveVerify(ev.proposed, measured ? vf.forward_seconds + vf.accept_seconds : verify_call);
+    costs->ObserveVerify(VerifyCostCell(vf, ev.proposed),
+                         measured ? vf.forward_seconds + vf.accept_seconds : verify_call);
+    policy.set_batch(vf.batch_seqs);
     r.stats.verify_seconds += verify_call;
     ++r.stats.steps;
     if (r.stats.k_hist.size() <= static_cast<size_t>(ev.proposed)) r.stats.k_hist.resize(static_cast<size_t>(ev.proposed) + 1, 0);

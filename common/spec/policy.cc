@@ -509,9 +509,19 @@ int SpecPolicy::Next(int k, int limit) {
   const int kmax = std::min(o_.draft_max, limit);
   if (kmax <= 0) return 0;
   if (!costs_) return std::min(k, kmax);
-  if (costs_->VerifyCount(0) == 0 && steps_++ % 8 == 1) return 0;  // measure a target-only step
+  // Measure a target-only step, once per request: in a forward shared with
+  // speculating sequences a member's target-only step is priced at the
+  // forward's drafts per member, so verify[0] may stay unmeasured (then it is
+  // extrapolated from the other lengths).
+  if (costs_->VerifyCount(0) == 0 && !probed_target_only_ && steps_++ % 8 == 1) {
+    probed_target_only_ = true;
+    return 0;
+  }
   const CostTable t = costs_->Table(kmax);
   if (!t.known) return std::min(k, kmax);  // costs not known yet
+  const bool shared = batch_members_ > 1 && prior_ && prior_->steps() >= o_.prior_steps;
+  use_pooled_ = shared;
+  if (shared) pooled_ = prior_->Snapshot();
   const bool could_pay = CouldPay(t, kmax);
   // Warm-up: measure this request's acceptance before the estimates decide.
   if (!informed_ && observed_ < o_.warmup_steps && could_pay) return std::min(k, kmax);
@@ -537,7 +547,7 @@ int SpecPolicy::Next(int k, int limit) {
     // Now and then one position deeper: asking for `best` only ever measures
     // positions up to `best`, so a deeper estimate that started low (from the
     // prior or a few early steps) would never be corrected.
-    if (++drafting_ % std::max(o_.explore_every, 1) == 0 && best < kmax) ++best;
+    if (++drafting_ % (std::max(o_.explore_every, 1) * (shared ? batch_members_ : 1)) == 0 && best < kmax) ++best;
     return best;
   }
   // Target-only pays more now; probe the draft now and then. Even when the

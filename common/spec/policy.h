@@ -34,9 +34,14 @@
 // text turns predictable gets speculation back. When the costs say that
 // drafting could not pay even if every draft were accepted, it probes only
 // every 4 x probe_max steps (to measure stale costs again). While the costs
-// hold no measured target-only step, every 8th step is one (its cost cannot
-// be extrapolated from verify costs: on some backends one token is much
-// cheaper than two).
+// hold no measured target-only step, a request's second step is one (its
+// cost cannot be extrapolated from verify costs: on some backends one token
+// is much cheaper than two), once per request: in a batch shared with
+// speculating sequences that step is priced at the batch's drafts per member.
+// A request whose steps share the workers' batches with others (lockstep:
+// set_batch) decides with the pair's estimates instead of its own, so that
+// the members ask for the same k (the costs, keyed by the batch's length per
+// member, are what a step of members asking the same k costs).
 //
 // Fixed mode (adaptive = false) just returns the given k. Both modes are
 // capped by the loop's limit (tokens left, context room).
@@ -76,8 +81,11 @@ struct CostTable {
 // Step costs, per drafted length: Verify(n) for a verify of n drafts (n + 1
 // tokens scored; n = 0 is a target-only step: the target's forward and
 // acceptance) and Draft(f) for a proposal of f draft forwards (the draft's
-// forwards and sampling), as the workers measure them; and the overhead of a
-// step beyond those (transport and host work: StepTimes::overhead), one
+// forwards and sampling), as the workers measure them (a call the worker ran
+// for several sequences at once counts at the batch's length per member,
+// since each member pays all of it: VerifyCostCell, DraftCostCell in
+// common/spec/loop.h); and the overhead of a step beyond those (transport
+// and host work: StepTimes::overhead), one
 // figure for target-only steps and one for drafting steps, so that overhead
 // is neither hidden in nor scaled with the forward costs. Each cell is an
 // EWMA of the times observed with that length; lengths never observed are
@@ -252,8 +260,17 @@ class SpecPolicy {
   std::optional<double> ExpectedRate(int k) const;
   bool adaptive() const { return o_.adaptive; }
   // The estimates in use for position i (1-based).
-  double alpha(int i) const { return est_.Alpha(i, o_.prior_accept); }
-  double pi(int i) const { return est_.pi[static_cast<size_t>(i)]; }
+  double alpha(int i) const { return Est().Alpha(i, o_.prior_accept); }
+  double pi(int i) const { return Est().pi[static_cast<size_t>(i)]; }
+  // The sequences in the workers' batches this request's last step ran in
+  // (the target's verify forward; 0 or 1: alone). Sharing them (lockstep),
+  // the decisions use the pair's estimates (the AcceptancePrior, once it
+  // counts) instead of this request's own, so that the members ask for the
+  // same k: a batched proposal runs as long as its longest member, so a
+  // member asking fewer saves next to nothing and gives up tokens; and each
+  // asks one position deeper every explore_every x members drafting steps
+  // (the prior learns from every member's exploration).
+  void set_batch(int members) { batch_members_ = members; }
   // Whether the estimates started from an AcceptancePrior.
   bool informed() const { return informed_; }
   // Whether a proposal the draft stops early (low confidence) also runs
@@ -276,16 +293,22 @@ class SpecPolicy {
   // of asking for k, from the pair's confidence bins.
   float BestThreshold(const CostTable& t, int k, const ConfidenceBins& bins) const;
 
+  const PositionEstimates& Est() const { return use_pooled_ ? pooled_ : est_; }
+
   SpecPolicyOptions o_;
   const SpecCosts* costs_;
   AcceptancePrior* prior_;
   PositionEstimates est_;
+  int batch_members_ = 0;
+  bool use_pooled_ = false;     // Next decides with pooled_ (the prior's estimates: in a shared batch)
+  PositionEstimates pooled_;
   bool informed_ = false;
   int idle_ = 0;        // target-only steps since the last probe
   int behind_ = 0;      // target-only steps since the draft last proposed (tokens it must catch up on)
   bool observed_last_ = false;  // the step before this Next used the draft
   int probe_wait_ = 0;
-  int64_t steps_ = 0;   // Next calls
+  int64_t steps_ = 0;   // Next calls while no target-only step is measured
+  bool probed_target_only_ = false;  // this request asked for one to measure
   int64_t drafting_ = 0;  // Next calls that asked for drafts
   std::optional<float> min_conf_;  // learned threshold for the current step
   bool stop_saves_forwards_ = true;

@@ -623,6 +623,131 @@ TEST_F(SpecLoopTest, StepTimeIsTakenApartByTheRun) {
   EXPECT_NE(r.stats.time.PerStep(r.stats.steps).find("overhead"), std::string::npos);
 }
 
+// A verifier and a proposer whose calls are shared with three other
+// sequences that draft 6 each (the workers' batches in lockstep): every
+// member pays the whole batch.
+class SharedForwardTarget final : public Verifier {
+ public:
+  explicit SharedForwardTarget(LocalTarget* t) : t_(t) {}
+  absl::Status Open(int32_t seq, const std::vector<int32_t>& tokens, const SamplingParams& s, Deadline dl) override {
+    return t_->Open(seq, tokens, s, dl);
+  }
+  absl::StatusOr<Verdict> Verify(int32_t seq, const std::vector<int32_t>& p, const ExchangeRef& ref,
+                                 Deadline dl) override {
+    auto v = t_->Verify(seq, p, ref, dl);
+    if (v.ok()) {
+      EXPECT_EQ(v->figures.batch_seqs, 1);  // LocalTarget reports its forward
+      EXPECT_EQ(v->figures.batch_tokens, static_cast<int>(p.size()) + 1);
+      v->figures.batch_seqs = 4;
+      v->figures.batch_tokens = static_cast<int>(p.size()) + 1 + 3 * 7;
+    }
+    return v;
+  }
+  void Release(int32_t seq) override { t_->Release(seq); }
+
+ private:
+  LocalTarget* t_;
+};
+
+// A proposer passing every call on to `inner`: the wrappers below change or record some of them.
+class ForwardingProposer : public Proposer {
+ public:
+  explicit ForwardingProposer(Proposer* inner) : inner_(inner) {}
+  absl::Status Open(int32_t seq, const std::vector<int32_t>& tokens, const SamplingParams& s, Deadline dl) override {
+    return inner_->Open(seq, tokens, s, dl);
+  }
+  absl::StatusOr<Proposal> Propose(const ProposeRequest& req, Deadline dl) override { return inner_->Propose(req, dl); }
+  void Release(int32_t seq) override { inner_->Release(seq); }
+
+ private:
+  Proposer* inner_;
+};
+
+class SharedForwardDraft final : public ForwardingProposer {
+ public:
+  using ForwardingProposer::ForwardingProposer;
+  absl::StatusOr<Proposal> Propose(const ProposeRequest& req, Deadline dl) override {
+    auto p = ForwardingProposer::Propose(req, dl);
+    if (p.ok()) {
+      EXPECT_EQ(p->figures.batch_seqs, 1);  // LocalDraft reports its forwards
+      EXPECT_EQ(p->figures.batch_forwards, p->figures.forwards);
+      p->figures.batch_seqs = 4;
+      p->figures.batch_forwards = std::max(p->figures.forwards, 6);
+    }
+    return p;
+  }
+};
+
+TEST_F(SpecLoopTest, SharedCallsCostAtTheirBatchsLengthPerMember) {
+  SpecRequest req = FixedRequest(8, tok().Encode("def main():\n    return 0", true, false), 30, 2);
+  SpecCosts costs;
+  req.costs = &costs;
+  SharedForwardTarget target(target_.get());
+  SharedForwardDraft draft(draft_.get());
+  const SpecResult r = RunSpeculative(req, tok(), target, &draft, [](const StepEvent&) { return true; });
+  ASSERT_TRUE(r.status.ok()) << r.status;
+  EXPECT_GT(r.stats.speculative_steps, 0);
+  // Verify: k = 2 with three members at 6: (3 + 21) / 4 = 6 tokens a member, the cell of 5 drafts (a step
+  // that drafted fewer, e.g. at the end: (1..2 + 21) / 4 rounds to 6 too). Draft: the batch ran 6 forwards.
+  const std::string t = costs.ToString();
+  EXPECT_NE(t.find("verify[5]="), std::string::npos) << t;
+  EXPECT_EQ(t.find("verify[2]="), std::string::npos) << t;
+  EXPECT_EQ(t.find("verify[1]="), std::string::npos) << t;
+  EXPECT_NE(t.find("draft[6]="), std::string::npos) << t;
+  EXPECT_EQ(t.find("draft[2]="), std::string::npos) << t;
+  EXPECT_EQ(t.find("draft[1]="), std::string::npos) << t;
+}
+
+// The cells' keying rule: alone (or not reported), a call's own length; shared, the batch's per member.
+TEST(CostCells, AloneOwnLengthSharedTheBatchsPerMember) {
+  VerifyFigures vf;
+  EXPECT_EQ(VerifyCostCell(vf, 3), 3);  // not reported
+  vf.batch_seqs = 1;
+  vf.batch_tokens = 4;
+  EXPECT_EQ(VerifyCostCell(vf, 3), 3);  // alone
+  vf.batch_seqs = 6;
+  vf.batch_tokens = 6 * 5;
+  EXPECT_EQ(VerifyCostCell(vf, 0), 4);  // a target-only member of a batch drafting 4 each
+  vf.batch_tokens = 1 + 5 * 9;
+  EXPECT_EQ(VerifyCostCell(vf, 0), 7);  // 46 / 6 = 7.7 tokens a member: 8 - 1
+  ProposeFigures pf;
+  pf.forwards = 2;
+  EXPECT_EQ(DraftCostCell(pf), 2);  // not reported
+  pf.batch_seqs = 1;
+  pf.batch_forwards = 2;
+  EXPECT_EQ(DraftCostCell(pf), 2);  // alone
+  pf.batch_seqs = 6;
+  pf.batch_forwards = 8;
+  EXPECT_EQ(DraftCostCell(pf), 8);  // the batch ran as long as its longest member
+}
+
+// LocalDraft's batches: every proposal reports the sequences that drafted and the forwards the batch ran.
+TEST_F(SpecLoopTest, ProposeBatchReportsItsShape) {
+  SamplingParams greedy;
+  const std::vector<int32_t> a = tok().Encode("Hello world", true, false);
+  const std::vector<int32_t> b = tok().Encode("The quick brown fox", true, false);
+  ASSERT_TRUE(draft_->OpenSeq(1, a, greedy).ok());
+  ASSERT_TRUE(draft_->OpenSeq(2, b, greedy).ok());
+  ProposeRequest ra;
+  ra.seq = 1;
+  ra.base_len = static_cast<int64_t>(a.size());
+  ra.k = 2;
+  ProposeRequest rb = ra;
+  rb.seq = 2;
+  rb.base_len = static_cast<int64_t>(b.size());
+  rb.k = 5;
+  const auto out = draft_->ProposeBatch({ra, rb});
+  ASSERT_EQ(out.size(), 2u);
+  for (const auto& p : out) {
+    ASSERT_TRUE(p.ok()) << p.status();
+    EXPECT_EQ(p->figures.batch_seqs, 2);
+    EXPECT_EQ(p->figures.batch_forwards, 5);
+  }
+  EXPECT_EQ(out[0]->figures.forwards, 2);
+  EXPECT_EQ(out[1]->figures.forwards, 5);
+  EXPECT_EQ(out[0]->figures.forward_seconds, out[1]->figures.forward_seconds);  // both paid the whole batch
+}
+
 TEST_F(SpecLoopTest, StopStringEndsBeforeTheStop) {
   SpecRequest req;
   req.seq = 9;
@@ -1129,21 +1254,14 @@ TEST_F(SpecLoopTest, AdaptiveRequestsShareWhatTheyLearnOfThePair) {
 }
 
 // Records what the loop asks of the draft.
-class RecordingProposer final : public Proposer {
+class RecordingProposer final : public ForwardingProposer {
  public:
-  explicit RecordingProposer(Proposer* inner) : inner_(inner) {}
-  absl::Status Open(int32_t seq, const std::vector<int32_t>& tokens, const SamplingParams& sp, Deadline d) override {
-    return inner_->Open(seq, tokens, sp, d);
-  }
+  using ForwardingProposer::ForwardingProposer;
   absl::StatusOr<Proposal> Propose(const ProposeRequest& req, Deadline d) override {
     asked.push_back(req);
-    return inner_->Propose(req, d);
+    return ForwardingProposer::Propose(req, d);
   }
-  void Release(int32_t seq) override { inner_->Release(seq); }
   std::vector<ProposeRequest> asked;
-
- private:
-  Proposer* inner_;
 };
 
 // A fresh adaptive request (no prior) does not cut proposals at a confidence

@@ -1,8 +1,13 @@
 // The adaptive speculation policy and its cost table, with synthetic costs
 // and acceptance (no models).
+#include <array>
 #include <cmath>
+#include <memory>
 #include <random>
 
+#include "absl/strings/str_format.h"
+
+#include "common/spec/loop.h"
 #include "common/spec/policy.h"
 #include "gtest/gtest.h"
 
@@ -498,13 +503,19 @@ TEST(SpecPolicy, ChargesTheCatchUpToResuming) {
   EXPECT_GT(p.Next(1, 100), 0);
 }
 
-TEST(SpecPolicy, MeasuresATargetOnlyStepWhenItsCostIsUnknown) {
-  SpecCosts c;
-  for (int n = 1; n <= 4; ++n) c.ObserveVerify(n, 0.005);
-  for (int f = 1; f <= 4; ++f) c.ObserveDraft(f, 0.0001 * f);
+// Costs where drafting 4 pays and no target-only step is measured; adaptive, at most 4 drafts.
+SpecPolicyOptions NoTargetOnlyCost(SpecCosts* c) {
+  for (int n = 1; n <= 4; ++n) c->ObserveVerify(n, 0.005);
+  for (int f = 1; f <= 4; ++f) c->ObserveDraft(f, 0.0001 * f);
   SpecPolicyOptions o;
   o.adaptive = true;
   o.draft_max = 4;
+  return o;
+}
+
+TEST(SpecPolicy, MeasuresATargetOnlyStepWhenItsCostIsUnknown) {
+  SpecCosts c;
+  const SpecPolicyOptions o = NoTargetOnlyCost(&c);
   SpecPolicy p(o, &c);
   for (int i = 0; i < 10; ++i) p.Observe(4, 4, 4);
   int zeros = 0;
@@ -517,6 +528,53 @@ TEST(SpecPolicy, MeasuresATargetOnlyStepWhenItsCostIsUnknown) {
   }
   EXPECT_EQ(zeros, 1) << "until a target-only step is measured";
   EXPECT_EQ(c.VerifyCount(0), 1);
+}
+
+// In a batch shared with speculating sequences the probe's step is priced at
+// the batch's drafts per member, not as a target-only step: the request asks
+// for it once, not every 8th step.
+TEST(SpecPolicy, ProbesTargetOnlyOncePerRequestWhenTheBatchPricesIt) {
+  SpecCosts c;
+  const SpecPolicyOptions o = NoTargetOnlyCost(&c);
+  for (int request = 0; request < 2; ++request) {
+    SpecPolicy p(o, &c);
+    for (int i = 0; i < 10; ++i) p.Observe(4, 4, 4);
+    int zeros = 0;
+    for (int i = 0; i < 40; ++i) {
+      const int k = p.Next(4, 100);
+      if (k == 0) {
+        ++zeros;
+        c.ObserveVerify(4, 0.005);  // the batch's cell (its members drafted 4)
+      } else {
+        p.Observe(k, k, k);
+      }
+    }
+    EXPECT_EQ(zeros, 1) << "request " << request;
+  }
+  EXPECT_EQ(c.VerifyCount(0), 0);
+}
+
+// Sharing the workers' batches (lockstep), a request decides with the pair's
+// estimates, the same for every member, not with its own.
+TEST(SpecPolicy, InASharedBatchDecidesWithThePairsEstimates) {
+  SpecCosts c;
+  GpuLike(&c);
+  AcceptancePrior prior;
+  ASSERT_TRUE(prior.Load("steps=1000 alpha[1]=0.95 alpha[2]=0.95 alpha[3]=0.95 alpha[4]=0.95 alpha[5]=0.95 "
+                         "alpha[6]=0.95 alpha[7]=0.95 alpha[8]=0.95").ok());
+  SpecPolicyOptions o;
+  o.adaptive = true;
+  SpecPolicy p(o, &c, &prior);
+  for (int i = 0; i < 20; ++i) p.Observe(8, 8, 1);  // this request: the second draft is always wrong
+  const int alone = p.Next(4, 100);
+  p.set_batch(6);
+  const int shared = p.Next(4, 100);
+  EXPECT_GT(p.alpha(2), 0.7);  // the pair's
+  p.set_batch(1);
+  EXPECT_EQ(p.Next(4, 100), alone);
+  EXPECT_LT(p.alpha(2), 0.5);  // its own
+  EXPECT_LE(alone, 3);
+  EXPECT_EQ(shared, 8);
 }
 
 // A fresh request (no prior) of a pair whose acceptance comes in streaks
@@ -560,6 +618,135 @@ TEST(SpecPolicy, AFreshRequestLearnsDeepPositionsWithinAShortGenerate) {
   const double fixed7 = (1 + 0.8 * (1 - std::pow(0.97, 7)) / 0.03) / (verify(7) + draft(7));
   EXPECT_GE(tokens / seconds, 0.93 * fixed7) << "k per step " << ks << "; alpha(5..8) = " << p.alpha(5) << " "
                                               << p.alpha(6) << " " << p.alpha(7) << " " << p.alpha(8);
+}
+
+// ---------------------------------------------------------------- lockstep
+
+// Six streams in lockstep through the workers (round 15's six streams): each
+// step the draft proposes for all of them in one batch, a forward per
+// position while any member drafts (1.7 ms each, the H200's draft), and the
+// target verifies all of them in one forward (4.9 ms + 0.66 ms a token
+// scored: the H200's six streams at k = 0 / 4 / 8 took 8.9 / 24.8 / 40.3 ms).
+// Every member pays both batches whatever it asked for. A pair accepted 90% a
+// position: E(k) = (1 - 0.9^(k+1)) / 0.1 tokens a step, a step of the six
+// drafting k costs 8.86 + 5.66 k ms, so k = 2 is best (1.18x target-only),
+// k = 1..3 are within 3% of it and k = 8 is 0.83x.
+struct LockstepRun {
+  double tokens_per_second = 0;
+  double mean_k = 0;  // drafts asked per member step
+  CostTable table;    // the costs the policy read at the last step of all six (before the streams run out)
+  std::string costs;
+};
+
+// `k`: fixed mode's k (adaptive: its warm-up k). `batch_aware`: what the
+// loop tells the policy since round 16 (cells keyed by VerifyCostCell /
+// DraftCostCell, set_batch); otherwise as before (cells at each member's own
+// length, no batch).
+LockstepRun RunLockstep(bool adaptive, int k, bool batch_aware) {
+  constexpr int kStreams = 6, kRequests = 8, kTokens = 256;
+  SpecCosts costs;
+  AcceptancePrior prior;
+  SpecPolicyOptions o;
+  o.adaptive = adaptive;
+  struct Stream {
+    std::unique_ptr<SpecPolicy> policy;
+    int left = 0, done = 0, asked = -1;
+    std::mt19937 rng;
+  };
+  std::array<Stream, kStreams> streams;
+  for (int i = 0; i < kStreams; ++i) {
+    streams[i].rng.seed(17 + static_cast<uint32_t>(i));
+    streams[i].policy = std::make_unique<SpecPolicy>(o, &costs, &prior);
+    streams[i].left = kTokens;
+  }
+  std::uniform_real_distribution<> u(0, 1);
+  LockstepRun run;
+  double seconds = 0, asked = 0, member_steps = 0, tokens = 0;
+  while (true) {
+    int members = 0, drafting = 0, forwards = 0, scored = 0;
+    for (Stream& s : streams) {
+      s.asked = -1;
+      if (s.done == kRequests) continue;
+      s.asked = s.policy->Next(k, s.left - 1);
+      ++members;
+      drafting += s.asked > 0 ? 1 : 0;
+      forwards = std::max(forwards, s.asked);
+      scored += s.asked + 1;
+    }
+    if (members == 0) break;
+    if (members == kStreams) {
+      run.table = costs.Table(8);
+      run.costs = costs.ToString();
+    }
+    const double draft_s = 0.0017 * forwards, verify_s = 0.0049 + 0.00066 * scored;
+    seconds += draft_s + verify_s;
+    for (Stream& s : streams) {
+      if (s.asked < 0) continue;
+      // What the loop observes of the two batches.
+      VerifyFigures vf;
+      vf.batch_seqs = members;
+      vf.batch_tokens = scored;
+      costs.ObserveVerify(batch_aware ? VerifyCostCell(vf, s.asked) : s.asked, verify_s);
+      if (batch_aware) s.policy->set_batch(members);
+      int acc = 0;
+      while (acc < s.asked && u(s.rng) < 0.9) ++acc;
+      if (s.asked > 0) {
+        ProposeFigures pf;
+        pf.forwards = s.asked;
+        pf.batch_seqs = drafting;
+        pf.batch_forwards = forwards;
+        costs.ObserveDraft(batch_aware ? DraftCostCell(pf) : s.asked, draft_s);
+        s.policy->Observe(s.asked, s.asked, acc);
+      }
+      asked += s.asked;
+      ++member_steps;
+      const int appended = std::min(acc + 1, s.left);
+      tokens += appended;
+      s.left -= appended;
+      if (s.left == 0 && ++s.done < kRequests) {  // the stream's next request
+        s.policy = std::make_unique<SpecPolicy>(o, &costs, &prior);
+        s.left = kTokens;
+      }
+    }
+  }
+  run.tokens_per_second = tokens / seconds;
+  run.mean_k = asked / member_steps;
+  return run;
+}
+
+TEST(SpecPolicy, InLockstepTheCellsRiseWithKAndAdaptiveDraftsAsTheBestFixedK) {
+  double best = 0;
+  int best_k = 0;
+  std::string fixed;
+  for (int k = 0; k <= 8; ++k) {
+    const double tps = RunLockstep(false, k, true).tokens_per_second;
+    fixed += absl::StrFormat(" k%d=%.1f", k, tps);
+    if (tps > best) {
+      best = tps;
+      best_k = k;
+    }
+  }
+  EXPECT_EQ(best_k, 2) << fixed;
+  const LockstepRun a = RunLockstep(true, 4, true);
+  const std::string why = absl::StrFormat("adaptive %.1f tok/s, mean k %.2f; fixed%s; %s", a.tokens_per_second,
+                                          a.mean_k, fixed, a.costs);
+  // The cells as a step of the six costs: Draft(f) = 1.7 f ms, Verify(n) = 8.86 + 3.96 n ms, rising with the
+  // length (within 12%: a verify cell takes batches of n + 1 tokens a member, rounded, and the lengths not
+  // measured are extrapolated).
+  for (int n = 1; n <= 8; ++n) {
+    EXPECT_NEAR(a.table.Draft(n), 0.0017 * n, 0.12 * 0.0017 * n) << n << ": " << why;
+    EXPECT_NEAR(a.table.Verify(n), 0.00886 + 0.00396 * n, 0.12 * (0.00886 + 0.00396 * n)) << n << ": " << why;
+    EXPECT_GT(a.table.Verify(n), a.table.Verify(n - 1)) << n << ": " << why;
+    if (n > 1) {
+      EXPECT_GT(a.table.Draft(n), a.table.Draft(n - 1)) << n << ": " << why;
+    }
+  }
+  EXPECT_NEAR(a.mean_k, 2.0, 0.5) << why;  // k = 1..3: within 3% of k = 2
+  EXPECT_GE(a.tokens_per_second, 0.97 * best) << why;
+  // As the loop keyed and decided before (round 15): flat cells, about 8 drafts a step, 0.83x.
+  const LockstepRun own = RunLockstep(true, 4, false);
+  EXPECT_GT(own.mean_k, 7.0) << own.costs;
+  EXPECT_LT(own.tokens_per_second, 0.9 * best) << own.tokens_per_second << "; fixed" << fixed << "; " << own.costs;
 }
 
 }  // namespace
