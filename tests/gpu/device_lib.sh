@@ -13,6 +13,13 @@
 #   ncu_step SEQS TOKENS CTX [KV]  ncu's per-kernel GPU time of one 27B-class forward (gpu_check
 #                              --profile-step; KV q8_0, or f16 as specd bench), summed per kernel; the
 #                              CSV into $O/ncu_sSEQStTOKENS[KV].csv.xz
+#   gpu_checks FLAG...         gpu_check with each flag in turn (--no-matmul, --spec, ...): rc and the
+#                              SUMMARY/FAIL lines, the log into $O/check_FLAG.log.xz
+#   ncu_full TAG REGEX SKIP COUNT ARGS...  ncu --set full of the kernels matching REGEX (after SKIP
+#                              launches, COUNT of them) in `gpu_check --profile-step ARGS`: the headline
+#                              metrics, $O/TAG_details.txt.xz and the SASS source counters $O/TAG_sass.csv.xz
+#   bench_q8_prefill BIN...    with each binary: KV Q8_0 decode / verify 4 at 4200, prefill of 512 and 128
+#                              tokens (a line each)
 M6=/tmp/peer_models/qwen3-27b-Q4_K_S-d6-Q4_K_M
 M8=/tmp/peer_models/qwen3-27b-g0.05-Q4_K_S-d6-Q4_K_M
 device_setup() {
@@ -62,4 +69,44 @@ ncu_step() {
   echo "rc=$?"
   python3 tests/gpu/ncu_kernels.py "$O/ncu_$tag.csv" --top 14
   xz -9 "$O/ncu_$tag.csv"
+}
+gpu_checks() {
+  local f
+  for f in "$@"; do
+    stamp "gpu_check $f"
+    timeout 150 "$C/bin/gpu_check" "$f" > "$O/check_${f#--}.log" 2>&1
+    echo "rc=$?"
+    grep -E "^FAIL|SUMMARY" "$O/check_${f#--}.log" | head -20
+    xz -9 "$O/check_${f#--}.log"
+  done
+}
+ncu_full() {
+  local tag=$1 re=$2 skip=$3 count=$4 ncu
+  shift 4
+  ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2> /dev/null | head -1)
+  stamp "ncu --set full: $re, gpu_check --profile-step $*"
+  timeout 120 "$ncu" --clock-control none --profile-from-start off --set full --import-source no -k "regex:$re" \
+    --launch-skip "$skip" --launch-count "$count" -o "$O/$tag" "$C/bin/gpu_check" --profile-step "$@" \
+    > "$O/$tag.log" 2>&1
+  echo "rc=$?"
+  "$ncu" -i "$O/$tag.ncu-rep" --page details > "$O/${tag}_details.txt" 2>&1
+  grep -E "Kernel|Duration|Registers Per|Warp Cycles Per Issued|Executed Instructions  |SM Active Cycles" \
+    "$O/${tag}_details.txt" | head -24
+  "$ncu" -i "$O/$tag.ncu-rep" --page source --print-source sass --csv > "$O/${tag}_sass.csv" 2>&1
+  xz -9 "$O/${tag}_details.txt" "$O/${tag}_sass.csv"
+  rm -f "$O/$tag.ncu-rep"
+}
+bench_q8_prefill() {
+  local b
+  for b in "$@"; do
+    stamp "$b: KV q8_0 at 4200 (decode, verify 4); prefill 512 and 128"
+    timeout 60 "$C/bin/$b" bench --backend cuda --model "$M6/target.gguf" --kv-type q8_0 --ctx 4200 --prefill 4096 \
+      --batches 1 --verify-k 1,4 --reps 5 2>&1 | grep -E "^prefill|^ +[0-9]" | tr -s ' ' | tr '\n' '|'
+    echo
+    timeout 60 "$C/bin/$b" bench --backend cuda --model "$M6/target.gguf" --ctx 1100 --prefill 512 --batches 1 \
+      --verify-k 1 --reps 2 2>&1 | grep -E "^prefill" | tr '\n' '|'
+    timeout 60 "$C/bin/$b" bench --backend cuda --model "$M6/target.gguf" --ctx 600 --prefill 128 --batches 1 \
+      --verify-k 1 --reps 2 2>&1 | grep -E "^prefill" | tr '\n' '|'
+    echo
+  done
 }
