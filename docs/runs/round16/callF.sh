@@ -11,7 +11,7 @@ make_pair $M6 & mkpid=$!
 gpu_checks --spec --no-matmul
 ncu_full attn4k AttnSplitV2Kernel 2 2 1 1 4096 f16
 wait $mkpid
-for rep in 1 2; do
+for rep in 1; do
   for sp in 128 64 96 192; do
     stamp "attn split $sp (rep $rep): decode and verify 4 at 4200"
     timeout 60 $C/bin/specd bench --backend cuda --model $M6/target.gguf --ctx 4200 --prefill 4096 --batches 1 \
