@@ -15,6 +15,7 @@
 //   gpu_check --spec-host    the same on the host-sampling fallback
 //                            (--cuda-device-sampling=false)
 //   gpu_check --bench-matvec the matvec microbenchmark alone
+//   gpu_check --attn-split N ...  the same at attention splits of N positions
 //   gpu_check --profile-step [SEQS TOKENS CTX [KV]]
 //                            one 27B-class forward (default: a decode step at
 //                            4081, KV q8_0; KV f16 as specd bench's default)
@@ -2145,6 +2146,16 @@ int main(int argc, char** argv) {
       return 0;
     }
   for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--attn-split") == 0 && i + 1 < argc) {  // the checks at another split length
+      const int split = std::atoi(argv[++i]);
+      if (split < 32 || split > 256 || split % 32 != 0) {
+        std::fprintf(stderr, "--attn-split takes a multiple of 32 up to 256, not %s\n", argv[i]);
+        return 2;
+      }
+      specd::SetAttn(2, split);
+      std::printf("attention split %d positions\n", split);
+      continue;
+    }
     if (std::strcmp(argv[i], "--bench") == 0) bench = true;
     if (std::strcmp(argv[i], "--quick") == 0) quick = true;
     if (std::strcmp(argv[i], "--no-matmul") == 0) matmul = false;
