@@ -261,9 +261,10 @@ __global__ void AttnCombineKernel(const float* part, int n_heads, int hd, int ma
 // fixed order), but QK^T and PV run on mma.sync m16n8k16 (F16 x F16 -> F32):
 //  * a block is (tile of <= 16 query rows, KV head, split); warp w of the
 //    split_len / 32 warps owns positions [jb + 32w, jb + 32w + 32): it copies
-//    their K and V rows into its own shared-memory region (cp.async for F16;
-//    Q8_0 K quants converted to F16 exactly), so the main phase needs no block
-//    barrier;
+//    their K and V rows into its own shared-memory region (cp.async; Q8_0
+//    rows staged raw, then converted to exact F16), so the main phase needs
+//    no block barrier; rows older than the batch's tokens are requested (and
+//    converted) before griddepcontrol.wait, overlapping the producer of Q;
 //  * Q is kept near FP32 as two F16 parts (hi = f16(q), lo = f16(q - hi)):
 //    S = Q_hi K + Q_lo K; the probabilities likewise (P_hi + P_lo) for PV.
 //    F16 K/V are exact; Q8_0 K is used as its integer quants with the per-32
