@@ -1138,5 +1138,38 @@ TEST(RandomBlocks, ValidScalesDeviationAndDeterminism) {
   EXPECT_EQ(RandomBlocks(GgmlType::IQ2_XS, x.data(), 0, 1, 1, 1.0f).code(), absl::StatusCode::kInvalidArgument);
 }
 
+// The CUDA attention converts Q8_0 K/V rows with half2 arithmetic
+// (k_attention.cu: S8x4ToHalf2, ScaleHiLo) and claims the bits of the float
+// path it replaced. The arithmetic facts behind that claim, for every int8
+// quant and every finite f16 scale: (1) 1024 + (q + 128) is exact in f16 and
+// less 1152 gives q, the value int -> half gives; (2) q * s is exact in f32,
+// so one rounding to f16 (mul.rn.f16x2) equals f16(float(q) * s); (3) q * s
+// - hi is exact in f32, so the fused remainder (fma.rn.f16x2) equals the
+// float path's f16(v - float(hi)).
+TEST(AttentionQ8Conversion, HalfArithmeticIsExact) {
+  for (int q = -128; q <= 127; ++q) {
+    const uint16_t biased = static_cast<uint16_t>(0x6400u | static_cast<uint32_t>(q + 128));
+    const float v = HalfToFloat(biased);
+    ASSERT_EQ(v, 1024.0f + static_cast<float>(q + 128));
+    ASSERT_EQ(FloatToHalf(v - 1152.0f), FloatToHalf(static_cast<float>(q))) << q;
+  }
+  EXPECT_EQ(FloatToHalf(HalfToFloat(0x6480u) - 1152.0f), 0u);  // q = 0 gives +0, as __int2half_rn(0)
+  int64_t checked = 0;
+  for (uint32_t sb = 0; sb < 0x10000u; ++sb) {
+    const float s = HalfToFloat(static_cast<uint16_t>(sb));
+    if (!std::isfinite(s)) continue;
+    for (int q = -128; q <= 127; ++q) {
+      const float v = static_cast<float>(q) * s;
+      ASSERT_EQ(static_cast<double>(v), static_cast<double>(q) * static_cast<double>(s)) << q << " " << sb;
+      const uint16_t hi = FloatToHalf(v);
+      const float hf = HalfToFloat(hi);
+      if (!std::isfinite(hf)) continue;  // overflow: inf both ways
+      ASSERT_EQ(static_cast<double>(v - hf), static_cast<double>(v) - static_cast<double>(hf)) << q << " " << sb;
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 13000000);  // the pairs whose f16 product is finite
+}
+
 }  // namespace
 }  // namespace specd
