@@ -795,6 +795,10 @@ absl::Status CudaBackend::SetBatch(const Batch& batch) {
   if (static_cast<int>(batch.pos.size()) != n || static_cast<int>(batch.seq_index.size()) != n)
     return absl::InvalidArgumentError("batch arrays differ in length");
   const int bs = kv_.block_size;
+  // A sequence's tokens come at consecutive positions in batch order: the
+  // attention reads the rows below pos[t] - t (rows no earlier token of this
+  // batch writes) before the batch's own K/V stores are done.
+  std::vector<int> last_pos(batch.seqs.size(), -1);
   for (int t = 0; t < n; ++t) {
     const int si = batch.seq_index[t];
     if (si < 0 || si >= static_cast<int>(batch.seqs.size()))
@@ -803,6 +807,10 @@ absl::Status CudaBackend::SetBatch(const Batch& batch) {
     const int pos = batch.pos[t];
     if (pos < 0 || pos >= s.kv_len || pos / bs >= static_cast<int>(s.blocks.size()))
       return absl::InvalidArgumentError(absl::StrCat("position ", pos, " outside the blocks of sequence ", s.slot));
+    if (last_pos[si] >= 0 && pos != last_pos[si] + 1)
+      return absl::InvalidArgumentError(absl::StrCat("sequence ", s.slot, " has position ", pos, " after ", last_pos[si],
+                                                     " in one batch (a batch's positions of a sequence are consecutive)"));
+    last_pos[si] = pos;
   }
   for (const auto& s : batch.seqs) {
     for (int32_t b : s.blocks) {
