@@ -4,14 +4,13 @@
 # producers' activation bytes == the standalone pass; every model; verify == decode), ncu per-kernel times
 # (1 x 1 and 6 x 5 at 1100), then specd bench against main (specd.base), alternating, twice.
 set -u
-# (Run with the loops that tests/gpu/device_lib.sh now holds as bench_against and ncu_step: equivalent commands.)
+# (Run with the loops that tests/gpu/device_lib.sh now holds as gpu_checks, bench_against and ncu_step:
+# equivalent commands.)
 . tests/gpu/device_lib.sh
 device_setup
 make_pair $M6 & mkpid=$!
-stamp "gpu_check --no-matmul"
-timeout 150 $C/bin/gpu_check --no-matmul > $O/check_nomatmul.log 2>&1; echo "rc=$?"
-grep -E "^FAIL|SUMMARY" $O/check_nomatmul.log | head -20
-grep -E "RMSNorm|SwiGLU" $O/check_nomatmul.log | head -4
+gpu_checks --no-matmul
+xz -dc $O/check_no-matmul.log.xz | grep -E "RMSNorm|SwiGLU" | head -4
 ncu_step 1 1 1100
 ncu_step 6 5 1100
 wait $mkpid

@@ -4,13 +4,12 @@
 # alternating, then the side-by-side table with llama.cpp (tests/gpu/peer_bench.sh, same files, same call).
 # run(command="bash docs/runs/round15/callF.sh", carry=[".devpack", ".peer"])
 set -u
-# (Run with the loops that tests/gpu/device_lib.sh now holds as bench_against and ncu_step: equivalent commands.)
+# (Run with the loops that tests/gpu/device_lib.sh now holds as gpu_checks, bench_against and ncu_step:
+# equivalent commands.)
 . tests/gpu/device_lib.sh
 device_setup
 make_pair $M6 & mkpid=$!
-stamp "gpu_check --no-matmul"
-timeout 150 $C/bin/gpu_check --no-matmul > $O/check_nomatmul.log 2>&1; echo "rc=$?"
-grep -E "^FAIL|SUMMARY" $O/check_nomatmul.log | head -20
+gpu_checks --no-matmul
 wait $mkpid
 bench_against 2 specd.base specd
 stamp "peer side by side"

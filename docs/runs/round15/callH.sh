@@ -5,13 +5,12 @@
 # quantization bytes, counters back at zero, every model, verify == decode), ncu per-kernel times (1 x 1
 # at 1100), specd bench against specd.base twice, alternating.
 set -u
-# (Run with the loops that tests/gpu/device_lib.sh now holds as bench_against and ncu_step: equivalent commands.)
+# (Run with the loops that tests/gpu/device_lib.sh now holds as gpu_checks, bench_against and ncu_step:
+# equivalent commands.)
 . tests/gpu/device_lib.sh
 device_setup
 make_pair $M6 & mkpid=$!
-stamp "gpu_check --no-matmul"
-timeout 150 $C/bin/gpu_check --no-matmul > $O/check_nomatmul.log 2>&1; echo "rc=$?"
-grep -E "^FAIL|SUMMARY" $O/check_nomatmul.log | head -20
+gpu_checks --no-matmul
 ncu_step 1 1 1100
 wait $mkpid
 bench_against 2 specd.base specd
