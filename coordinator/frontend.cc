@@ -328,6 +328,11 @@ void Frontend::AddCollectors() {
             static_cast<double>(i.batches()));
       s.Add("specd_worker_batched_sequences_total", "Sequences those batches carried.", Type::kCounter, r,
             static_cast<double>(i.batched_requests()));
+      s.Add("specd_worker_cohort_batches_total", "Batches that gathered a lockstep cohort's calls.", Type::kCounter,
+            r, static_cast<double>(i.cohort_batches()));
+      s.Add("specd_worker_cohort_timeouts_total",
+            "Of those, batches that started before the whole cohort came (--cohort-wait-us).", Type::kCounter, r,
+            static_cast<double>(i.cohort_timeouts()));
       s.Add("specd_worker_forwards_total", "Forward passes.", Type::kCounter, r, static_cast<double>(i.forwards()));
       s.Add("specd_worker_forward_tokens_total", "Tokens through forward passes (prefill + steps).", Type::kCounter,
             r, static_cast<double>(i.forward_tokens()));

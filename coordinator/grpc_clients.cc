@@ -77,12 +77,13 @@ Verdict VerdictFromProto(const v1::VerifyResponse& resp) {
 }  // namespace
 
 absl::StatusOr<Verdict> GrpcTargetClient::Verify(int32_t seq, const std::vector<int32_t>& proposal,
-                                                 const ExchangeRef& ref, Deadline deadline) {
+                                                 const ExchangeRef& ref, const CohortTag& cohort, Deadline deadline) {
   v1::VerifyRequest req;
   req.set_seq(seq);
   req.mutable_tokens()->Add(proposal.begin(), proposal.end());
   req.set_slot(ref.slot);
   req.set_generation(ref.generation);
+  rpc::CohortToProto(cohort, req.mutable_cohort());
   v1::VerifyResponse resp;
   grpc::ClientContext ctx;
   const Deadline call_deadline = SetDeadline(&ctx, deadline, t_.target);
@@ -102,8 +103,9 @@ class GrpcTargetClient::Pending final : public PendingVerdict {
     if (!done_) ctx_.TryCancel();
     cv_.wait(l, [&] { return done_; });
   }
-  void Start(int k) {
+  void Start(int k, const CohortTag& cohort) {
     req_.set_seq(seq_);
+    rpc::CohortToProto(cohort, req_.mutable_cohort());
     req_.set_slot(after_.slot);
     req_.set_await_proposal(true);
     req_.set_after_generation(after_.generation);
@@ -157,13 +159,13 @@ class GrpcTargetClient::Pending final : public PendingVerdict {
 };
 
 std::unique_ptr<PendingVerdict> GrpcTargetClient::VerifyNext(int32_t seq, const ExchangeRef& after, int k,
-                                                             Deadline deadline) {
+                                                             const CohortTag& cohort, Deadline deadline) {
   if (after.slot < 0 || k < 1) return nullptr;
   // A target that does not say it pipelines (an older build, or one that
   // could not map the buffer) would take the call for a target-only step.
   if (!cluster_->target_pipelines()) return nullptr;
   auto p = std::make_unique<Pending>(this, seq, after, deadline);
-  p->Start(k);
+  p->Start(k, cohort);
   return p;
 }
 
@@ -215,6 +217,7 @@ absl::StatusOr<Proposal> GrpcDraftClient::Propose(const ProposeRequest& pr, Dead
   req.set_k(std::min(pr.k, d->k_max));
   req.set_min_confidence(pr.min_confidence);
   req.set_want_confidence(pr.want_confidence);
+  rpc::CohortToProto(pr.cohort, req.mutable_cohort());
   v1::ProposeResponse resp;
   grpc::ClientContext ctx;
   SetDeadline(&ctx, deadline, t_.draft);

@@ -24,11 +24,11 @@ class GrpcTargetClient : public Verifier {
   absl::Status Open(int32_t seq, const std::vector<int32_t>& tokens, const SamplingParams& sampling,
                     Deadline deadline) override;
   absl::StatusOr<Verdict> Verify(int32_t seq, const std::vector<int32_t>& proposal, const ExchangeRef& ref,
-                                 Deadline deadline) override;
+                                 const CohortTag& cohort, Deadline deadline) override;
   void Release(int32_t seq) override;
   // An asynchronous Verify with await_proposal set (the target takes the
   // proposal from the exchange buffer); AbandonVerify when it will not come.
-  std::unique_ptr<PendingVerdict> VerifyNext(int32_t seq, const ExchangeRef& after, int k,
+  std::unique_ptr<PendingVerdict> VerifyNext(int32_t seq, const ExchangeRef& after, int k, const CohortTag& cohort,
                                              Deadline deadline) override;
 
  private:
@@ -50,6 +50,7 @@ class GrpcDraftClient : public Proposer {
   void Release(int32_t seq) override;
   // The draft worker publishes every proposal in the sequence's slot.
   bool PublishesEveryProposal() const override { return true; }
+  bool BatchesEveryProposal() const override { return true; }
 
  private:
   absl::Status Failed(const grpc::Status& gs, const char* call, Deadline deadline);

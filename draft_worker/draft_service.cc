@@ -18,7 +18,8 @@ absl::StatusOr<std::unique_ptr<DraftService>> DraftService::Create(const DraftWo
   s->loads_ = 1;
   DraftService* self = s.get();
   s->StartThread([self](const std::vector<ProposeRequest>& jobs) { return self->RunBatch(jobs); },
-                 [](const ProposeRequest& j) { return static_cast<int64_t>(j.seq); }, opts.scheduler);
+                 [](const ProposeRequest& j) { return static_cast<int64_t>(j.seq); },
+                 [](const ProposeRequest& j) { return j.cohort; }, opts.scheduler);
   s->FollowExporter();
   return s;
 }
@@ -148,6 +149,7 @@ grpc::Status DraftService::Propose(grpc::ServerContext* ctx, const v1::ProposeRe
   job.k = req->k();
   job.min_confidence = req->min_confidence();
   job.want_confidence = req->want_confidence();
+  job.cohort = rpc::CohortFromProto(req->cohort());
   auto r = thread_->Submit(std::move(job));
   if (!r.ok()) return ToGrpc(r.status());
   const Proposal& p = r->proposal;

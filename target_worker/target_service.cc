@@ -22,7 +22,8 @@ absl::StatusOr<std::unique_ptr<TargetService>> TargetService::Create(const Targe
   SPECD_LOG(INFO) << s->engine_->ledger().ToString();
   TargetService* self = s.get();
   s->StartThread([self](const std::vector<LocalTarget::VerifyJob>& jobs) { return self->RunBatch(jobs); },
-                 [](const LocalTarget::VerifyJob& j) { return static_cast<int64_t>(j.seq); }, opts.scheduler);
+                 [](const LocalTarget::VerifyJob& j) { return static_cast<int64_t>(j.seq); },
+                 [](const LocalTarget::VerifyJob& j) { return j.cohort; }, opts.scheduler);
   return s;
 }
 
@@ -147,7 +148,8 @@ grpc::Status TargetService::AbandonVerify(grpc::ServerContext* ctx, const v1::Ab
 grpc::Status TargetService::Verify(grpc::ServerContext* ctx, const v1::VerifyRequest* req, v1::VerifyResponse* resp) {
   auto arrived = std::chrono::steady_clock::now();
   if (auto st = rpc::Authorize(ctx); !st.ok()) return st;
-  LocalTarget::VerifyJob job{req->seq(), ToVector(req->tokens()), ExchangeRef{req->slot(), req->generation()}};
+  LocalTarget::VerifyJob job{req->seq(), ToVector(req->tokens()), ExchangeRef{req->slot(), req->generation()},
+                             rpc::CohortFromProto(req->cohort())};
   if (req->await_proposal()) {
     if (absl::Status st = AwaitProposal(ctx, *req, &job); !st.ok()) return ToGrpc(st);
     // The call's time counts from the proposal's publication (the wait overlapped the draft's work).

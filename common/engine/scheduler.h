@@ -16,16 +16,23 @@
 //
 // One round: exclusive tasks, one prefill slice round, one batch. A batch holds
 // at most one job per key (sequence): a second one for the same sequence
-// waits for the next round. With batch_wait > 0 the thread, before a batch,
-// waits up to that long while fewer sequences have a job pending than were in
-// the last two batches together: sequences that split into two cohorts (one
-// job started a batch alone, the rest queued behind it) merge again.
-// Sequences that stopped stepping drop out of that count after two batches.
+// waits for the next round.
+//
+// Gathering a batch, when no other work waits: jobs that carry a lockstep
+// cohort (common/spec/cohort.h: the coordinator released them together and
+// says how many there are) wait up to cohort_wait until every job of their
+// cohort is pending (or already ran); the transport may deliver them well
+// apart, and one forward for all is worth more than the wait. Jobs without
+// a cohort (a client that does not say) wait up to batch_wait while fewer
+// sequences have a job pending than were in the last two batches together,
+// so that sequences split into two groups merge again; sequences that
+// stopped stepping drop out of that count after two batches.
 #pragma once
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <unordered_map>
 #include <functional>
 #include <future>
 #include <memory>
@@ -35,6 +42,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "common/spec/cohort.h"
 #include "common/util/status.h"
 
 namespace specd {
@@ -43,6 +51,7 @@ struct SchedulerOptions {
   int max_batch = 64;          // jobs per batch
   int64_t prefill_chunk = 512;  // prefill tokens per round (all pending prefills together; one default forward)
   std::chrono::microseconds batch_wait{0};
+  std::chrono::microseconds cohort_wait{4000};
 };
 
 struct PrefillRequest {
@@ -58,9 +67,15 @@ class EngineThread {
   using KeyFn = std::function<int64_t(const Job&)>;
   // Returns, per request, the tokens still pending after it (0: done) or an error.
   using PrefillFn = std::function<std::vector<absl::StatusOr<int64_t>>(const std::vector<PrefillRequest>&)>;
+  // The job's lockstep cohort (none: CohortTag{}).
+  using CohortFn = std::function<CohortTag(const Job&)>;
 
-  EngineThread(BatchFn batch, KeyFn key, SchedulerOptions opts, PrefillFn prefill = {})
-      : batch_(std::move(batch)), key_(std::move(key)), prefill_(std::move(prefill)), opts_(opts) {
+  EngineThread(BatchFn batch, KeyFn key, SchedulerOptions opts, PrefillFn prefill = {}, CohortFn cohort = {})
+      : batch_(std::move(batch)),
+        key_(std::move(key)),
+        prefill_(std::move(prefill)),
+        cohort_(std::move(cohort)),
+        opts_(opts) {
     if (opts_.max_batch < 1) opts_.max_batch = 1;
     if (opts_.prefill_chunk < 1) opts_.prefill_chunk = 1;
     thread_ = std::thread([this] { Loop(); });
@@ -137,6 +152,11 @@ class EngineThread {
   int max_batch_seen() const { return max_seen_.load(); }
   int64_t prefill_tokens() const { return prefill_tokens_.load(); }
   int64_t prefill_rounds() const { return prefill_rounds_.load(); }
+  // Batches that held jobs of a shared cohort; of those, batches that
+  // started before all of a cohort's jobs came (cohort_wait ran out, or
+  // other work needed the thread).
+  int64_t cohort_batches() const { return cohort_batches_.load(); }
+  int64_t cohort_timeouts() const { return cohort_timeouts_.load(); }
   const SchedulerOptions& options() const { return opts_; }
 
  private:
@@ -160,10 +180,16 @@ class EngineThread {
         std::unique_lock<std::mutex> l(mu_);
         cv_.wait(l, [&] { return stop_ || !tasks_.empty() || !jobs_.empty() || !incoming_.empty() || !prefills_.empty(); });
         if (stop_ && tasks_.empty() && jobs_.empty() && incoming_.empty() && prefills_.empty()) return;
-        // Lockstep batching: give the sequences of the last batches a moment
-        // to come back, unless other work waits.
-        if (opts_.batch_wait.count() > 0 && tasks_.empty() && incoming_.empty() && prefills_.empty() &&
-            !jobs_.empty()) {
+        // Lockstep batching (see the top), unless other work waits.
+        const bool idle_else = tasks_.empty() && incoming_.empty() && prefills_.empty() && !jobs_.empty();
+        const bool cohorts = HasCohortLocked();
+        if (cohorts) {
+          if (idle_else && opts_.cohort_wait.count() > 0 && !CohortsCompleteLocked()) {
+            cv_.wait_for(l, opts_.cohort_wait, [&] {
+              return stop_ || !tasks_.empty() || !incoming_.empty() || CohortsCompleteLocked();
+            });
+          }
+        } else if (opts_.batch_wait.count() > 0 && idle_else) {
           std::set<int64_t> expect = prev;
           expect.insert(prev2.begin(), prev2.end());
           const int want = std::min(static_cast<int>(expect.size()), opts_.max_batch);
@@ -177,17 +203,30 @@ class EngineThread {
                          [&] { return stop_ || !tasks_.empty() || !incoming_.empty() || pending_keys() >= want; });
           }
         }
+        const bool cohort_incomplete = cohorts && !CohortsCompleteLocked();
         tasks.swap(tasks_);
         for (auto& p : incoming_) prefills_.push_back(std::move(p));
         incoming_.clear();
         std::set<int64_t> keys;
+        bool had_cohort = false;
         for (auto it = jobs_.begin(); it != jobs_.end() && static_cast<int>(batch.size()) < opts_.max_batch;) {
           if (keys.insert(key_((*it)->job)).second) {
+            if (cohort_) {
+              const CohortTag c = cohort_((*it)->job);
+              if (c.shared()) {
+                had_cohort = true;
+                TakeLocked(c.id);
+              }
+            }
             batch.push_back(std::move(*it));
             it = jobs_.erase(it);
           } else {
             ++it;
           }
+        }
+        if (had_cohort) {
+          cohort_batches_.fetch_add(1);
+          if (cohort_incomplete) cohort_timeouts_.fetch_add(1);
         }
       }
       for (auto& t : tasks) t();
@@ -207,6 +246,46 @@ class EngineThread {
       for (size_t i = 0; i < batch.size(); ++i) {
         batch[i]->done.set_value(i < res.size() ? std::move(res[i]) : Result(absl::InternalError("batch lost a job")));
       }
+    }
+  }
+
+  // Whether a pending job carries a shared cohort (mu_ held).
+  bool HasCohortLocked() const {
+    if (!cohort_) return false;
+    for (const auto& p : jobs_)
+      if (cohort_(p->job).shared()) return true;
+    return false;
+  }
+
+  // Every shared cohort with a pending job has all its jobs still to run
+  // pending, up to a batch's worth (mu_ held).
+  bool CohortsCompleteLocked() const {
+    if (static_cast<int>(jobs_.size()) >= opts_.max_batch) return true;
+    std::unordered_map<uint64_t, std::pair<int, int>> pending;  // id -> (jobs pending, size)
+    for (const auto& p : jobs_) {
+      const CohortTag c = cohort_(p->job);
+      if (!c.shared()) continue;
+      auto& e = pending[c.id];
+      ++e.first;
+      e.second = std::max(e.second, c.size);
+    }
+    for (const auto& [id, e] : pending) {
+      const auto t = taken_.find(id);
+      const int left = e.second - (t == taken_.end() ? 0 : t->second);
+      if (e.first < std::min(left, opts_.max_batch)) return false;
+    }
+    return true;
+  }
+
+  // Counts a job of cohort `id` into a batch; remembers the last 1024 cohorts (mu_ held).
+  void TakeLocked(uint64_t id) {
+    auto [it, fresh] = taken_.try_emplace(id, 0);
+    ++it->second;
+    if (!fresh) return;
+    taken_order_.push_back(id);
+    if (taken_order_.size() > 1024) {
+      taken_.erase(taken_order_.front());
+      taken_order_.pop_front();
     }
   }
 
@@ -260,6 +339,7 @@ class EngineThread {
   BatchFn batch_;
   KeyFn key_;
   PrefillFn prefill_;
+  CohortFn cohort_;
   SchedulerOptions opts_;
   std::mutex mu_;
   std::condition_variable cv_;
@@ -268,7 +348,10 @@ class EngineThread {
   std::vector<std::shared_ptr<PrefillJob>> incoming_;
   std::deque<std::shared_ptr<PrefillJob>> prefills_;  // engine thread only (read in the wait predicate there)
   bool stop_ = false;
+  std::unordered_map<uint64_t, int> taken_;  // cohort id -> its jobs batched so far (mu_)
+  std::deque<uint64_t> taken_order_;
   std::atomic<int64_t> batches_{0}, batched_jobs_{0}, prefill_tokens_{0}, prefill_rounds_{0};
+  std::atomic<int64_t> cohort_batches_{0}, cohort_timeouts_{0};
   std::atomic<int> max_seen_{0};
   std::thread thread_;
 };

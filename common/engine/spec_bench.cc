@@ -125,7 +125,7 @@ absl::Status CalibrateCosts(const BenchPair& pair, const std::vector<int32_t>& p
         prop = *std::move(p);
         if (rep >= 0) draft_t[static_cast<size_t>(k)].push_back(draft_secs(prop));
       }
-      auto v = pair.target->Verify(kSeq, prop.tokens, prop.ref, kNoDeadline);
+      auto v = pair.target->Verify(kSeq, prop.tokens, prop.ref, {}, kNoDeadline);
       if (!v.ok()) {
         st = v.status();
         break;
@@ -142,7 +142,7 @@ absl::Status CalibrateCosts(const BenchPair& pair, const std::vector<int32_t>& p
     for (size_t g = 0; g < std::size(kGaps) && st.ok(); ++g) {
       if (static_cast<int64_t>(committed.size()) + kGaps[g] + 3 >= max_len) break;  // no room: not measured
       for (int i = 0; i < kGaps[g] && st.ok(); ++i) {
-        auto v = pair.target->Verify(kSeq, {}, ExchangeRef{}, kNoDeadline);
+        auto v = pair.target->Verify(kSeq, {}, ExchangeRef{}, {}, kNoDeadline);
         if (!v.ok()) st = v.status();
         else committed.insert(committed.end(), v->appended.begin(), v->appended.end());
       }
@@ -155,7 +155,7 @@ absl::Status CalibrateCosts(const BenchPair& pair, const std::vector<int32_t>& p
       }
       resume_t[g].push_back(draft_secs(*p));
       synced = static_cast<int64_t>(committed.size());
-      auto v = pair.target->Verify(kSeq, p->tokens, p->ref, kNoDeadline);
+      auto v = pair.target->Verify(kSeq, p->tokens, p->ref, {}, kNoDeadline);
       if (!v.ok()) st = v.status();
       else committed.insert(committed.end(), v->appended.begin(), v->appended.end());
     }

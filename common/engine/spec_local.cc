@@ -359,7 +359,7 @@ std::vector<absl::StatusOr<Verdict>> LocalTarget::VerifyBatch(const std::vector<
 }
 
 absl::StatusOr<Verdict> LocalTarget::Verify(int32_t seq, const std::vector<int32_t>& proposal, const ExchangeRef& ref,
-                                            Deadline) {
+                                            const CohortTag&, Deadline) {
   return std::move(VerifyBatch({VerifyJob{seq, proposal, ref}})[0]);
 }
 

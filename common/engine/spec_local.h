@@ -116,6 +116,7 @@ class LocalTarget : public Verifier {
     int32_t seq = 0;
     std::vector<int32_t> tokens;  // the proposal (empty: target-only step)
     ExchangeRef ref;              // slot < 0: q one-hot at the tokens (no exchange rows)
+    CohortTag cohort;             // the verifies released with this one (batching only)
   };
   // Checks each proposal against the exchange buffer (FAILED_PRECONDITION
   // when stale or absent, sequence untouched), then verifies all of them in
@@ -128,7 +129,7 @@ class LocalTarget : public Verifier {
     return OpenSeq(seq, tokens, sampling);
   }
   absl::StatusOr<Verdict> Verify(int32_t seq, const std::vector<int32_t>& proposal, const ExchangeRef& ref,
-                                 Deadline) override;
+                                 const CohortTag&, Deadline) override;
   void Release(int32_t seq) override { ReleaseSeq(seq); }
 
  private:

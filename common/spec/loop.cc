@@ -201,7 +201,21 @@ SpecResult RunSpeculative(const SpecRequest& req, const Tokenizer& tok, Verifier
   std::optional<StepGate::Member> gate(std::in_place, req.gate);
   while (true) {
     const SteadyTime ts = std::chrono::steady_clock::now();
-    double gate_wait = gate->Start();
+    // Never propose past max_tokens or the target's context.
+    const int remaining = req.max_tokens - static_cast<int>(r.tokens.size());
+    int limit = remaining - 1;
+    const int64_t room = req.max_context > 0 ? req.max_context - static_cast<int64_t>(committed.size()) - 1 : 0;
+    if (req.max_context > 0) limit = static_cast<int>(std::min<int64_t>(limit, std::max<int64_t>(room, 0)));
+    // k is chosen before the gate, which tells the draft how many proposals
+    // its cohort sends.
+    const int k = policy.Next(req.live_k ? req.live_k() : req.k, limit);
+    const bool drafts = draft != nullptr && k > 0 && std::chrono::steady_clock::now() >= ds.retry_at;
+    using Step = StepGate::Member::Step;
+    const Step plan = !drafts                          ? Step::kVerify
+                      : !ds.open                       ? Step::kAlone
+                      : draft->BatchesEveryProposal() ? Step::kPropose
+                                                       : Step::kVerify;  // its proposal may not reach the worker
+    double gate_wait = gate->Start(plan);
     if (req.cancelled && req.cancelled()) {
       r.reason = FinishReason::kCancelled;
       break;
@@ -210,18 +224,10 @@ SpecResult RunSpeculative(const SpecRequest& req, const Tokenizer& tok, Verifier
       r.reason = FinishReason::kDeadline;
       break;
     }
-    // Never propose past max_tokens or the target's context.
-    const int remaining = req.max_tokens - static_cast<int>(r.tokens.size());
-    int limit = remaining - 1;
-    if (req.max_context > 0) {
-      const int64_t room = req.max_context - static_cast<int64_t>(committed.size()) - 1;
-      if (room < 0) {
-        r.reason = FinishReason::kLength;
-        break;
-      }
-      limit = static_cast<int>(std::min<int64_t>(limit, room));
+    if (req.max_context > 0 && room < 0) {
+      r.reason = FinishReason::kLength;
+      break;
     }
-    const int k = policy.Next(req.live_k ? req.live_k() : req.k, limit);
 
     Proposal prop;
     bool use_draft = false, proposed = false;
@@ -229,11 +235,10 @@ SpecResult RunSpeculative(const SpecRequest& req, const Tokenizer& tok, Verifier
     double draft_call = 0, draft_open = 0;
     std::unique_ptr<PendingVerdict> pending;  // the verify sent with the Propose (pipelined)
     SteadyTime tp{};
-    if (draft != nullptr && k > 0 && std::chrono::steady_clock::now() >= ds.retry_at) {
+    if (drafts) {
       if (!ds.open) {
         // The draft's prefill of the committed tokens: not a cost of this
-        // step, nor one the other requests should wait for.
-        gate->StepAlone();
+        // step, nor one the other requests wait for (Step::kAlone).
         const SteadyTime to = std::chrono::steady_clock::now();
         st = draft->Open(seq, committed, req.sampling, req.deadline);
         draft_open = since(to);
@@ -259,10 +264,11 @@ SpecResult RunSpeculative(const SpecRequest& req, const Tokenizer& tok, Verifier
                                                   : 0.0f;
         // The adaptive policy learns the confidence threshold from the first token's confidence.
         pr.want_confidence = req.policy.adaptive;
+        pr.cohort = gate->draft_cohort();
         // The target takes the proposal from the exchange slot of the
         // previous one as soon as the draft publishes it.
         if (req.pipeline_verify && ds.last.slot >= 0 && draft->PublishesEveryProposal())
-          pending = target.VerifyNext(seq, ds.last, k, req.deadline);
+          pending = target.VerifyNext(seq, ds.last, k, gate->target_cohort(), req.deadline);
         auto p = draft->Propose(pr, req.deadline);
         if (p.ok()) {
           proposed = true;
@@ -338,7 +344,8 @@ SpecResult RunSpeculative(const SpecRequest& req, const Tokenizer& tok, Verifier
     if (!took) gate_wait += verify_gate_wait;
     if (!pending) {
       tv = std::chrono::steady_clock::now();
-      step = target.Verify(seq, use_draft ? prop.tokens : kNone, use_draft ? prop.ref : ExchangeRef{}, req.deadline);
+      step = target.Verify(seq, use_draft ? prop.tokens : kNone, use_draft ? prop.ref : ExchangeRef{},
+                           gate->target_cohort(), req.deadline);
     }
     if (!took && !step.ok() && use_draft && step.status().code() == absl::StatusCode::kFailedPrecondition) {
       // The target could not use the proposal (stale slot, buffer not
@@ -348,7 +355,7 @@ SpecResult RunSpeculative(const SpecRequest& req, const Tokenizer& tok, Verifier
       SPECD_LOG(DEBUG) << "proposal refused by the target" << Kv("seq", seq) << Kv("why", step.status().ToString());
       use_draft = false;
       tv = std::chrono::steady_clock::now();
-      step = target.Verify(seq, kNone, ExchangeRef{}, req.deadline);
+      step = target.Verify(seq, kNone, ExchangeRef{}, gate->target_cohort(), req.deadline);
     }
     if (step.ok() && (step->appended.empty() || step->n_accepted < 0 ||
                       step->n_accepted > (use_draft ? static_cast<int>(prop.tokens.size()) : 0) ||

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "common/sampler/sampler.h"
+#include "common/spec/cohort.h"
 #include "common/shm/exchange.h"
 #include "common/util/status.h"
 
@@ -34,6 +35,7 @@ struct ProposeRequest {
   int k = 0;                     // tokens to draft at most
   float min_confidence = 0.0f;   // stop before a token the proposer is less sure of (0: always k)
   bool want_confidence = false;  // report each token's confidence (always done when min_confidence > 0)
+  CohortTag cohort;              // the lockstep proposals released with this one (cohort.h)
 };
 
 // What a proposal cost, as the proposer measured it.
@@ -72,6 +74,11 @@ class Proposer {
   // exchange slot (the slot of its previous proposal, while the sequence
   // stays open): then a verifier may take it there (Verifier::VerifyNext).
   virtual bool PublishesEveryProposal() const { return false; }
+  // Whether every Propose goes to a worker that batches concurrent
+  // requests' proposals (then a lockstep cohort's count of them is exact:
+  // ProposeRequest::cohort); a chain that may answer from its n-gram member
+  // does not say so.
+  virtual bool BatchesEveryProposal() const { return false; }
 };
 
 }  // namespace specd

@@ -1,6 +1,7 @@
 #include "common/spec/step_gate.h"
 
 #include <algorithm>
+#include <random>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -25,6 +26,9 @@ std::string StepGateFigures::ToString() const {
   return absl::StrCat("start: ", start.ToString(), "; verify: ", verify.ToString());
 }
 
+StepGate::StepGate(StepGateOptions opts)
+    : o_(opts), id_base_((static_cast<uint64_t>(std::random_device{}()) << 32) | (1ull << 31)) {}
+
 StepGate::Member::Member(StepGate* gate) : gate_(gate) {
   if (gate_) gate_->Join(this);
 }
@@ -33,11 +37,8 @@ StepGate::Member::~Member() {
   if (gate_) gate_->Leave(this);
 }
 
-double StepGate::Member::Start() { return gate_ ? gate_->Start(this) : 0.0; }
+double StepGate::Member::Start(Step step) { return gate_ ? gate_->Start(this, step) : 0.0; }
 double StepGate::Member::Verify() { return gate_ ? gate_->Verify(this) : 0.0; }
-void StepGate::Member::StepAlone() {
-  if (gate_) gate_->StepAlone(this);
-}
 
 void StepGate::Join(Member* m) {
   std::lock_guard<std::mutex> l(mu_);
@@ -73,9 +74,16 @@ void StepGate::OpenStartLocked() {
   auto cohort = std::make_shared<Cohort>();
   cohort->expected = n;
   cohort->released = Clock::now();
-  for (Member* a : arrivals_) a->cohort_ = cohort;
-  arrivals_.clear();
   ++gen_;
+  int proposers = 0;
+  for (const Member* a : arrivals_) proposers += a->proposes_ ? 1 : 0;
+  for (Member* a : arrivals_) {
+    a->cohort_ = cohort;
+    // A member alone carries no cohort: its calls need not wait for others.
+    a->target_tag_ = n > 1 ? CohortTag{id_base_ + gen_, n} : CohortTag{};
+    a->draft_tag_ = proposers > 1 && a->proposes_ ? CohortTag{id_base_ + gen_, proposers} : CohortTag{};
+  }
+  arrivals_.clear();
   cv_.notify_all();
 }
 
@@ -100,9 +108,9 @@ void StepGate::DropFromCohortLocked(Member* m) {
   if (c->arrived > 0 && c->arrived >= c->expected) OpenCohortLocked(c.get(), false);
 }
 
-void StepGate::StepAlone(Member* m) {
-  std::lock_guard<std::mutex> l(mu_);
+void StepGate::StepAloneLocked(Member* m) {
   DropFromCohortLocked(m);
+  m->target_tag_ = m->draft_tag_ = CohortTag{};
   if (!m->late_) {
     m->late_ = true;
     ++late_;
@@ -110,11 +118,17 @@ void StepGate::StepAlone(Member* m) {
   }
 }
 
-double StepGate::Start(Member* m) {
+double StepGate::Start(Member* m, Member::Step step) {
   std::unique_lock<std::mutex> l(mu_);
+  m->proposes_ = step == Member::Step::kPropose;
   const Clock::time_point now = Clock::now();
   DropFromCohortLocked(m);  // it did not verify in its last step (it ended that step early)
   if (m->started_before_) Smooth(&step_ewma_, std::chrono::duration<double>(now - m->last_start_).count());
+  if (step == Member::Step::kAlone) {
+    m->started_before_ = false;  // its slow step is not a sample of the usual time between steps
+    StepAloneLocked(m);
+    return 0.0;
+  }
   if (m->late_) {
     m->late_ = false;
     --late_;

@@ -26,6 +26,12 @@
 // count as late: they are not waited for until they arrive again. Verify
 // waits at most `wait_factor` x the usual time a cohort takes to gather. One
 // member alone never waits.
+//
+// The workers learn each opening's cohort from its calls (cohort.h): a
+// member's verify carries the opening's id and member count, its proposal
+// the id and the count of members that said at Start they would propose, so
+// that each worker's engine thread batches exactly those calls however far
+// apart the transport delivers them.
 #pragma once
 #include <chrono>
 #include <condition_variable>
@@ -34,6 +40,8 @@
 #include <mutex>
 #include <string>
 #include <vector>
+
+#include "common/spec/cohort.h"
 
 namespace specd {
 
@@ -63,7 +71,7 @@ class StepGate {
   struct Cohort;
 
  public:
-  explicit StepGate(StepGateOptions opts = {}) : o_(opts) {}
+  explicit StepGate(StepGateOptions opts = {});
   StepGate(const StepGate&) = delete;
   StepGate& operator=(const StepGate&) = delete;
 
@@ -75,12 +83,21 @@ class StepGate {
     ~Member();
     Member(const Member&) = delete;
     Member& operator=(const Member&) = delete;
+    // What the step about to start does.
+    enum class Step {
+      kVerify,   // verifies, and sends no call to a batching proposer (target-only, n-gram)
+      kPropose,  // proposes through the draft worker, then verifies (counted in draft_cohort())
+      kAlone,    // slow (e.g. it first runs the draft's prefill): the others
+                 // neither wait for it at Start nor verify with it, and it
+                 // carries no cohort
+    };
     // Block until the step may start / verify (see above); return the seconds waited.
-    double Start();
+    double Start(Step step = Step::kVerify);
     double Verify();
-    // This step will be slow (e.g. it first runs the draft's prefill): its
-    // cohort verifies without it and the next Start does not wait for it.
-    void StepAlone();
+    // The cohort the last Start released this member in (a member alone,
+    // or without a gate: no cohort): its verifies and its proposals.
+    const CohortTag& target_cohort() const { return target_tag_; }
+    const CohortTag& draft_cohort() const { return draft_tag_; }
 
    private:
     friend class StepGate;
@@ -88,7 +105,9 @@ class StepGate {
     std::chrono::steady_clock::time_point last_start_{};
     bool started_before_ = false;
     bool late_ = false;
+    bool proposes_ = false;               // at the forming Start
     std::shared_ptr<Cohort> cohort_;      // released together at the last Start, until it verifies
+    CohortTag target_tag_, draft_tag_;
   };
 
   StepGateFigures Figures() const;
@@ -105,9 +124,9 @@ class StepGate {
   };
   void Join(Member* m);
   void Leave(Member* m);
-  double Start(Member* m);
+  double Start(Member* m, Member::Step step);
   double Verify(Member* m);
-  void StepAlone(Member* m);
+  void StepAloneLocked(Member* m);
   void ObserveGatherLocked(const Cohort& c, Clock::time_point now);
   // Every member not late waits at the forming Start (mu_ held).
   bool AllArrivedLocked() const;
@@ -125,6 +144,7 @@ class StepGate {
   std::vector<Member*> arrivals_;  // at the forming Start
   int late_ = 0;                   // members that missed a Start and have not arrived since
   uint64_t gen_ = 0;               // Start openings
+  const uint64_t id_base_;         // cohort ids: id_base_ + gen_ (random: unique across coordinators)
   Clock::time_point first_arrival_{};
   double step_ewma_ = -1;    // seconds from a member's Start to its next one
   double gather_ewma_ = -1;  // seconds from a cohort's release to its last Verify arrival

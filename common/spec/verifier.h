@@ -58,10 +58,11 @@ class Verifier {
   virtual absl::Status Open(int32_t seq, const std::vector<int32_t>& tokens, const SamplingParams& sampling,
                             Deadline deadline) = 0;
   // Verifies `proposal` (possibly empty: one target-only step) whose q rows
-  // are at `ref`. A FAILED_PRECONDITION about the proposal leaves the
-  // sequence unchanged (the loop then retries target-only).
+  // are at `ref`; `cohort`: the verifies released with this one (cohort.h).
+  // A FAILED_PRECONDITION about the proposal leaves the sequence unchanged
+  // (the loop then retries target-only).
   virtual absl::StatusOr<Verdict> Verify(int32_t seq, const std::vector<int32_t>& proposal, const ExchangeRef& ref,
-                                         Deadline deadline) = 0;
+                                         const CohortTag& cohort, Deadline deadline) = 0;
   virtual void Release(int32_t seq) = 0;
   // Pipelining: starts a verify of the proposer's next proposal for `seq`,
   // which the verifier takes from exchange slot `after.slot` as soon as a
@@ -69,7 +70,7 @@ class Verifier {
   // tokens), so that it need not travel through the loop. nullptr: this
   // verifier cannot (the loop verifies once the proposal is back).
   virtual std::unique_ptr<PendingVerdict> VerifyNext(int32_t /*seq*/, const ExchangeRef& /*after*/, int /*k*/,
-                                                     Deadline /*deadline*/) {
+                                                     const CohortTag& /*cohort*/, Deadline /*deadline*/) {
     return nullptr;
   }
 };

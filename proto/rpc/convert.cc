@@ -267,4 +267,12 @@ void EngineInfoToProto(const Engine& e, const std::string& vocab_digest, v1::Inf
   out->set_forward_seconds(e.counters().forward_seconds);
 }
 
+void CohortToProto(const CohortTag& c, v1::Cohort* out) {
+  if (!c.shared()) return;  // left unset: no cohort
+  out->set_id(c.id);
+  out->set_size(c.size);
+}
+
+CohortTag CohortFromProto(const v1::Cohort& c) { return CohortTag{c.id(), c.size()}; }
+
 }  // namespace specd::rpc

@@ -36,6 +36,9 @@ void SummaryToProto(const api::Summary& s, v1::GenerationSummary* out);
 // Fills the figures; the streamed text and tokens are the caller's to add.
 void SummaryFromProto(const v1::GenerationSummary& in, api::Summary* s);
 
+void CohortToProto(const CohortTag& c, v1::Cohort* out);
+CohortTag CohortFromProto(const v1::Cohort& c);
+
 void LedgerToProto(const MemoryLedger& l, v1::MemoryLedger* out);
 void StepTimeToProto(const StepTimes& t, int64_t steps, v1::StepTime* out);
 StepTimes StepTimeFromProto(const v1::StepTime& t);

@@ -35,9 +35,15 @@ void AddSchedulerFlags(Config* cfg, const std::string& batch_help) {
   // they still reach the engine thread microseconds apart, and without a wait
   // the first would start a forward alone.
   cfg->AddInt("batch-wait-us", 1000,
-              "wait up to this long before a batch while fewer sequences have a job pending than in the last two "
-              "batches (0: never)",
+              "calls without a lockstep cohort: wait up to this long before a batch while fewer sequences have a "
+              "job pending than in the last two batches (0: never)",
               0, 1000000);
+  // The coordinator says how many calls each step's cohort sends, so the
+  // wait ends as soon as they are all in; the bound covers a member that
+  // dropped out after the gate (cancelled, its prefill first, a failed call).
+  cfg->AddInt("cohort-wait-us", SchedulerOptions{}.cohort_wait.count(),
+              "wait up to this long before a batch for the rest of a lockstep cohort's calls (0: never)", 0,
+              1000000);
 }
 
 SchedulerOptions SchedulerFromConfig(const Config& cfg) {
@@ -45,6 +51,7 @@ SchedulerOptions SchedulerFromConfig(const Config& cfg) {
   o.max_batch = static_cast<int>(cfg.GetInt("max-batch"));
   o.prefill_chunk = cfg.GetInt("prefill-chunk");
   o.batch_wait = std::chrono::microseconds(cfg.GetInt("batch-wait-us"));
+  o.cohort_wait = std::chrono::microseconds(cfg.GetInt("cohort-wait-us"));
   return o;
 }
 

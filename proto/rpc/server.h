@@ -20,7 +20,7 @@ namespace specd::rpc {
 void AddServiceFlags(Config* cfg, const std::string& default_listen);
 
 // The workers' scheduler flags: --max-batch (`batch_help`), --prefill-chunk,
-// --batch-wait-us.
+// --batch-wait-us, --cohort-wait-us.
 void AddSchedulerFlags(Config* cfg, const std::string& batch_help);
 SchedulerOptions SchedulerFromConfig(const Config& cfg);
 

@@ -80,14 +80,14 @@ class WorkerBase : public Service {
   virtual absl::Status HostReady() { return absl::OkStatus(); }
   // The scheduler over `batch`, with chunked prefill on the host.
   void StartThread(typename EngineThread<Job, Out>::BatchFn batch, typename EngineThread<Job, Out>::KeyFn key,
-                   const SchedulerOptions& opts) {
+                   typename EngineThread<Job, Out>::CohortFn cohort, const SchedulerOptions& opts) {
     thread_ = std::make_unique<EngineThread<Job, Out>>(
         std::move(batch), std::move(key), opts, [this](const std::vector<PrefillRequest>& reqs) {
           if (absl::Status st = HostReady(); !st.ok()) return std::vector<absl::StatusOr<int64_t>>(reqs.size(), st);
           std::vector<PrefillSlice> slices;
           for (const PrefillRequest& r : reqs) slices.push_back(PrefillSlice{static_cast<int32_t>(r.key), r.tokens});
           return host().PrefillSeqs(slices);
-        });
+        }, std::move(cohort));
   }
   // Fills the scheduler's figures into an Info response (any thread).
   void SchedulerInfo(v1::InfoResponse* r) const {
@@ -98,6 +98,8 @@ class WorkerBase : public Service {
     r->set_prefill_rounds(thread_->prefill_rounds());
     r->set_prefill_chunk(thread_->options().prefill_chunk);
     r->set_batch_limit(thread_->options().max_batch);
+    r->set_cohort_batches(thread_->cohort_batches());
+    r->set_cohort_timeouts(thread_->cohort_timeouts());
   }
   std::unique_ptr<EngineThread<Job, Out>> thread_;
 };

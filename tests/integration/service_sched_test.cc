@@ -291,7 +291,7 @@ TEST_F(ServiceSchedTest, StatsMetricsAndLogsShowTheService) {
   EXPECT_GT(s.draft.memory_exchange, 0u);
   const std::string report = client::FormatStats(s);
   for (const char* want : {"k histogram", "sequences per verify", "memory: weights", "recent requests", "queued",
-                           "lockstep: start: "})
+                           "lockstep: start: ", "lockstep cohorts"})
     EXPECT_NE(report.find(want), std::string::npos) << want << " missing from:\n" << report;
   // The speculative steps' time travels apart from the target-only steps'.
   ASSERT_FALSE(s.k_histogram.empty());
@@ -341,6 +341,11 @@ TEST_F(ServiceSchedTest, StatsMetricsAndLogsShowTheService) {
   EXPECT_GT(openings, 0);
   EXPECT_GE(Sample(body, "specd_lockstep_released_total{barrier=\"start\"}"), 2 * openings);
   EXPECT_GE(Sample(body, "specd_lockstep_wait_seconds_total{barrier=\"verify\"}"), 0);
+  // The workers gathered the openings' calls by the cohort each call carries.
+  EXPECT_GT(Sample(body, "specd_worker_cohort_batches_total{role=\"target\"}"), 0);
+  EXPECT_GT(Sample(body, "specd_worker_cohort_batches_total{role=\"draft\"}"), 0);
+  EXPECT_GE(Sample(body, "specd_worker_cohort_timeouts_total{role=\"target\"}"), 0);
+  EXPECT_GT(s.target.cohort_batches, 0);
   EXPECT_EQ(HttpGet(mport, "/nope").rfind("HTTP/1.1 404", 0), 0u);
 
   // One logfmt line per finished request.

@@ -321,12 +321,12 @@ TEST_F(ExchangeDeviceTest, StaleAndRewrittenSlotsAreRefusedAndTheSequenceKept) {
   auto second = draft_->Propose({6, len, {}, 4, 0.0f}, kNoDeadline);
   ASSERT_TRUE(first.ok() && second.ok());
   // Stale before the forward.
-  auto stale = target_->Verify(6, first->tokens, first->ref, kNoDeadline);
+  auto stale = target_->Verify(6, first->tokens, first->ref, {}, kNoDeadline);
   EXPECT_EQ(stale.status().code(), absl::StatusCode::kFailedPrecondition) << stale.status();
   EXPECT_EQ(target_->core().CommittedLength(6), len);
   // Rewritten while the device reads the rows in place: caught after the read.
   dev_.during_read = [&] { ASSERT_TRUE(draft_->Propose({6, len, {}, 4, 0.0f}, kNoDeadline).ok()); };
-  auto raced = target_->Verify(6, second->tokens, second->ref, kNoDeadline);
+  auto raced = target_->Verify(6, second->tokens, second->ref, {}, kNoDeadline);
   dev_.during_read = nullptr;
   EXPECT_EQ(raced.status().code(), absl::StatusCode::kFailedPrecondition) << raced.status();
   EXPECT_NE(raced.status().message().find("rewrote"), std::string::npos) << raced.status();
@@ -335,7 +335,7 @@ TEST_F(ExchangeDeviceTest, StaleAndRewrittenSlotsAreRefusedAndTheSequenceKept) {
   // The sequence goes on normally.
   auto third = draft_->Propose({6, len, {}, 4, 0.0f}, kNoDeadline);
   ASSERT_TRUE(third.ok());
-  auto ok = target_->Verify(6, third->tokens, third->ref, kNoDeadline);
+  auto ok = target_->Verify(6, third->tokens, third->ref, {}, kNoDeadline);
   ASSERT_TRUE(ok.ok()) << ok.status();
   EXPECT_EQ(target_->core().CommittedLength(6), len + static_cast<int64_t>(ok->appended.size()));
   target_->ReleaseSeq(6);
@@ -410,7 +410,7 @@ TEST_F(ExchangeDeviceTest, ReattachAfterASwapMapsTheNewRows) {
   ASSERT_TRUE(target_->OpenSeq(8, prompt, SamplingParams{}).ok());
   auto old = draft_->Propose({8, len, {}, 4, 0.0f}, kNoDeadline);
   ASSERT_TRUE(old.ok());
-  EXPECT_FALSE(target_->Verify(8, old->tokens, old->ref, kNoDeadline).ok());
+  EXPECT_FALSE(target_->Verify(8, old->tokens, old->ref, {}, kNoDeadline).ok());
   EXPECT_EQ(target_->core().CommittedLength(8), len);
   target_->ReleaseSeq(8);
   draft_->ReleaseSeq(8);

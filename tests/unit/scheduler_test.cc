@@ -1,7 +1,7 @@
 // The workers' scheduler (common/engine/scheduler.h) with fake batch and
 // prefill functions: batches form from concurrent jobs, a long prefill is fed
 // in chunks between batches, prefills share the chunk round-robin, errors
-// and cancellation end a prefill.
+// and cancellation end a prefill, a lockstep cohort's jobs form one batch.
 #include <atomic>
 #include <mutex>
 #include <string>
@@ -15,6 +15,7 @@ namespace {
 
 struct Job {
   int64_t seq = 0;
+  CohortTag cohort;
 };
 
 // Records what the engine thread did, in order: "B<n>" a batch of n jobs,
@@ -58,7 +59,8 @@ std::unique_ptr<Thread> MakeThread(Recorder* rec, SchedulerOptions o,
           out.push_back(left);
         }
         return out;
-      });
+      },
+      [](const Job& j) { return j.cohort; });
 }
 
 TEST(Scheduler, ConcurrentJobsShareABatch) {
@@ -170,6 +172,68 @@ TEST(Scheduler, BatchWaitKeepsLockstepSequencesTogether) {
   // After two rounds the batch waits for all four.
   EXPECT_LE(t->batches(), 9);
   EXPECT_EQ(t->max_batch_seen(), 4);
+}
+
+// Submits `n` jobs of cohort {id, size} from threads, `gap` apart; returns when all ran.
+void SubmitCohort(Thread* t, uint64_t id, int size, int n, std::chrono::milliseconds gap, int64_t first_seq = 0) {
+  std::vector<std::thread> ts;
+  for (int i = 0; i < n; ++i) {
+    ts.emplace_back([=] {
+      std::this_thread::sleep_for(gap * i);
+      EXPECT_TRUE(t->Submit(Job{first_seq + i, CohortTag{id, size}}).ok());
+    });
+  }
+  for (auto& th : ts) th.join();
+}
+
+TEST(Scheduler, CohortJobsArrivingApartFormOneBatch) {
+  Recorder rec;
+  SchedulerOptions o;
+  o.cohort_wait = std::chrono::seconds(2);  // never reached: the cohort completes first
+  auto t = MakeThread(&rec, o);
+  // No history needed (the first round already), whatever the spread.
+  SubmitCohort(t.get(), 11, 4, 4, std::chrono::milliseconds(15));
+  SubmitCohort(t.get(), 12, 3, 3, std::chrono::milliseconds(25));
+  EXPECT_EQ(rec.log, (std::vector<std::string>{"B4", "B3"}));
+  EXPECT_EQ(t->cohort_batches(), 2);
+  EXPECT_EQ(t->cohort_timeouts(), 0);
+  // A cohort of one (or none) never waits.
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_TRUE(t->Submit(Job{9, CohortTag{13, 1}}).ok());
+  EXPECT_TRUE(t->Submit(Job{9}).ok());
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(1));
+}
+
+TEST(Scheduler, CohortWaitIsBoundedAndALateJobRunsAtOnce) {
+  Recorder rec;
+  SchedulerOptions o;
+  o.cohort_wait = std::chrono::milliseconds(300);
+  auto t = MakeThread(&rec, o);
+  // Three announced, two come (the third member dropped out after the gate).
+  auto t0 = std::chrono::steady_clock::now();
+  SubmitCohort(t.get(), 21, 3, 2, std::chrono::milliseconds(0));
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(290));
+  EXPECT_EQ(t->cohort_timeouts(), 1);
+  // It comes after all: the rest of its cohort already ran, nothing to wait for.
+  t0 = std::chrono::steady_clock::now();
+  EXPECT_TRUE(t->Submit(Job{2, CohortTag{21, 3}}).ok());
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(150));
+  EXPECT_EQ(rec.log, (std::vector<std::string>{"B2", "B1"}));
+  EXPECT_EQ(t->cohort_timeouts(), 1);
+}
+
+TEST(Scheduler, ACohortLargerThanABatchFillsBatches) {
+  Recorder rec;
+  SchedulerOptions o;
+  o.max_batch = 4;
+  o.cohort_wait = std::chrono::seconds(2);
+  auto t = MakeThread(&rec, o, std::chrono::milliseconds(20));
+  SubmitCohort(t.get(), 31, 6, 6, std::chrono::milliseconds(5));
+  // The first batch starts once a batch's worth is in; the rest follow without a timeout.
+  ASSERT_EQ(rec.log.size(), 2u);
+  EXPECT_EQ(rec.log[0], "B4");
+  EXPECT_EQ(rec.log[1], "B2");
+  EXPECT_EQ(t->cohort_timeouts(), 0);
 }
 
 }  // namespace

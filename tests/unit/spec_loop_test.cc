@@ -523,22 +523,22 @@ TEST_F(SpecLoopTest, TargetRefusesAStaleSlotAndKeepsTheSequence) {
   ASSERT_TRUE(first.ok() && second.ok());
   EXPECT_EQ(first->ref.slot, second->ref.slot);
   EXPECT_NE(first->ref.generation, second->ref.generation);
-  auto stale = target_->Verify(6, first->tokens, first->ref, kNoDeadline);
+  auto stale = target_->Verify(6, first->tokens, first->ref, {}, kNoDeadline);
   EXPECT_EQ(stale.status().code(), absl::StatusCode::kFailedPrecondition) << stale.status();
   EXPECT_NE(stale.status().message().find("stale"), std::string::npos) << stale.status();
   EXPECT_EQ(target_->core().CommittedLength(6), len);  // untouched
   // Mismatched tokens are refused too.
   std::vector<int32_t> wrong = second->tokens;
   wrong[0] = (wrong[0] + 1) % target_engine_->vocab_size();
-  EXPECT_EQ(target_->Verify(6, wrong, second->ref, kNoDeadline).status().code(),
+  EXPECT_EQ(target_->Verify(6, wrong, second->ref, {}, kNoDeadline).status().code(),
             absl::StatusCode::kFailedPrecondition);
-  auto ok = target_->Verify(6, second->tokens, second->ref, kNoDeadline);
+  auto ok = target_->Verify(6, second->tokens, second->ref, {}, kNoDeadline);
   ASSERT_TRUE(ok.ok()) << ok.status();
   EXPECT_EQ(target_->core().CommittedLength(6), len + static_cast<int64_t>(ok->appended.size()));
   // Without an attached buffer a proposal cannot be verified.
   LocalTarget bare(target_engine_.get());
   ASSERT_TRUE(bare.OpenSeq(7, prompt, SamplingParams{}).ok());
-  EXPECT_EQ(bare.Verify(7, second->tokens, second->ref, kNoDeadline).status().code(),
+  EXPECT_EQ(bare.Verify(7, second->tokens, second->ref, {}, kNoDeadline).status().code(),
             absl::StatusCode::kFailedPrecondition);
   bare.ReleaseSeq(7);
   target_->ReleaseSeq(6);
@@ -633,8 +633,8 @@ class SharedForwardTarget final : public Verifier {
     return t_->Open(seq, tokens, s, dl);
   }
   absl::StatusOr<Verdict> Verify(int32_t seq, const std::vector<int32_t>& p, const ExchangeRef& ref,
-                                 Deadline dl) override {
-    auto v = t_->Verify(seq, p, ref, dl);
+                                 const CohortTag& cohort, Deadline dl) override {
+    auto v = t_->Verify(seq, p, ref, cohort, dl);
     if (v.ok()) {
       EXPECT_EQ(v->figures.batch_seqs, 1);  // LocalTarget reports its forward
       EXPECT_EQ(v->figures.batch_tokens, static_cast<int>(p.size()) + 1);
@@ -939,12 +939,13 @@ class PipelinedTarget final : public Verifier {
     return t_->Open(seq, tokens, s, dl);
   }
   absl::StatusOr<Verdict> Verify(int32_t seq, const std::vector<int32_t>& p, const ExchangeRef& ref,
-                                 Deadline dl) override {
+                                 const CohortTag& cohort, Deadline dl) override {
     ++sequential;
-    return t_->Verify(seq, p, ref, dl);
+    return t_->Verify(seq, p, ref, cohort, dl);
   }
   void Release(int32_t seq) override { t_->Release(seq); }
-  std::unique_ptr<PendingVerdict> VerifyNext(int32_t seq, const ExchangeRef& after, int k, Deadline dl) override {
+  std::unique_ptr<PendingVerdict> VerifyNext(int32_t seq, const ExchangeRef& after, int k, const CohortTag&,
+                                             Deadline dl) override {
     ++started;
     return std::make_unique<Pending>(this, seq, after, k, dl);
   }
@@ -962,7 +963,7 @@ class PipelinedTarget final : public Verifier {
               result_ = absl::FailedPreconditionError("too many tokens");
               return;
             }
-            result_ = o->t_->Verify(seq, p->tokens, p->ref, dl);
+            result_ = o->t_->Verify(seq, p->tokens, p->ref, {}, dl);
             if (result_.ok()) {
               result_->proposal = p->tokens;
               result_->ref = p->ref;
@@ -1144,7 +1145,7 @@ TEST_F(SpecLoopTest, ChunkedPrefillGivesTheSameOutput) {
     EXPECT_EQ(rounds, static_cast<int>((long_prompt.size() - 1 + chunk - 1) / chunk));
     std::vector<int32_t> out;
     for (int i = 0; i < 12; ++i) {
-      auto step = target_->Verify(20, {}, ExchangeRef{}, kNoDeadline);
+      auto step = target_->Verify(20, {}, ExchangeRef{}, {}, kNoDeadline);
       ASSERT_TRUE(step.ok()) << step.status();
       out.push_back(step->appended[0]);
     }
@@ -1153,7 +1154,7 @@ TEST_F(SpecLoopTest, ChunkedPrefillGivesTheSameOutput) {
   }
   // Without any prefill the first step feeds the whole prompt itself.
   ASSERT_TRUE(target_->OpenSeq(21, long_prompt, SamplingParams{}, /*prefill=*/false).ok());
-  auto step = target_->Verify(21, {}, ExchangeRef{}, kNoDeadline);
+  auto step = target_->Verify(21, {}, ExchangeRef{}, {}, kNoDeadline);
   ASSERT_TRUE(step.ok());
   EXPECT_EQ(step->appended[0], ref[0]);
   EXPECT_EQ(target_->core().PrefillPending(21), 0);

@@ -41,7 +41,8 @@ TEST(StepGateTest, NullGateIsANoOp) {
   StepGate::Member m(nullptr);
   EXPECT_EQ(m.Start(), 0.0);
   EXPECT_EQ(m.Verify(), 0.0);
-  m.StepAlone();
+  EXPECT_EQ(m.Start(StepGate::Member::Step::kAlone), 0.0);
+  EXPECT_FALSE(m.target_cohort().shared());
 }
 
 TEST(StepGateTest, StaggeredMembersStartTogether) {
@@ -150,10 +151,13 @@ TEST(StepGateTest, AStepAloneIsNotWaitedFor) {
   auto f = std::async(std::launch::async, [&] { a.Start(); });
   slow.Start();
   f.get();
-  // `slow` runs the draft's prefill this step: a verifies and starts its next
-  // step without waiting for it (5 s timeouts would fail the test's time).
+  // `slow` runs the draft's prefill in its next step: it starts that step at
+  // once, a verifies and starts its next step without waiting for it (5 s
+  // timeouts would fail the test's time).
   const Clock::time_point t0 = Clock::now();
-  slow.StepAlone();
+  EXPECT_EQ(slow.Start(StepGate::Member::Step::kAlone), 0.0);
+  EXPECT_FALSE(slow.target_cohort().shared());
+  EXPECT_FALSE(slow.draft_cohort().shared());
   a.Verify();
   a.Start();
   EXPECT_LT(Since(t0), 2.0);
@@ -170,6 +174,54 @@ TEST(StepGateTest, AStepAloneIsNotWaitedFor) {
   g.get();
   EXPECT_EQ(gate.Figures().start.opened, 2);
   EXPECT_EQ(gate.Figures().start.timed_out, 0);
+}
+
+// The workers learn each opening's cohort from its calls: every member
+// released together carries the same id and the member count; the draft's
+// tag counts the members that said they would propose.
+TEST(StepGateTest, ReleasedMembersShareACohortTag) {
+  using Step = StepGate::Member::Step;
+  StepGate gate(FixedWait(milliseconds(5000)));
+  StepGate::Member p1(&gate), p2(&gate), v(&gate);
+  uint64_t last_id = 0;
+  for (int step = 0; step < 3; ++step) {
+    auto f1 = std::async(std::launch::async, [&] { p1.Start(Step::kPropose); });
+    auto f2 = std::async(std::launch::async, [&] { p2.Start(Step::kPropose); });
+    v.Start(Step::kVerify);
+    f1.get();
+    f2.get();
+    for (const StepGate::Member* m : {&p1, &p2, &v}) {
+      EXPECT_EQ(m->target_cohort().size, 3);
+      EXPECT_EQ(m->target_cohort().id, v.target_cohort().id);
+    }
+    EXPECT_NE(v.target_cohort().id, 0u);
+    EXPECT_NE(v.target_cohort().id, last_id) << "each opening is a new cohort";
+    last_id = v.target_cohort().id;
+    EXPECT_EQ(p1.draft_cohort().size, 2);
+    EXPECT_EQ(p1.draft_cohort().id, p2.draft_cohort().id);
+    EXPECT_FALSE(v.draft_cohort().shared()) << "it sends no proposal";
+    auto g1 = std::async(std::launch::async, [&] { p1.Verify(); });
+    auto g2 = std::async(std::launch::async, [&] { p2.Verify(); });
+    v.Verify();
+    g1.get();
+    g2.get();
+  }
+  // One proposer alone has no draft cohort to wait for.
+  auto f1 = std::async(std::launch::async, [&] { p1.Start(Step::kPropose); });
+  auto f2 = std::async(std::launch::async, [&] { p2.Start(Step::kVerify); });
+  v.Start(Step::kVerify);
+  f1.get();
+  f2.get();
+  EXPECT_FALSE(p1.draft_cohort().shared());
+  EXPECT_EQ(p1.target_cohort().size, 3);
+  // Two gates (two coordinators) never share ids.
+  StepGate other;
+  StepGate::Member o1(&other), o2(&other);
+  auto h = std::async(std::launch::async, [&] { o1.Start(); });
+  o2.Start();
+  h.get();
+  EXPECT_EQ(o1.target_cohort().size, 2);
+  EXPECT_NE(o1.target_cohort().id, v.target_cohort().id);
 }
 
 }  // namespace
