@@ -69,7 +69,7 @@ Verdict VerdictFromProto(const v1::VerifyResponse& resp) {
                  rpc::ToVector(resp.appended()),
                  rpc::LogprobsFromProto(resp.logprobs()),
                  VerifyFigures{resp.forward_seconds(), resp.accept_seconds(), resp.worker_seconds(), resp.call_seconds(),
-                               resp.batch_seqs(), resp.batch_tokens()},
+                               resp.batch_seqs(), resp.batch_tokens(), resp.cold_forward()},
                  rpc::ToVector(resp.proposed()),
                  {}};
 }
@@ -228,7 +228,7 @@ absl::StatusOr<Proposal> GrpcDraftClient::Propose(const ProposeRequest& pr, Dead
   p.confidence.assign(resp.confidences().begin(), resp.confidences().end());
   p.ref = ExchangeRef{resp.slot(), resp.generation()};
   p.figures = ProposeFigures{resp.forwards(), resp.forward_seconds(), resp.worker_seconds(), resp.call_seconds(),
-                             resp.batch_seqs(), resp.batch_forwards()};
+                             resp.batch_seqs(), resp.batch_forwards(), resp.cold_forward()};
   return p;
 }
 

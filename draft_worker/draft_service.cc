@@ -163,6 +163,7 @@ grpc::Status DraftService::Propose(grpc::ServerContext* ctx, const v1::ProposeRe
   resp->set_worker_seconds(p.figures.worker_seconds);
   resp->set_batch_seqs(p.figures.batch_seqs);
   resp->set_batch_forwards(p.figures.batch_forwards);
+  resp->set_cold_forward(p.figures.cold);
   resp->set_call_seconds(std::chrono::duration<double>(std::chrono::steady_clock::now() - arrived).count());
   return grpc::Status::OK;
 }

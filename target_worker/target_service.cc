@@ -168,6 +168,7 @@ grpc::Status TargetService::Verify(grpc::ServerContext* ctx, const v1::VerifyReq
   resp->set_worker_seconds(r->step.figures.worker_seconds);
   resp->set_batch_seqs(r->step.figures.batch_seqs);
   resp->set_batch_tokens(r->step.figures.batch_tokens);
+  resp->set_cold_forward(r->step.figures.cold);
   resp->set_call_seconds(std::chrono::duration<double>(std::chrono::steady_clock::now() - arrived).count());
   return grpc::Status::OK;
 }

@@ -234,6 +234,14 @@ class Backend {
   // Waits for all queued work; reports any asynchronous (device) error.
   virtual absl::Status Synchronize() = 0;
 
+  // Work this backend ran cold so far: batches it did not replay as it had
+  // prepared them, but ran while preparing (the CUDA backend runs a shape
+  // eagerly the first time it is seen and captures its graph the second;
+  // steady eager runs, with graphs off or past their size, are not cold).
+  // Only grows; the engine compares it around a forward (Engine::Timing::cold).
+  // CPU: 0 (nothing to prepare, every forward is warm).
+  virtual int64_t ColdRuns() const { return 0; }
+
   // Memory bandwidth of this backend's memory in bytes/s, bytes read plus
   // bytes written by a large copy (the roofline's ceiling). 0: unknown.
   virtual double MeasureCopyBandwidth(size_t bytes) { return 0.0; }

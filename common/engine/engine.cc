@@ -520,6 +520,9 @@ absl::Status Engine::Read(const void* src, void* host, size_t bytes, Timing* tim
   }
   marks_.clear();
   backend_->ClearMarks();
+  const int64_t cold_runs = backend_->ColdRuns();
+  t.cold = cold_runs != cold_runs_;
+  cold_runs_ = cold_runs;
   counters_.forward_seconds += t.forward + t.after;
   if (timing) *timing = t;
   return st;

@@ -178,6 +178,9 @@ class Engine {
   // and what on_pass enqueued after them.
   struct Timing {
     double forward = 0, after = 0;
+    // Some of the work ran cold (Backend::ColdRuns grew): its times are not
+    // what the same shapes cost once the backend has prepared them.
+    bool cold = false;
   };
   // Waits for the enqueued work, then copies `bytes` of backend memory to
   // `host` (none: just waits); `timing` (optional) gets the work's Timing.
@@ -221,6 +224,7 @@ class Engine {
   // Marks around the passes enqueued since the last Read: {pass start, after
   // the forward (-1: not split), after on_pass}.
   std::vector<std::array<int, 3>> marks_;
+  int64_t cold_runs_ = 0;  // Backend::ColdRuns() at the last Read
 };
 
 // Parses "f32", "f16", "q8_0" (case-insensitive).

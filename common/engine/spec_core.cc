@@ -247,7 +247,7 @@ std::vector<DraftResult> DraftCore::Propose(const std::vector<DraftJob>& jobs, C
   const absl::Status st = engine_->Read(tokens_dev_, results_host_.data(), results_host_.size() * sizeof(int32_t), &timing);
   const int32_t* tokens_host = results_host_.data();
   const float* conf_host = reinterpret_cast<const float*>(results_host_.data() + cap_);
-  if (times) times->forward = timing.forward + timing.after;
+  if (times) *times = CoreTimes{timing.forward + timing.after, 0.0, timing.cold};
   for (size_t i : active) {
     SeqState& s = seqs_[jobs[i].seq];
     DraftResult& r = out[i];
@@ -385,10 +385,7 @@ std::vector<VerifyResult> TargetCore::Verify(const std::vector<VerifyRequest>& r
   Engine::Timing timing;
   st = engine_->Read(results_dev_, results_host_.data(), results_host_.size() * sizeof(int32_t), &timing);
   if (st.ok()) st = copied;
-  if (times) {
-    times->forward = timing.forward;
-    times->accept = timing.after;
-  }
+  if (times) *times = CoreTimes{timing.forward, timing.after, timing.cold};
   for (size_t j = 0; j < ok.size(); ++j) {
     const size_t i = ok[j];
     const VerifyRequest& r = reqs[i];

@@ -84,6 +84,7 @@ class SeqCore {
 struct CoreTimes {
   double forward = 0;  // forwards (the draft's: with the sampling enqueued with them)
   double accept = 0;   // the target's sampling and acceptance
+  bool cold = false;   // some of it ran cold (Engine::Timing::cold)
 };
 
 // The most tokens one proposal drafts (the exchange buffer's kMaxK).

@@ -156,6 +156,7 @@ std::vector<absl::StatusOr<Proposal>> LocalDraft::ProposeBatch(const std::vector
     p.figures.forward_seconds = times.forward;
     p.figures.batch_seqs = batch_seqs;
     p.figures.batch_forwards = batch_forwards;
+    p.figures.cold = times.cold;
     out[i] = std::move(p);
   }
   // Every proposal of the batch waited for all of it.
@@ -353,7 +354,7 @@ std::vector<absl::StatusOr<Verdict>> LocalTarget::VerifyBatch(const std::vector<
     }
     out[i] = Verdict{res[n].n_accepted, std::move(res[n].appended), std::move(res[n].logprobs),
                      VerifyFigures{times.forward, times.accept, worker, 0.0, static_cast<int>(reqs.size()),
-                                   batch_tokens}};
+                                   batch_tokens, times.cold}};
   }
   return out;
 }

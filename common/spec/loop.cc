@@ -284,18 +284,20 @@ SpecResult RunSpeculative(const SpecRequest& req, const Tokenizer& tok, Verifier
           // e.g. n-gram lookup, whose cost is step overhead) and their time.
           forwards = prop.figures.forwards;
           if (n < k && forwards >= k) policy.set_stop_saves_forwards(false);
+          // (A cold proposal's time stands in for its cell only until a warm one is known: SpecCosts.)
           const double secs = prop.figures.forward_seconds;
+          const bool warm = !prop.figures.cold;
           const int cell = DraftCostCell(prop.figures);
           if (forwards == 0) {
             // nothing to learn about the draft's forward costs
           } else if (ds.proposed_last || fresh.empty()) {
-            costs->ObserveDraft(cell, secs);
+            costs->ObserveDraft(cell, secs, warm);
           } else {
             // The draft first caught up on the tokens of target-only steps:
             // a cost of resuming, not of drafting.
             caught_up = static_cast<int>(fresh.size());
             const std::optional<double> normal = costs->Draft(cell);
-            if (normal) costs->ObserveResume(caught_up, secs - *normal);
+            if (normal) costs->ObserveResume(caught_up, secs - *normal, warm);
           }
           r.stats.draft_seconds += draft_call;
         } else {
@@ -421,7 +423,7 @@ SpecResult RunSpeculative(const SpecRequest& req, const Tokenizer& tok, Verifier
       if (use_draft) split(draft_call, prop.figures.call_seconds, prop.figures.worker_seconds);
     }
     costs->ObserveVerify(VerifyCostCell(vf, ev.proposed),
-                         measured ? vf.forward_seconds + vf.accept_seconds : verify_call);
+                         measured ? vf.forward_seconds + vf.accept_seconds : verify_call, !vf.cold);
     policy.set_batch(vf.batch_seqs);
     r.stats.verify_seconds += verify_call;
     ++r.stats.steps;

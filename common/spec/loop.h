@@ -18,7 +18,9 @@
 // verify forward, the acceptance rule, transport (the RPCs), waits (for the
 // workers' engine threads, at the lockstep gate) and host work (the workers'
 // and the loop's own), all measured by the run itself; the length policy is fed the forward costs and the
-// overhead separately (SpecCosts).
+// overhead separately (SpecCosts; a forward the worker reports cold, one that
+// did not replay a captured graph, feeds its cell only while the cell has no
+// warm time: the step's tokens and time are counted all the same).
 #pragma once
 #include <chrono>
 #include <cstdint>

@@ -11,16 +11,20 @@ namespace specd {
 
 // ---------------------------------------------------------------- SpecCosts
 
-void SpecCosts::Add(std::vector<Cell>& cells, int i, double seconds) {
+void SpecCosts::Add(std::vector<Cell>& cells, int i, double seconds, bool warm) {
   if (i < 0 || i >= static_cast<int>(cells.size()) || !(seconds >= 0)) return;
   std::lock_guard<std::mutex> l(mu_);
   if (frozen_) return;
   Cell& c = cells[static_cast<size_t>(i)];
+  // Cold calls stand in only until the cell's first warm one, which replaces them.
+  if (!warm && c.warm) return;
+  if (warm && !c.warm) c = Cell{0, 0, true};
   // The first two calls of a length are often cold (the CUDA backend runs a
-  // new shape eagerly, then captures it as a graph: tens of ms): until a
-  // third arrives a cell holds the cheaper of them, and the mean starts
-  // from the third. (Averaged in, a capture kept a fresh request's deeper
-  // verifies looking dear for most of a short generate.)
+  // new shape eagerly, then captures it as a graph: tens of ms), and a peer
+  // that does not report cold forwards counts them as warm: until a third
+  // arrives a cell holds the cheaper of them, and the mean starts from the
+  // third. (Averaged in, a capture kept a fresh request's deeper verifies
+  // looking dear for most of a short generate.)
   if (c.n < 2) {
     c.mean = c.n == 0 ? seconds : std::min(c.mean, seconds);
     ++c.n;
@@ -36,10 +40,10 @@ void SpecCosts::Add(std::vector<Cell>& cells, int i, double seconds) {
   ++c.n;
 }
 
-void SpecCosts::ObserveDraft(int forwards, double seconds) { Add(draft_, forwards, seconds); }
-void SpecCosts::ObserveVerify(int drafted, double seconds) { Add(verify_, drafted, seconds); }
-void SpecCosts::ObserveResume(int tokens, double extra_seconds) {
-  Add(resume_, std::min(tokens, kMaxLen), std::max(extra_seconds, 0.0));
+void SpecCosts::ObserveDraft(int forwards, double seconds, bool warm) { Add(draft_, forwards, seconds, warm); }
+void SpecCosts::ObserveVerify(int drafted, double seconds, bool warm) { Add(verify_, drafted, seconds, warm); }
+void SpecCosts::ObserveResume(int tokens, double extra_seconds, bool warm) {
+  Add(resume_, std::min(tokens, kMaxLen), std::max(extra_seconds, 0.0), warm);
 }
 
 void SpecCosts::ObserveOverhead(bool drafted, double seconds) { Add(overhead_, drafted ? 1 : 0, std::max(seconds, 0.0)); }

@@ -90,18 +90,27 @@ struct CostTable {
 // is neither hidden in nor scaled with the forward costs. Each cell is an
 // EWMA of the times observed with that length; lengths never observed are
 // interpolated (or extrapolated along the least-squares slope of the
-// observed ones). Thread-safe.
+// observed ones). A call whose forward ran cold (the CUDA backend ran its
+// batch's shape eagerly the first time, or captured its graph:
+// VerifyFigures::cold, ProposeFigures::cold) is not what that length costs
+// once the shape repeats: it stands in for its cell only while the cell has
+// no warm observation; the first warm one replaces it, and cold ones after
+// that are ignored (six lockstep streams' batches take many shapes, and
+// their first runs had inflated the cells by up to 2.5x: round 16). Loaded
+// cells count as warm. Thread-safe.
 class SpecCosts {
  public:
   static constexpr int kMaxLen = 64;
   explicit SpecCosts(double ewma = 0.1) : ewma_(ewma) {}
 
-  void ObserveDraft(int forwards, double seconds);
-  void ObserveVerify(int drafted, double seconds);
+  // `warm`: the call's forwards replayed what the backend had prepared
+  // (false: cold, see above).
+  void ObserveDraft(int forwards, double seconds, bool warm = true);
+  void ObserveVerify(int drafted, double seconds, bool warm = true);
   // A proposal that first caught the draft up on `tokens` committed tokens
   // (decided by target-only steps) took `extra_seconds` more than Draft()
   // says (lengths past kMaxLen count as kMaxLen).
-  void ObserveResume(int tokens, double extra_seconds);
+  void ObserveResume(int tokens, double extra_seconds, bool warm = true);
   // A step's overhead (StepTimes::overhead) beyond its forwards and acceptance.
   void ObserveOverhead(bool drafted, double seconds);
   // Forget the draft's costs (draft[], resume, drafting overhead): a new draft model was loaded.
@@ -127,6 +136,7 @@ class SpecCosts {
   struct Cell {
     double mean = 0;
     int64_t n = 0;
+    bool warm = false;  // holds warm observations (then only those)
   };
   struct Pt {
     double x, y, w;
@@ -139,7 +149,7 @@ class SpecCosts {
   };
   static Line FitLine(const std::vector<Pt>& pts);
   static std::optional<double> Estimate(const std::vector<Pt>& pts, double x, bool proportional);
-  void Add(std::vector<Cell>& cells, int i, double seconds);
+  void Add(std::vector<Cell>& cells, int i, double seconds, bool warm = true);
 
   const double ewma_;
   mutable std::mutex mu_;

@@ -49,6 +49,9 @@ struct ProposeFigures {
   // as this one alone).
   int batch_seqs = 0;
   int batch_forwards = 0;
+  // Some of the forwards did not replay what the backend had prepared
+  // (VerifyFigures::cold): forward_seconds is not what that length costs.
+  bool cold = false;
 };
 
 struct Proposal {

@@ -27,6 +27,10 @@ struct VerifyFigures {
   // (each one's proposals + 1); 0: not reported (taken as this one alone).
   int batch_seqs = 0;
   int batch_tokens = 0;
+  // The forward did not replay what the backend had prepared for its shape
+  // (the CUDA backend ran it eagerly, the shape's first time, or captured its
+  // graph): forward_seconds is not what that length costs (SpecCosts).
+  bool cold = false;
 };
 
 // What one verify decided.

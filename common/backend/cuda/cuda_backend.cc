@@ -276,6 +276,7 @@ class CudaBackend final : public Backend, public CudaBackendControl {
   absl::Status ReadToHost(const float* src, float* host, size_t n) override;
   absl::Status ReadBytes(const void* src, void* host, size_t bytes) override;
   absl::Status Synchronize() override;
+  int64_t ColdRuns() const override { return stats_.first_runs + stats_.graph_captures; }
   // Device-to-device copy with CUDA events, bytes read + written, best of 10
   // after a warm-up (the roofline's ceiling).
   double MeasureCopyBandwidth(size_t bytes) override {
@@ -1531,6 +1532,7 @@ void CudaBackend::RunGraph() {
                        << Kv("shape", absl::StrJoin(shape, ","));
     ExecAll();
     ++stats_.eager_flushes;
+    ++stats_.first_runs;
     return;
   }
   if (GetLogLevel() <= LogLevel::kDebug) LogCapture(shape);

@@ -44,6 +44,7 @@ class CudaBackendControl {
   virtual void SetGraphs(bool on) = 0;
   struct Stats {
     int64_t flushes = 0, graph_launches = 0, graph_captures = 0, eager_flushes = 0;
+    int64_t first_runs = 0;  // eager_flushes of a shape's first run (graphs on): with graph_captures, ColdRuns()
     size_t workspace_bytes = 0;  // scratch, cuBLAS workspace, tables, metadata
   };
   virtual Stats GetStats() const = 0;
