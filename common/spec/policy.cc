@@ -16,7 +16,8 @@ void SpecCosts::Add(std::vector<Cell>& cells, int i, double seconds, bool warm) 
   std::lock_guard<std::mutex> l(mu_);
   if (frozen_) return;
   Cell& c = cells[static_cast<size_t>(i)];
-  // Cold calls stand in only until the cell's first warm one, which replaces them.
+  // Cold calls stand in only until the cell's first warm one, which replaces them (and
+  // only while no cell of theirs is warm: Counts).
   if (!warm && c.warm) return;
   if (warm && !c.warm) c = Cell{0, 0, true};
   // The first two calls of a length are often cold (the CUDA backend runs a
@@ -59,10 +60,19 @@ void SpecCosts::Freeze() {
   frozen_ = true;
 }
 
+bool SpecCosts::Counts(const std::vector<Cell>& cells, size_t i) {
+  if (cells[i].n == 0) return false;
+  if (cells[i].warm) return true;
+  for (const Cell& c : cells) {
+    if (c.warm) return false;  // cold, next to warm cells: estimated from them
+  }
+  return true;
+}
+
 std::vector<SpecCosts::Pt> SpecCosts::Points(const std::vector<Cell>& cells) {
   std::vector<Pt> pts;
   for (size_t i = 0; i < cells.size(); ++i) {
-    if (cells[i].n > 0) pts.push_back({static_cast<double>(i), cells[i].mean, std::min<double>(cells[i].n, 16)});
+    if (Counts(cells, i)) pts.push_back({static_cast<double>(i), cells[i].mean, std::min<double>(cells[i].n, 16)});
   }
   return pts;
 }
@@ -153,7 +163,7 @@ double CostTable::At(const std::vector<double>& v, double x) {
 int64_t SpecCosts::VerifyCount(int drafted) const {
   if (drafted < 0 || drafted > kMaxLen) return 0;
   std::lock_guard<std::mutex> l(mu_);
-  return verify_[static_cast<size_t>(drafted)].n;
+  return Counts(verify_, static_cast<size_t>(drafted)) ? verify_[static_cast<size_t>(drafted)].n : 0;
 }
 
 std::string SpecCosts::ToString() const {
@@ -165,7 +175,7 @@ std::string SpecCosts::ToString() const {
                                     std::pair<const char*, const std::vector<Cell>*>{"resume", &resume_},
                                     std::pair<const char*, const std::vector<Cell>*>{"overhead", &overhead_}}) {
     for (size_t i = 0; i < cells->size(); ++i) {
-      if ((*cells)[i].n == 0) continue;
+      if (!Counts(*cells, i)) continue;
       std::snprintf(buf, sizeof buf, "%s%s[%zu]=%.3fms", out.empty() ? "" : " ", name, i, (*cells)[i].mean * 1e3);
       out += buf;
     }

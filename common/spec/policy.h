@@ -93,11 +93,14 @@ struct CostTable {
 // observed ones). A call whose forward ran cold (the CUDA backend ran its
 // batch's shape eagerly the first time, or captured its graph:
 // VerifyFigures::cold, ProposeFigures::cold) is not what that length costs
-// once the shape repeats: it stands in for its cell only while the cell has
-// no warm observation; the first warm one replaces it, and cold ones after
-// that are ignored (six lockstep streams' batches take many shapes, and
-// their first runs had inflated the cells by up to 2.5x: round 16). Loaded
-// cells count as warm. Thread-safe.
+// once the shape repeats: it stands in for its cell only while no cell of
+// its kind (verify, draft, resume) has a warm observation (then a cold-only
+// cell is estimated from the warm ones, as one never observed); a cell's
+// first warm observation replaces its cold ones, and cold ones after that
+// are ignored (six lockstep streams' batches take many shapes, and their
+// first runs had inflated the cells by up to 2.5x: round 16; a cold time
+// kept as a cell's stand-in until a warm one came kept the policy away from
+// that length for good). Loaded cells count as warm. Thread-safe.
 class SpecCosts {
  public:
   static constexpr int kMaxLen = 64;
@@ -118,14 +121,14 @@ class SpecCosts {
   // Seconds, or nullopt while nothing is known. Fractional lengths interpolate.
   std::optional<double> Draft(double forwards) const;
   std::optional<double> Verify(double drafted) const;
-  // Observations of a verify of `drafted` drafts (0: target-only steps).
+  // Observations of a verify of `drafted` drafts (0: target-only steps) that count (cold ones: see above).
   int64_t VerifyCount(int drafted) const;
   // Both estimates at lengths 0..n under one lock (what the policy reads each step).
   CostTable Table(int n) const;
   // Ignore further observations (benchmarks: costs calibrated once, so that
   // the policy's choices depend only on the text).
   void Freeze();
-  // "verify[0]=1.2ms verify[4]=1.9ms draft[4]=0.4ms ... overhead[1]=0.1ms" (observed cells;
+  // "verify[0]=1.2ms verify[4]=1.9ms draft[4]=0.4ms ... overhead[1]=0.1ms" (cells that count;
   // overhead[0]: target-only steps, overhead[1]: drafting steps).
   std::string ToString() const;
   // Reads what ToString writes ("resume[n]=..." cells too), as one observation per cell (a table measured
@@ -141,6 +144,8 @@ class SpecCosts {
   struct Pt {
     double x, y, w;
   };
+  // Whether cell i holds a cost: observed, and warm or with no warm cell beside it.
+  static bool Counts(const std::vector<Cell>& cells, size_t i);
   static std::vector<Pt> Points(const std::vector<Cell>& cells);
   // Weighted least squares through non-empty pts; the slope is never
   // negative (longer calls do not get cheaper).

@@ -258,6 +258,7 @@ TEST_F(ServiceTest, PipelinedVerifyWaitEndsWhenAbandonedOrOutOfTime) {
     // Its forward, as the coordinator's cost cells read it: this sequence alone, one token.
     EXPECT_EQ(resp.batch_seqs(), 1);
     EXPECT_EQ(resp.batch_tokens(), 1);
+    EXPECT_FALSE(resp.cold_forward());  // the CPU backend has no graphs to prepare
   }
   ReleaseOn(*stub, kSeq);
 }
@@ -285,6 +286,7 @@ TEST_F(ServiceTest, ProposalReportsItsBatch) {
     EXPECT_EQ(resp.forwards(), 3);
     EXPECT_EQ(resp.batch_seqs(), 1);
     EXPECT_EQ(resp.batch_forwards(), 3);
+    EXPECT_FALSE(resp.cold_forward());
   }
   ReleaseOn(*stub, kSeq);
 }

@@ -623,18 +623,32 @@ TEST_F(SpecLoopTest, StepTimeIsTakenApartByTheRun) {
   EXPECT_NE(r.stats.time.PerStep(r.stats.steps).find("overhead"), std::string::npos);
 }
 
-// A verifier and a proposer whose calls are shared with three other
-// sequences that draft 6 each (the workers' batches in lockstep): every
-// member pays the whole batch.
-class SharedForwardTarget final : public Verifier {
+// A verifier passing every call on to `inner`: the wrappers below change some of them.
+class ForwardingVerifier : public Verifier {
  public:
-  explicit SharedForwardTarget(LocalTarget* t) : t_(t) {}
+  explicit ForwardingVerifier(Verifier* inner) : inner_(inner) {}
   absl::Status Open(int32_t seq, const std::vector<int32_t>& tokens, const SamplingParams& s, Deadline dl) override {
-    return t_->Open(seq, tokens, s, dl);
+    return inner_->Open(seq, tokens, s, dl);
   }
   absl::StatusOr<Verdict> Verify(int32_t seq, const std::vector<int32_t>& p, const ExchangeRef& ref,
                                  const CohortTag& cohort, Deadline dl) override {
-    auto v = t_->Verify(seq, p, ref, cohort, dl);
+    return inner_->Verify(seq, p, ref, cohort, dl);
+  }
+  void Release(int32_t seq) override { inner_->Release(seq); }
+
+ private:
+  Verifier* inner_;
+};
+
+// A verifier and a proposer whose calls are shared with three other
+// sequences that draft 6 each (the workers' batches in lockstep): every
+// member pays the whole batch.
+class SharedForwardTarget final : public ForwardingVerifier {
+ public:
+  using ForwardingVerifier::ForwardingVerifier;
+  absl::StatusOr<Verdict> Verify(int32_t seq, const std::vector<int32_t>& p, const ExchangeRef& ref,
+                                 const CohortTag& cohort, Deadline dl) override {
+    auto v = ForwardingVerifier::Verify(seq, p, ref, cohort, dl);
     if (v.ok()) {
       EXPECT_EQ(v->figures.batch_seqs, 1);  // LocalTarget reports its forward
       EXPECT_EQ(v->figures.batch_tokens, static_cast<int>(p.size()) + 1);
@@ -643,10 +657,6 @@ class SharedForwardTarget final : public Verifier {
     }
     return v;
   }
-  void Release(int32_t seq) override { t_->Release(seq); }
-
- private:
-  LocalTarget* t_;
 };
 
 // A proposer passing every call on to `inner`: the wrappers below change or record some of them.
@@ -696,6 +706,105 @@ TEST_F(SpecLoopTest, SharedCallsCostAtTheirBatchsLengthPerMember) {
   EXPECT_NE(t.find("draft[6]="), std::string::npos) << t;
   EXPECT_EQ(t.find("draft[2]="), std::string::npos) << t;
   EXPECT_EQ(t.find("draft[1]="), std::string::npos) << t;
+}
+
+// Forward costs as a CUDA backend reports them, in place of what the CPU
+// measured (deterministic, and well above the step's real time, so that the
+// step's overhead is 0): a verify of n drafts 200 + 10 n ms, a proposal 20 ms
+// a forward; with `cold`, every third call of a length (never its first) runs
+// a new shape of that length, eagerly or captured: 5x, and said to be cold
+// only with `report`.
+struct ColdShapes {
+  bool cold = false, report = false;
+  std::map<std::pair<bool, int>, int> calls;  // per (draft?, length): calls so far
+  // A call's factor on its warm time, and whether it says it is cold.
+  std::pair<double, bool> Next(bool draft, int length) {
+    const bool is_cold = cold && calls[{draft, length}]++ % 3 == 2;
+    return {is_cold ? 5.0 : 1.0, is_cold && report};
+  }
+};
+
+class PricedTarget final : public ForwardingVerifier {
+ public:
+  PricedTarget(Verifier* inner, ColdShapes* shapes) : ForwardingVerifier(inner), shapes_(shapes) {}
+  absl::StatusOr<Verdict> Verify(int32_t seq, const std::vector<int32_t>& p, const ExchangeRef& ref,
+                                 const CohortTag& cohort, Deadline dl) override {
+    auto v = ForwardingVerifier::Verify(seq, p, ref, cohort, dl);
+    if (v.ok()) {
+      EXPECT_FALSE(v->figures.cold);  // the CPU backend's forwards are warm
+      const int n = static_cast<int>(p.size());
+      const auto [x, cold] = shapes_->Next(false, n);
+      v->figures.forward_seconds = (0.200 + 0.010 * n) * x;
+      v->figures.accept_seconds = 0;
+      v->figures.worker_seconds = v->figures.forward_seconds;
+      v->figures.cold = cold;
+    }
+    return v;
+  }
+
+ private:
+  ColdShapes* shapes_;
+};
+
+class PricedDraft final : public ForwardingProposer {
+ public:
+  PricedDraft(Proposer* inner, ColdShapes* shapes) : ForwardingProposer(inner), shapes_(shapes) {}
+  absl::StatusOr<Proposal> Propose(const ProposeRequest& req, Deadline dl) override {
+    auto p = ForwardingProposer::Propose(req, dl);
+    if (p.ok()) {
+      EXPECT_FALSE(p->figures.cold);
+      const auto [x, cold] = shapes_->Next(true, p->figures.forwards);
+      p->figures.forward_seconds = 0.020 * p->figures.forwards * x;
+      p->figures.worker_seconds = p->figures.forward_seconds;
+      p->figures.cold = cold;
+    }
+    return p;
+  }
+
+ private:
+  ColdShapes* shapes_;
+};
+
+// Cold forwards said to be cold do not reach the cost cells: they hold the
+// warm costs, and adaptive asks for the same k at every step as it does when
+// no forward is cold. Unreported, they inflate the cells.
+TEST_F(SpecLoopTest, ColdForwardsDoNotFeedTheCostCells) {
+  const std::vector<int32_t> prompt = tok().Encode("def main():\n    return 0", true, false);
+  const std::vector<int32_t> ref = ReferenceGreedy(prompt, 60);
+  struct Outcome {
+    std::vector<int> ks;
+    std::string costs;
+    double verify4 = 0;
+  };
+  auto run = [&](bool cold, bool report) {
+    ColdShapes shapes{cold, report, {}};
+    PricedTarget target(target_.get(), &shapes);
+    PricedDraft draft(draft_.get(), &shapes);
+    SpecCosts costs;
+    const SpecRequest req = AdaptiveRequest(34, prompt, 60, &costs);
+    Outcome out;
+    const SpecResult r = RunSpeculative(req, tok(), target, &draft, [&](const StepEvent& ev) {
+      out.ks.push_back(ev.k);
+      return true;
+    });
+    EXPECT_TRUE(r.status.ok()) << r.status;
+    EXPECT_EQ(r.tokens, ref);
+    EXPECT_EQ(static_cast<int>(out.ks.size()), r.stats.steps);  // every step counted, cold or not
+    int cold_calls = 0;
+    for (const auto& [key, n] : shapes.calls) cold_calls += cold ? n / 3 : 0;
+    if (cold) {
+      EXPECT_GT(cold_calls, 3);
+    }
+    out.costs = costs.ToString();
+    out.verify4 = costs.Verify(4).value_or(0);
+    return out;
+  };
+  const Outcome warm = run(false, false), reported = run(true, true), unreported = run(true, false);
+  ASSERT_GT(warm.ks.size(), 4u);
+  EXPECT_EQ(reported.ks, warm.ks);
+  EXPECT_EQ(reported.costs, warm.costs);
+  EXPECT_DOUBLE_EQ(reported.verify4, 0.240);
+  EXPECT_NE(unreported.costs, warm.costs);
 }
 
 // The cells' keying rule: alone (or not reported), a call's own length; shared, the batch's per member.
