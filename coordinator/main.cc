@@ -142,7 +142,8 @@ int Main(int argc, char** argv) {
                     << Kv("paths", "/v1/completions /v1/chat/completions /v1/models /health /metrics");
   }
   int port = 0;
-  auto server = rpc::StartServer(cfg.GetString("listen"), {&public_api, &admin}, *sec, &port);
+  // A request holds its call for its whole life: no per-step thread churn to avoid.
+  auto server = rpc::StartServer(cfg.GetString("listen"), {&public_api, &admin}, *sec, 0, &port);
   if (!server.ok()) return rpc::ExitWith(kProgram, server.status(), 1);
   SPECD_LOG(INFO) << "serving" << Kv("listen", cfg.GetString("listen")) << Kv("port", port)
                   << Kv("target", co.target_address) << Kv("draft", co.draft_address)

@@ -43,7 +43,7 @@ int Main(int argc, char** argv) {
   int port = 0;
   auto sec = rpc::ServerSecurityFromConfig(cfg);
   if (!sec.ok()) return rpc::ExitWith(kProgram, sec.status(), 2);
-  auto server = rpc::StartServer(cfg.GetString("listen"), {service->get()}, *sec, &port);
+  auto server = rpc::StartServer(cfg.GetString("listen"), {service->get()}, *sec, eo->max_seqs, &port);
   if (!server.ok()) return rpc::ExitWith(kProgram, server.status(), 1);
   const v1::InfoResponse info = (*service)->CurrentInfo();
   SPECD_LOG(INFO) << "serving" << Kv("listen", cfg.GetString("listen")) << Kv("port", port)

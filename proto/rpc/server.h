@@ -50,10 +50,13 @@ int WaitForTermination(std::chrono::milliseconds timeout);
 // Builds and starts a server on `listen` with `services` and `sec`, plus
 // the standard grpc.health.v1.Health service (the server SERVING until
 // SetHealth says otherwise) and server reflection (grpcurl,
-// grpc_health_probe). `bound_port` (optional) receives the TCP port bound.
+// grpc_health_probe). `concurrent_calls` (> 0): the calls the server
+// usually holds at once (a worker: one batched call per sequence), for which
+// it keeps threads polling. `bound_port` (optional) receives the TCP port bound.
 absl::StatusOr<std::unique_ptr<grpc::Server>> StartServer(const std::string& listen,
                                                           const std::vector<grpc::Service*>& services,
-                                                          const ServerSecurity& sec, int* bound_port = nullptr);
+                                                          const ServerSecurity& sec, int concurrent_calls,
+                                                          int* bound_port = nullptr);
 // The health of `service` ("" is the whole server) as grpc.health.v1 reports it.
 void SetHealth(grpc::Server* server, const std::string& service, bool serving);
 
