@@ -13,6 +13,7 @@
 #   the speculative run; default adaptive)  WORKER_FLAGS (both workers, both
 #   runs: e.g. "--batch-wait-us 3000")  COORD_FLAGS (the coordinator, both
 #   runs: e.g. "--lockstep=false" to let the streams drift out of phase)
+#   SVC_UNIX (1: the workers on unix sockets instead of loopback TCP)
 #   SAMPLE_FLAGS (loadgen, both runs: e.g. "--temperature 0.7 --top-p 0.9";
 #   sampled outputs are not checked against the greedy references)
 #   CARRY (.devcarry: bin/ lib/)

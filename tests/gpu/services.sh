@@ -2,7 +2,8 @@
 # tests/gpu/ipc_device_check.sh and tests/gpu/batch_spec.sh.
 # The caller sets C (bin/ of the binaries), S (specd), OUT, TP, DP (worker
 # ports) and CO (coordinator address); SVC_FLAGS go to both workers,
-# SVC_TARGET_FLAGS / SVC_DRAFT_FLAGS to one, SVC_READY_S bounds the wait.
+# SVC_TARGET_FLAGS / SVC_DRAFT_FLAGS to one, SVC_READY_S bounds the wait;
+# SVC_UNIX=1 puts the workers on unix sockets in $OUT (TP, DP unused).
 pids=()
 stop_all() {
   for p in "${pids[@]}"; do kill "$p" 2> /dev/null; done
@@ -16,8 +17,13 @@ trap stop_all EXIT
 # "draft ready" in `specd stats` (1 and the log tails when it does not come).
 svc_start() {
   local tag=$1 target=$2 draft=$3; shift 3
+  local ta=127.0.0.1:$TP da=127.0.0.1:$DP
+  if [ "${SVC_UNIX:-0}" = 1 ]; then  # the workers on unix sockets instead of loopback TCP
+    ta=unix:$OUT/$tag.target.sock
+    da=unix:$OUT/$tag.draft.sock
+  fi
   # shellcheck disable=SC2086
-  "$C/bin/specd-target-worker" --model "$target" --listen 127.0.0.1:$TP ${SVC_FLAGS:-} ${SVC_TARGET_FLAGS:-} \
+  "$C/bin/specd-target-worker" --model "$target" --listen "$ta" ${SVC_FLAGS:-} ${SVC_TARGET_FLAGS:-} \
     > "$OUT/$tag.target.log" 2>&1 &
   pids+=($!)
   # The draft after the target serves: a derived draft maps the target's
@@ -27,10 +33,10 @@ svc_start() {
     sleep 0.5
   done
   # shellcheck disable=SC2086
-  "$C/bin/specd-draft-worker" --model "$draft" --listen 127.0.0.1:$DP ${SVC_FLAGS:-} ${SVC_DRAFT_FLAGS:-} \
+  "$C/bin/specd-draft-worker" --model "$draft" --listen "$da" ${SVC_FLAGS:-} ${SVC_DRAFT_FLAGS:-} \
     > "$OUT/$tag.draft.log" 2>&1 &
   pids+=($!)
-  "$C/bin/specd-coordinator" --target 127.0.0.1:$TP --draft 127.0.0.1:$DP --listen "$CO" "$@" \
+  "$C/bin/specd-coordinator" --target "$ta" --draft "$da" --listen "$CO" "$@" \
     > "$OUT/$tag.coord.log" 2>&1 &
   pids+=($!)
   for _ in $(seq 1 $((2 * ${SVC_READY_S:-60}))); do
