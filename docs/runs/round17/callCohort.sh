@@ -3,7 +3,8 @@
 # the best fixed k"): six streams through the three services (tests/gpu/batch_spec.sh, TOKENS=256,
 # lockstep on) on the ~80% pair (make-model --residual-gain 0.05, as rounds 15-16), round 16's
 # binaries (.devcarry/base, c5c3c13) against this round's (.devcarry: lockstep cohorts, cold forwards
-# out of the cost cells), alternating. Each batch_spec run measures target-only ("off") then
+# out of the cost cells, workers' gRPC pollers), alternating; "unix": this round's with the workers on
+# unix sockets (SVC_UNIX=1, as the deploy/ configs). Each batch_spec run measures target-only ("off") then
 # speculation ("on"): --k 4 --no-adaptive, then the default adaptive. Prints per run the aggregate
 # tok/s, the target's sequences per verify and (new binaries) its cohort batches / started short;
 # then the means. Keeps each run's `specd stats` in $O/stats/, the logs in $O/r17cohort.tgz.
@@ -11,7 +12,7 @@
 # .devcarry/base/bin (the same four from c5c3c13), packed with
 #   XZ_OPT=-6 tar -cJf .devpack/devcarry.tar.xz .devcarry
 #   run(command="bash docs/runs/round17/callCohort.sh", carry=[".devpack"])
-# SETS ("base new"), MODES ("k4 adaptive"), REPS (1): a run took ~50 s in round 16.
+# SETS ("base new unix"), MODES ("k4 adaptive"), REPS (1): a run took ~50 s in round 16.
 set -u
 . tests/gpu/device_lib.sh
 device_setup
@@ -25,13 +26,14 @@ for rep in $(seq "${REPS:-1}"); do
   for mode in ${MODES:-k4 adaptive}; do
     flags=""
     [ "$mode" = k4 ] && flags="--k 4 --no-adaptive"
-    for set in ${SETS:-base new}; do
-      carry=$C
+    for set in ${SETS:-base new unix}; do
+      carry=$C unix=0
       [ "$set" = base ] && carry=$C/base
+      [ "$set" = unix ] && unix=1
       tag=s6$mode.$set.$rep
       runs+=("$tag")
       stamp "six streams through the services, $mode, $set binaries (rep $rep), ~80% pair"
-      OUT=$O/$tag CARRY=$carry TARGET=$M8/target.gguf DRAFT=$M8/draft.gguf TOKENS=256 SPEC_FLAGS="$flags" \
+      OUT=$O/$tag CARRY=$carry SVC_UNIX=$unix TARGET=$M8/target.gguf DRAFT=$M8/draft.gguf TOKENS=256 SPEC_FLAGS="$flags" \
         timeout 200 bash tests/gpu/batch_spec.sh > "$O/$tag.txt" 2>&1
       echo "rc=$?"
       tail -n 8 "$O/$tag.txt"
