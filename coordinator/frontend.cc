@@ -333,6 +333,9 @@ void Frontend::AddCollectors() {
       s.Add("specd_worker_cohort_timeouts_total",
             "Of those, batches that started before the whole cohort came (--cohort-wait-us).", Type::kCounter, r,
             static_cast<double>(i.cohort_timeouts()));
+      s.Add("specd_worker_cold_forwards_total",
+            "Forward batches run cold (CUDA: a batch shape's first eager run or its graph capture).", Type::kCounter,
+            r, static_cast<double>(i.cold_forwards()));
       s.Add("specd_worker_forwards_total", "Forward passes.", Type::kCounter, r, static_cast<double>(i.forwards()));
       s.Add("specd_worker_forward_tokens_total", "Tokens through forward passes (prefill + steps).", Type::kCounter,
             r, static_cast<double>(i.forward_tokens()));

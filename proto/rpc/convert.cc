@@ -265,6 +265,7 @@ void EngineInfoToProto(const Engine& e, const std::string& vocab_digest, v1::Inf
   out->set_forwards(e.counters().forwards);
   out->set_forward_tokens(e.counters().tokens);
   out->set_forward_seconds(e.counters().forward_seconds);
+  out->set_cold_forwards(e.backend()->ColdRuns());
 }
 
 void CohortToProto(const CohortTag& c, v1::Cohort* out) {

@@ -287,11 +287,12 @@ TEST_F(ServiceSchedTest, StatsMetricsAndLogsShowTheService) {
     EXPECT_NE(w->weight_sharing.find("own copy"), std::string::npos) << w->weight_sharing;
     EXPECT_GT(w->prefill_tokens, 0);
     EXPECT_GT(w->forward_tokens, w->prefill_tokens);
+    EXPECT_EQ(w->cold_forwards, 0) << "the cpu backend prepares nothing per shape";
   }
   EXPECT_GT(s.draft.memory_exchange, 0u);
   const std::string report = client::FormatStats(s);
-  for (const char* want : {"k histogram", "sequences per verify", "memory: weights", "recent requests", "queued",
-                           "lockstep: start: ", "lockstep cohorts"})
+  for (const char* want : {"k histogram", "sequences per verify", "memory: weights", "forwards (0 cold)",
+                           "recent requests", "queued", "lockstep: start: ", "lockstep cohorts"})
     EXPECT_NE(report.find(want), std::string::npos) << want << " missing from:\n" << report;
   // The speculative steps' time travels apart from the target-only steps'.
   ASSERT_FALSE(s.k_histogram.empty());

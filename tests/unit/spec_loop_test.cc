@@ -857,6 +857,61 @@ TEST_F(SpecLoopTest, ProposeBatchReportsItsShape) {
   EXPECT_EQ(out[0]->figures.forward_seconds, out[1]->figures.forward_seconds);  // both paid the whole batch
 }
 
+// The workers run a batch's members in a canonical order (longest first, so
+// that a forward's CUDA graph depends on the lengths, not on the calls'
+// arrival): each call still gets its own answer, the one it gets alone.
+TEST_F(SpecLoopTest, BatchesAnswerEachCallWhateverOrderTheyRunIn) {
+  SamplingParams greedy;
+  const std::vector<std::vector<int32_t>> prompts = {tok().Encode("Hello world", true, false),
+                                                     tok().Encode("The quick brown fox", true, false),
+                                                     tok().Encode("def main():", true, false)};
+  const int ks[] = {1, 4, 2};
+  auto solo_engine = MakeTestEngine(g_models->draft);
+  auto solo = LocalDraft::Create(solo_engine.get(), 8);
+  ASSERT_TRUE(solo.ok());
+  std::vector<ProposeRequest> reqs;
+  std::vector<std::vector<int32_t>> alone;
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(draft_->OpenSeq(i, prompts[i], greedy).ok());
+    ASSERT_TRUE((*solo)->OpenSeq(i, prompts[i], greedy).ok());
+    ProposeRequest r;
+    r.seq = i;
+    r.base_len = static_cast<int64_t>(prompts[i].size());
+    r.k = ks[i];
+    reqs.push_back(r);
+    auto p = (*solo)->ProposeBatch({r});
+    ASSERT_TRUE(p[0].ok()) << p[0].status();
+    alone.push_back(p[0]->tokens);
+  }
+  const auto batch = draft_->ProposeBatch(reqs);  // runs as 1, 2, 0
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(batch[i].ok()) << batch[i].status();
+    EXPECT_EQ(batch[i]->tokens, alone[i]) << "sequence " << i;
+    EXPECT_EQ(static_cast<int>(batch[i]->tokens.size()), ks[i]);
+  }
+  // The target: a target-only step, then two proposals of different lengths.
+  auto solo_target_engine = MakeTestEngine(g_models->target);
+  LocalTarget solo_target(solo_target_engine.get());
+  std::vector<LocalTarget::VerifyJob> jobs;
+  std::vector<Verdict> verdicts_alone;
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(target_->OpenSeq(i, prompts[i], greedy).ok());
+    ASSERT_TRUE(solo_target.OpenSeq(i, prompts[i], greedy).ok());
+    LocalTarget::VerifyJob j{i, i == 0 ? std::vector<int32_t>{} : alone[i], ExchangeRef{}};
+    auto v = solo_target.VerifyBatch({j});
+    ASSERT_TRUE(v[0].ok()) << v[0].status();
+    verdicts_alone.push_back(*v[0]);
+    jobs.push_back(j);
+  }
+  const auto verdicts = target_->VerifyBatch(jobs);
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(verdicts[i].ok()) << verdicts[i].status();
+    EXPECT_EQ(verdicts[i]->appended, verdicts_alone[i].appended) << "sequence " << i;
+    EXPECT_EQ(verdicts[i]->n_accepted, verdicts_alone[i].n_accepted) << "sequence " << i;
+    EXPECT_EQ(verdicts[i]->figures.batch_seqs, 3);
+  }
+}
+
 TEST_F(SpecLoopTest, StopStringEndsBeforeTheStop) {
   SpecRequest req;
   req.seq = 9;
