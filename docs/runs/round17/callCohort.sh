@@ -3,10 +3,10 @@
 # the best fixed k"): six streams through the three services (tests/gpu/batch_spec.sh, TOKENS=256,
 # lockstep on) on the ~80% pair (make-model --residual-gain 0.05, as rounds 15-16), round 16's
 # binaries (.devcarry/base, c5c3c13) against this round's (.devcarry: lockstep cohorts, cold forwards
-# out of the cost cells, workers' gRPC pollers), alternating; "unix": this round's with the workers on
+# out of the cost cells, workers' gRPC pollers, batches in a canonical order), alternating; "unix": this round's with the workers on
 # unix sockets (SVC_UNIX=1, as the deploy/ configs). Each batch_spec run measures target-only ("off") then
 # speculation ("on"): --k 4 --no-adaptive, then the default adaptive. Prints per run the aggregate
-# tok/s, the target's sequences per verify and (new binaries) its cohort batches / started short;
+# tok/s, the workers' stats lines (new binaries: cold forwards, cohort batches / started short);
 # then the means. Keeps each run's `specd stats` in $O/stats/, the logs in $O/r17cohort.tgz.
 # Needs both binary sets (CUDA, sm_90): .devcarry/bin (specd + the three services, this tree) and
 # .devcarry/base/bin (the same four from c5c3c13), packed with
@@ -39,7 +39,7 @@ for rep in $(seq "${REPS:-1}"); do
       tail -n 8 "$O/$tag.txt"
       for s in on off; do
         cp "$O/$tag/$s.stats.txt" "$O/stats/$tag.$s.stats.txt" 2> /dev/null
-        grep -h "^target:" "$O/$tag/$s.stats.txt" 2> /dev/null | sed "s/^/$s: /"
+        grep -hE "^(target|draft):.*forwards" "$O/$tag/$s.stats.txt" 2> /dev/null | sed "s/^/$s: /"
       done
       grep -hE "^(k histogram|step costs)" "$O/$tag/on.stats.txt" 2> /dev/null | sed "s/^/$mode: /"
       summary+=("$mode $set $rep $(tps target-only "$O/$tag.txt") $(tps "speculative (${flags:-adaptive})" "$O/$tag.txt")")
