@@ -32,7 +32,6 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
-#include <unordered_map>
 #include <functional>
 #include <future>
 #include <memory>
@@ -40,6 +39,7 @@
 #include <set>
 #include <thread>
 #include <type_traits>
+#include <unordered_map>
 #include <vector>
 
 #include "common/spec/cohort.h"

@@ -214,7 +214,7 @@ SpecResult RunSpeculative(const SpecRequest& req, const Tokenizer& tok, Verifier
     const Step plan = !drafts                          ? Step::kVerify
                       : !ds.open                       ? Step::kAlone
                       : draft->BatchesEveryProposal() ? Step::kPropose
-                                                       : Step::kVerify;  // its proposal may not reach the worker
+                                                       : Step::kProposeAside;
     double gate_wait = gate->Start(plan);
     if (req.cancelled && req.cancelled()) {
       r.reason = FinishReason::kCancelled;

@@ -76,12 +76,16 @@ void StepGate::OpenStartLocked() {
   cohort->released = Clock::now();
   ++gen_;
   int proposers = 0;
-  for (const Member* a : arrivals_) proposers += a->proposes_ ? 1 : 0;
+  for (const Member* a : arrivals_) {
+    proposers += a->step_ == Member::Step::kPropose ? 1 : 0;
+    cohort->proposing |= a->step_ != Member::Step::kVerify;
+  }
   for (Member* a : arrivals_) {
     a->cohort_ = cohort;
     // A member alone carries no cohort: its calls need not wait for others.
     a->target_tag_ = n > 1 ? CohortTag{id_base_ + gen_, n} : CohortTag{};
-    a->draft_tag_ = proposers > 1 && a->proposes_ ? CohortTag{id_base_ + gen_, proposers} : CohortTag{};
+    a->draft_tag_ =
+        proposers > 1 && a->step_ == Member::Step::kPropose ? CohortTag{id_base_ + gen_, proposers} : CohortTag{};
   }
   arrivals_.clear();
   cv_.notify_all();
@@ -120,7 +124,7 @@ void StepGate::StepAloneLocked(Member* m) {
 
 double StepGate::Start(Member* m, Member::Step step) {
   std::unique_lock<std::mutex> l(mu_);
-  m->proposes_ = step == Member::Step::kPropose;
+  m->step_ = step;
   const Clock::time_point now = Clock::now();
   DropFromCohortLocked(m);  // it did not verify in its last step (it ended that step early)
   if (m->started_before_) Smooth(&step_ewma_, std::chrono::duration<double>(now - m->last_start_).count());
@@ -162,7 +166,7 @@ double StepGate::Start(Member* m, Member::Step step) {
 double StepGate::Verify(Member* m) {
   std::unique_lock<std::mutex> l(mu_);
   std::shared_ptr<Cohort> c = std::move(m->cohort_);
-  if (!c) return 0.0;
+  if (!c || !c->proposing) return 0.0;
   const Clock::time_point now = Clock::now();
   if (c->open) {  // late: the cohort went ahead; how long it took to gather still counts
     ObserveGatherLocked(*c, now);

@@ -14,7 +14,8 @@
 //   Verify  the members Start released together (their cohort): a member
 //           that skipped the draft (target-only step, failed proposal) waits
 //           for the cohort's proposals, so the verifies reach the target
-//           together.
+//           together. A cohort where no member proposes does not wait here
+//           (nothing to wait for: the target gathers its verifies).
 // Verify only waits for members headed to it (each leaves its cohort when it
 // verifies, starts the next step or leaves the gate), so the two barriers
 // cannot wait on each other.
@@ -85,8 +86,10 @@ class StepGate {
     Member& operator=(const Member&) = delete;
     // What the step about to start does.
     enum class Step {
-      kVerify,   // verifies, and sends no call to a batching proposer (target-only, n-gram)
-      kPropose,  // proposes through the draft worker, then verifies (counted in draft_cohort())
+      kVerify,          // verifies only (target-only)
+      kPropose,         // proposes through the draft worker, then verifies (counted in draft_cohort())
+      kProposeAside,    // proposes through a proposer that may not call the draft worker (n-gram, a
+                        // chain), then verifies: not counted in draft_cohort()
       kAlone,    // slow (e.g. it first runs the draft's prefill): the others
                  // neither wait for it at Start nor verify with it, and it
                  // carries no cohort
@@ -105,7 +108,7 @@ class StepGate {
     std::chrono::steady_clock::time_point last_start_{};
     bool started_before_ = false;
     bool late_ = false;
-    bool proposes_ = false;               // at the forming Start
+    Step step_ = Step::kVerify;           // at the forming Start
     std::shared_ptr<Cohort> cohort_;      // released together at the last Start, until it verifies
     CohortTag target_tag_, draft_tag_;
   };
@@ -119,6 +122,7 @@ class StepGate {
   struct Cohort {
     int expected = 0;  // members still headed to Verify
     int arrived = 0;
+    bool proposing = false;  // some member proposes (else its Verify barrier never waits)
     bool open = false;
     Clock::time_point released{};
   };

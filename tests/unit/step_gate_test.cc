@@ -135,7 +135,7 @@ TEST(StepGateTest, ATargetOnlyStepVerifiesWithItsCohortsProposals) {
     target_only.Verify();  // no proposal to make: straight to Verify, where it waits
     target_only_verifies = Since(t0);
   });
-  drafting.Start();
+  drafting.Start(StepGate::Member::Step::kPropose);
   std::this_thread::sleep_for(milliseconds(20));  // its proposal
   proposal_done = Since(t0);
   drafting.Verify();
@@ -143,6 +143,33 @@ TEST(StepGateTest, ATargetOnlyStepVerifiesWithItsCohortsProposals) {
   EXPECT_GE(target_only_verifies.load(), proposal_done.load()) << "the verifies should reach the target together";
   EXPECT_EQ(gate.Figures().verify.opened, 1);
   EXPECT_EQ(gate.Figures().verify.timed_out, 0);
+}
+
+// A cohort where nobody proposes has nothing to wait for before verifying
+// (the target gathers the verifies by their cohort): a member slow to get
+// there holds no one back.
+TEST(StepGateTest, ACohortWithoutProposalsVerifiesAtOnce) {
+  StepGate gate(FixedWait(milliseconds(2000)));
+  StepGate::Member a(&gate), b(&gate);
+  auto f = std::async(std::launch::async, [&] { a.Start(); });
+  b.Start();
+  f.get();
+  const Clock::time_point t0 = Clock::now();
+  EXPECT_EQ(a.Verify(), 0.0);  // b has not reached Verify
+  EXPECT_LT(Since(t0), 0.5);
+  EXPECT_EQ(b.Verify(), 0.0);
+  EXPECT_EQ(a.target_cohort().size, 2);
+  EXPECT_EQ(gate.Figures().verify.opened + gate.Figures().verify.timed_out, 0);
+  // An n-gram proposal (kProposeAside) is waited for, though the draft worker
+  // does not count it.
+  auto g = std::async(std::launch::async, [&] { a.Start(StepGate::Member::Step::kProposeAside); });
+  b.Start();
+  g.get();
+  EXPECT_FALSE(a.draft_cohort().shared());
+  auto h = std::async(std::launch::async, [&] { return b.Verify(); });
+  std::this_thread::sleep_for(milliseconds(20));
+  a.Verify();
+  EXPECT_GT(h.get(), 0.01) << "b waits for a's proposal";
 }
 
 TEST(StepGateTest, AStepAloneIsNotWaitedFor) {
@@ -215,7 +242,7 @@ TEST(StepGateTest, ReleasedMembersShareACohortTag) {
   EXPECT_FALSE(p1.draft_cohort().shared());
   EXPECT_EQ(p1.target_cohort().size, 3);
   // Two gates (two coordinators) never share ids.
-  StepGate other;
+  StepGate other(FixedWait(milliseconds(5000)));
   StepGate::Member o1(&other), o2(&other);
   auto h = std::async(std::launch::async, [&] { o1.Start(); });
   o2.Start();
