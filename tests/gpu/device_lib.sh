@@ -20,6 +20,7 @@
 #                              metrics, $O/TAG_details.txt.xz and the SASS source counters $O/TAG_sass.csv.xz
 #   bench_q8_prefill BIN...    with each binary: KV Q8_0 decode / verify 4 at 4200, prefill of 512 and 128
 #                              tokens (a line each)
+#   table_tps LABEL FILE       the tok/s of row LABEL in the table tests/gpu/batch_spec.sh printed to FILE
 M6=/tmp/peer_models/qwen3-27b-Q4_K_S-d6-Q4_K_M
 M8=/tmp/peer_models/qwen3-27b-g0.05-Q4_K_S-d6-Q4_K_M
 device_setup() {
@@ -31,6 +32,7 @@ device_setup() {
   export LD_LIBRARY_PATH="$C/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
 }
 stamp() { echo "== [$(( $(date +%s) - t0 )) s] $*"; }
+table_tps() { sed -n "s/^| $1 | \([0-9.]*\) |\$/\1/p" "$2" | tail -1; }
 make_pair() {
   local d=$1
   shift

@@ -17,7 +17,6 @@ set -u
 device_setup
 make_pair "$M8" --residual-gain 0.05
 mkdir -p "$O/stats"
-tps() { sed -n "s/^| $1 | \([0-9.]*\) |\$/\1/p" "$2" | tail -1; }
 summary=()
 runs=()
 for rep in $(seq "${REPS:-1}"); do
@@ -33,7 +32,7 @@ for rep in $(seq "${REPS:-1}"); do
     tail -n 14 "$O/$tag.txt"
     for s in on off; do cp "$O/$tag/$s.stats.txt" "$O/stats/$tag.$s.stats.txt" 2> /dev/null; done
     grep -hE "^(k histogram|step costs)" "$O/$tag/on.stats.txt" 2> /dev/null | sed "s/^/$mode: /"
-    summary+=("$mode $rep $(tps target-only "$O/$tag.txt") $(tps "speculative (${flags:-adaptive})" "$O/$tag.txt")")
+    summary+=("$mode $rep $(table_tps target-only "$O/$tag.txt") $(table_tps "speculative (${flags:-adaptive})" "$O/$tag.txt")")
   done
 done
 tar -czf "$O/r16adaptive.tgz" -C "$O" "${runs[@]}" 2> /dev/null

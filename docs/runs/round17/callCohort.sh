@@ -19,7 +19,6 @@ device_setup
 [ -d "$C/base/lib" ] || ln -s ../lib "$C/base/lib"
 make_pair "$M8" --residual-gain 0.05
 mkdir -p "$O/stats"
-tps() { sed -n "s/^| $1 | \([0-9.]*\) |\$/\1/p" "$2" | tail -1; }
 summary=()
 runs=()
 for rep in $(seq "${REPS:-1}"); do
@@ -42,7 +41,7 @@ for rep in $(seq "${REPS:-1}"); do
         grep -hE "^(target|draft):.*forwards" "$O/$tag/$s.stats.txt" 2> /dev/null | sed "s/^/$s: /"
       done
       grep -hE "^(k histogram|step costs)" "$O/$tag/on.stats.txt" 2> /dev/null | sed "s/^/$mode: /"
-      summary+=("$mode $set $rep $(tps target-only "$O/$tag.txt") $(tps "speculative (${flags:-adaptive})" "$O/$tag.txt")")
+      summary+=("$mode $set $rep $(table_tps target-only "$O/$tag.txt") $(table_tps "speculative (${flags:-adaptive})" "$O/$tag.txt")")
     done
   done
 done
