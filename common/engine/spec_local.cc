@@ -145,10 +145,13 @@ std::vector<absl::StatusOr<Proposal>> LocalDraft::ProposeBatch(const std::vector
   }
   if (reqs.empty()) return out;
   {
-    // Longest proposals first (then the most tokens to catch up on): the
-    // later forwards, where the shorter ones have stopped, are a prefix.
+    // Longest proposals first (then the most tokens to feed before drafting:
+    // the committed tokens past what the draft holds, one or two after a
+    // step): the later forwards, where the shorter ones have stopped, are a prefix.
     const auto order = CanonicalOrder(reqs.size(), [&](size_t n) {
-      return std::make_tuple(-reqs[n].k, -static_cast<int64_t>(jobs[job_of[n]].new_tokens.size()), reqs[n].seq);
+      const SeqState* s = core_.Get(reqs[n].seq);
+      const int64_t unfed = static_cast<int64_t>(s->committed.size()) - static_cast<int64_t>(s->fed.size());
+      return std::make_tuple(-reqs[n].k, -unfed, reqs[n].seq);
     });
     Permute(&reqs, order);
     Permute(&job_of, order);
