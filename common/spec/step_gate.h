@@ -86,13 +86,12 @@ class StepGate {
     Member& operator=(const Member&) = delete;
     // What the step about to start does.
     enum class Step {
-      kVerify,          // verifies only (target-only)
-      kPropose,         // proposes through the draft worker, then verifies (counted in draft_cohort())
-      kProposeAside,    // proposes through a proposer that may not call the draft worker (n-gram, a
-                        // chain), then verifies: not counted in draft_cohort()
-      kAlone,    // slow (e.g. it first runs the draft's prefill): the others
-                 // neither wait for it at Start nor verify with it, and it
-                 // carries no cohort
+      kVerify,        // verifies only (target-only)
+      kPropose,       // proposes through the draft worker, then verifies (counted in draft_cohort())
+      kProposeAside,  // proposes through a proposer that may not call the draft worker (n-gram, a
+                      // chain), then verifies: not counted in draft_cohort()
+      kAlone,         // slow (e.g. it first runs the draft's prefill): the others neither wait for it
+                      // at Start nor verify with it, and it carries no cohort
     };
     // Block until the step may start / verify (see above); return the seconds waited.
     double Start(Step step = Step::kVerify);
