@@ -83,7 +83,7 @@ absl::StatusOr<Verdict> GrpcTargetClient::Verify(int32_t seq, const std::vector<
   req.mutable_tokens()->Add(proposal.begin(), proposal.end());
   req.set_slot(ref.slot);
   req.set_generation(ref.generation);
-  rpc::CohortToProto(cohort, req.mutable_cohort());
+  rpc::CohortToProto(cohort, &req);
   v1::VerifyResponse resp;
   grpc::ClientContext ctx;
   const Deadline call_deadline = SetDeadline(&ctx, deadline, t_.target);
@@ -105,7 +105,7 @@ class GrpcTargetClient::Pending final : public PendingVerdict {
   }
   void Start(int k, const CohortTag& cohort) {
     req_.set_seq(seq_);
-    rpc::CohortToProto(cohort, req_.mutable_cohort());
+    rpc::CohortToProto(cohort, &req_);
     req_.set_slot(after_.slot);
     req_.set_await_proposal(true);
     req_.set_after_generation(after_.generation);
@@ -217,7 +217,7 @@ absl::StatusOr<Proposal> GrpcDraftClient::Propose(const ProposeRequest& pr, Dead
   req.set_k(std::min(pr.k, d->k_max));
   req.set_min_confidence(pr.min_confidence);
   req.set_want_confidence(pr.want_confidence);
-  rpc::CohortToProto(pr.cohort, req.mutable_cohort());
+  rpc::CohortToProto(pr.cohort, &req);
   v1::ProposeResponse resp;
   grpc::ClientContext ctx;
   SetDeadline(&ctx, deadline, t_.draft);

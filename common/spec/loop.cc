@@ -1,6 +1,7 @@
 #include "common/spec/loop.h"
 
 #include <algorithm>
+#include <limits>
 #include <optional>
 
 #include "absl/strings/str_format.h"
@@ -203,9 +204,9 @@ SpecResult RunSpeculative(const SpecRequest& req, const Tokenizer& tok, Verifier
     const SteadyTime ts = std::chrono::steady_clock::now();
     // Never propose past max_tokens or the target's context.
     const int remaining = req.max_tokens - static_cast<int>(r.tokens.size());
-    int limit = remaining - 1;
-    const int64_t room = req.max_context > 0 ? req.max_context - static_cast<int64_t>(committed.size()) - 1 : 0;
-    if (req.max_context > 0) limit = static_cast<int>(std::min<int64_t>(limit, std::max<int64_t>(room, 0)));
+    const int64_t room = req.max_context > 0 ? req.max_context - static_cast<int64_t>(committed.size()) - 1
+                                             : std::numeric_limits<int64_t>::max();
+    const int limit = static_cast<int>(std::min<int64_t>(remaining - 1, std::max<int64_t>(room, 0)));
     // k is chosen before the gate, which tells the draft how many proposals
     // its cohort sends.
     const int k = policy.Next(req.live_k ? req.live_k() : req.k, limit);
@@ -224,7 +225,7 @@ SpecResult RunSpeculative(const SpecRequest& req, const Tokenizer& tok, Verifier
       r.reason = FinishReason::kDeadline;
       break;
     }
-    if (req.max_context > 0 && room < 0) {
+    if (room < 0) {
       r.reason = FinishReason::kLength;
       break;
     }

@@ -112,25 +112,20 @@ void StepGate::DropFromCohortLocked(Member* m) {
   if (c->arrived > 0 && c->arrived >= c->expected) OpenCohortLocked(c.get(), false);
 }
 
-void StepGate::StepAloneLocked(Member* m) {
-  DropFromCohortLocked(m);
-  m->target_tag_ = m->draft_tag_ = CohortTag{};
-  if (!m->late_) {
-    m->late_ = true;
-    ++late_;
-    if (!arrivals_.empty() && AllArrivedLocked()) OpenStartLocked();
-  }
-}
-
 double StepGate::Start(Member* m, Member::Step step) {
   std::unique_lock<std::mutex> l(mu_);
   m->step_ = step;
   const Clock::time_point now = Clock::now();
   DropFromCohortLocked(m);  // it did not verify in its last step (it ended that step early)
   if (m->started_before_) Smooth(&step_ewma_, std::chrono::duration<double>(now - m->last_start_).count());
-  if (step == Member::Step::kAlone) {
+  if (step == Member::Step::kAlone) {  // not waited for until it arrives again, no cohort
     m->started_before_ = false;  // its slow step is not a sample of the usual time between steps
-    StepAloneLocked(m);
+    m->target_tag_ = m->draft_tag_ = CohortTag{};
+    if (!m->late_) {
+      m->late_ = true;
+      ++late_;
+      if (!arrivals_.empty() && AllArrivedLocked()) OpenStartLocked();
+    }
     return 0.0;
   }
   if (m->late_) {

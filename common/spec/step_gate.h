@@ -129,7 +129,6 @@ class StepGate {
   void Leave(Member* m);
   double Start(Member* m, Member::Step step);
   double Verify(Member* m);
-  void StepAloneLocked(Member* m);
   void ObserveGatherLocked(const Cohort& c, Clock::time_point now);
   // Every member not late waits at the forming Start (mu_ held).
   bool AllArrivedLocked() const;

@@ -329,8 +329,8 @@ std::string FormatStats(const Stats& s) {
                           "%d prefill + %d step tokens\n",
                           name, w.model_name, w.arch, w.vocab_size, w.pid, w.active_sequences, w.max_seqs,
                           w.kv_used_blocks, w.kv_total_blocks, w.forwards, w.cold_forwards, w.batches,
-                          w.batched_requests, w.BatchMean(), w.max_batch, w.cohort_batches, w.cohort_timeouts, w.prefill_tokens,
-                          w.forward_tokens - w.prefill_tokens);
+                          w.batched_requests, w.BatchMean(), w.max_batch, w.cohort_batches, w.cohort_timeouts,
+                          w.prefill_tokens, w.forward_tokens - w.prefill_tokens);
     auto b = [](uint64_t v) { return Config::FormatBytes(static_cast<int64_t>(v)); };
     std::string shared, extra;
     if (w.memory_shared > 0)

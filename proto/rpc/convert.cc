@@ -268,12 +268,6 @@ void EngineInfoToProto(const Engine& e, const std::string& vocab_digest, v1::Inf
   out->set_cold_forwards(e.backend()->ColdRuns());
 }
 
-void CohortToProto(const CohortTag& c, v1::Cohort* out) {
-  if (!c.shared()) return;  // left unset: no cohort
-  out->set_id(c.id);
-  out->set_size(c.size);
-}
-
 CohortTag CohortFromProto(const v1::Cohort& c) { return CohortTag{c.id(), c.size()}; }
 
 }  // namespace specd::rpc

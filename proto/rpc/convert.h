@@ -36,7 +36,13 @@ void SummaryToProto(const api::Summary& s, v1::GenerationSummary* out);
 // Fills the figures; the streamed text and tokens are the caller's to add.
 void SummaryFromProto(const v1::GenerationSummary& in, api::Summary* s);
 
-void CohortToProto(const CohortTag& c, v1::Cohort* out);
+// Sets `req`'s cohort (a ProposeRequest or VerifyRequest); left unset without one.
+template <typename Req>
+void CohortToProto(const CohortTag& c, Req* req) {
+  if (!c.shared()) return;
+  req->mutable_cohort()->set_id(c.id);
+  req->mutable_cohort()->set_size(c.size);
+}
 CohortTag CohortFromProto(const v1::Cohort& c);
 
 void LedgerToProto(const MemoryLedger& l, v1::MemoryLedger* out);
