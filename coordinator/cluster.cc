@@ -233,6 +233,11 @@ bool Cluster::DraftUsableLocked() const {
          attached_name_ == draft_info_->exchange().name() && attached_target_pid_ == target_->info.pid();
 }
 
+bool Cluster::target_batches() const {
+  const std::shared_ptr<const TargetView> t = target();
+  return t && t->info.batch_calls();
+}
+
 bool Cluster::target_pipelines() const {
   std::lock_guard<std::mutex> l(mu_);
   return DraftUsableLocked() && attached_pipelines_;
@@ -241,7 +246,7 @@ bool Cluster::target_pipelines() const {
 std::optional<DraftView> Cluster::draft() const {
   std::lock_guard<std::mutex> l(mu_);
   if (!DraftUsableLocked()) return std::nullopt;
-  return DraftView{epoch_, draft_info_->k_max()};
+  return DraftView{epoch_, draft_info_->k_max(), draft_info_->batch_calls()};
 }
 
 std::optional<v1::InfoResponse> Cluster::draft_info() const {

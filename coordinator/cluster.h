@@ -50,6 +50,7 @@ struct TargetView {
 struct DraftView {
   uint64_t epoch = 0;
   int k_max = 0;
+  bool batch_calls = false;  // takes a cohort's proposals in one message (ProposeBatch)
 };
 
 class Cluster {
@@ -66,6 +67,8 @@ class Cluster {
   // The target attached the current draft's buffer and takes proposals from
   // it (AttachDraftResponse.pipelined_verify; an older target does not).
   bool target_pipelines() const;
+  // The target takes a cohort's verifies in one message (VerifyBatch).
+  bool target_batches() const;
 
   // The target as last seen, or null while it is down.
   std::shared_ptr<const TargetView> target() const;

@@ -2,6 +2,8 @@
 
 #include <random>
 
+#include "absl/strings/str_cat.h"
+
 #include "common/util/log.h"
 #include "proto/rpc/convert.h"
 #include "proto/rpc/server.h"
@@ -30,11 +32,18 @@ Frontend::Frontend(Cluster* cluster, const FrontendOptions& opts)
   if (status_.ok()) status_ = opts.ngram.Validate();
   api::SeedModelFreeCosts(&ngram_costs_);
   if (opts.lockstep) gate_ = std::make_unique<StepGate>(opts.lockstep_gate);
+  if (opts.lockstep && opts.batch_calls) gather_ = std::make_unique<CallGatherers>(cluster_, opts.batch_calls_wait);
   AddCollectors();
 }
 
 std::string Frontend::LockstepFigures() const {
-  return gate_ ? gate_->Figures().ToString() : "off";
+  if (!gate_) return "off";
+  std::string out = gate_->Figures().ToString();
+  if (gather_) {
+    absl::StrAppend(&out, "; messages: target ", gather_->verify.Figures().ToString(), ", draft ",
+                    gather_->propose.Figures().ToString());
+  }
+  return out;
 }
 
 int Frontend::ContextFor(const v1::InfoResponse& target) const {
@@ -112,8 +121,8 @@ absl::StatusOr<api::Summary> Frontend::Generate(const api::Request& req, const a
     }
     id = next_id_.fetch_add(1);
     if (choice.follow_live) sr.live_k = [this] { return LiveK(); };
-    GrpcTargetClient target(cluster_, opts_.timeouts);
-    GrpcDraftClient draft(cluster_, opts_.timeouts);
+    GrpcTargetClient target(cluster_, opts_.timeouts, gather_.get());
+    GrpcDraftClient draft(cluster_, opts_.timeouts, gather_.get());
     // Without a draft worker, n-gram proposals still work.
     api::RequestProposer proposer(choice.proposer, opts_.ngram, cluster_->has_draft() ? &draft : nullptr);
     sr.costs = proposer.ngram_only() ? &ngram_costs_ : &costs_;
@@ -297,6 +306,19 @@ void Frontend::AddCollectors() {
               l, static_cast<double>(f.timed_out));
         s.Add("specd_lockstep_wait_seconds_total", "Time requests waited at the barrier.", Type::kCounter, l,
               f.waited_seconds);
+      }
+    }
+    if (gather_) {
+      // Lockstep calls sent to each worker in one message (coordinator/call_gatherer.h).
+      for (const auto& [role, f] : {std::pair<const char*, GatherFigures>{"target", gather_->verify.Figures()},
+                                    {"draft", gather_->propose.Figures()}}) {
+        const metrics::Labels l = {{"role", role}};
+        s.Add("specd_batch_messages_total", "Batch messages that carried lockstep calls to a worker.",
+              Type::kCounter, l, static_cast<double>(f.messages));
+        s.Add("specd_batch_message_calls_total", "Calls those messages carried.", Type::kCounter, l,
+              static_cast<double>(f.calls));
+        s.Add("specd_batch_messages_short_total", "Messages sent before all of their cohort's calls came.",
+              Type::kCounter, l, static_cast<double>(f.short_sends));
       }
     }
     // The workers as last probed (no RPC on a scrape).

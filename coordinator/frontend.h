@@ -52,6 +52,10 @@ struct FrontendOptions {
   bool lockstep = true;      // keep concurrent requests' steps in phase (common/spec/step_gate.h)
   StepGateOptions lockstep_gate;
   bool pipeline_verify = true;  // Verify sent with the Propose (SpecRequest::pipeline_verify)
+  // A lockstep cohort's calls to a worker in one message (coordinator/call_gatherer.h),
+  // waiting at most batch_calls_wait for the cohort's calls.
+  bool batch_calls = true;
+  std::chrono::microseconds batch_calls_wait{1000};
 };
 
 class Frontend : public api::Generator {
@@ -111,6 +115,7 @@ class Frontend : public api::Generator {
   ServiceStats stats_;
   // Every request's steps pass it (null: --lockstep=false).
   std::unique_ptr<StepGate> gate_;
+  std::unique_ptr<CallGatherers> gather_;  // lockstep and batch_calls only
   absl::Status status_;
 };
 

@@ -16,9 +16,33 @@ Deadline SetDeadline(grpc::ClientContext* ctx, Deadline request, std::chrono::mi
   return d;
 }
 
+// The points of a step where a member's verify is sent (CallGatherer phases).
+constexpr int kVerifyAfterProposal = 0;
+constexpr int kVerifyWithProposal = 1;
+
 }  // namespace
 
+CallGatherers::CallGatherers(Cluster* cluster, std::chrono::microseconds wait)
+    : verify(BatchSender<v1::VerifyBatchRequest, v1::VerifyBatchResponse, v1::VerifyRequest, v1::VerifyResponse>(
+                 [cluster](grpc::ClientContext* ctx, const v1::VerifyBatchRequest* req, v1::VerifyBatchResponse* resp,
+                           std::function<void(grpc::Status)> done) {
+                   cluster->target_stub().async()->VerifyBatch(ctx, req, resp, std::move(done));
+                 }),
+             wait),
+      propose(BatchSender<v1::ProposeBatchRequest, v1::ProposeBatchResponse, v1::ProposeRequest, v1::ProposeResponse>(
+                  [cluster](grpc::ClientContext* ctx, const v1::ProposeBatchRequest* req,
+                            v1::ProposeBatchResponse* resp, std::function<void(grpc::Status)> done) {
+                    v1::DraftWorker::Stub* stub = cluster->draft_stub();
+                    if (!stub) return done(grpc::Status(grpc::StatusCode::UNAVAILABLE, "no draft worker"));
+                    stub->async()->ProposeBatch(ctx, req, resp, std::move(done));
+                  }),
+              wait) {}
+
 // ---------------------------------------------------------------- target
+
+bool GrpcTargetClient::Gathers(const CohortTag& cohort) const {
+  return gather_ != nullptr && cohort.shared() && cluster_->target_batches();
+}
 
 absl::Status GrpcTargetClient::Failed(const grpc::Status& gs, const char* call, int32_t seq, Deadline deadline,
                                       Deadline call_deadline) {
@@ -84,35 +108,49 @@ absl::StatusOr<Verdict> GrpcTargetClient::Verify(int32_t seq, const std::vector<
   req.set_slot(ref.slot);
   req.set_generation(ref.generation);
   rpc::CohortToProto(cohort, &req);
-  v1::VerifyResponse resp;
   grpc::ClientContext ctx;
   const Deadline call_deadline = SetDeadline(&ctx, deadline, t_.target);
+  if (Gathers(cohort)) {
+    auto c = gather_->verify.Add(cohort, kVerifyAfterProposal, std::move(req), call_deadline);
+    const grpc::Status gs = gather_->verify.Wait(c);
+    if (!gs.ok()) return Failed(gs, "Verify", seq, deadline, call_deadline);
+    return VerdictFromProto(c->resp);
+  }
+  v1::VerifyResponse resp;
   const grpc::Status gs = cluster_->target_stub().Verify(&ctx, req, &resp);
   if (!gs.ok()) return Failed(gs, "Verify", seq, deadline, call_deadline);
   return VerdictFromProto(resp);
 }
 
-// The pipelined Verify in flight: the callback fills the reply; the
-// destructor waits for it (the call refers to this object).
+// The pipelined Verify in flight, alone (the callback fills the reply; the
+// destructor waits for it: the call refers to this object) or in its
+// cohort's message (the gatherer owns the call).
 class GrpcTargetClient::Pending final : public PendingVerdict {
  public:
   Pending(GrpcTargetClient* client, int32_t seq, const ExchangeRef& after, Deadline deadline)
       : client_(client), seq_(seq), after_(after), deadline_(deadline) {}
   ~Pending() override {
+    if (gathered_) return;
     std::unique_lock<std::mutex> l(mu_);
     if (!done_) ctx_.TryCancel();
     cv_.wait(l, [&] { return done_; });
   }
   void Start(int k, const CohortTag& cohort) {
-    req_.set_seq(seq_);
-    rpc::CohortToProto(cohort, &req_);
-    req_.set_slot(after_.slot);
-    req_.set_await_proposal(true);
-    req_.set_after_generation(after_.generation);
-    req_.set_await_k(k);
+    v1::VerifyRequest req;
+    req.set_seq(seq_);
+    rpc::CohortToProto(cohort, &req);
+    req.set_slot(after_.slot);
+    req.set_await_proposal(true);
+    req.set_after_generation(after_.generation);
+    req.set_await_k(k);
     // As long as the Propose may take; the loop abandons the wait sooner when the Propose fails.
-    req_.set_await_ms(static_cast<uint32_t>(client_->t_.draft.count()));
+    req.set_await_ms(static_cast<uint32_t>(client_->t_.draft.count()));
     call_deadline_ = SetDeadline(&ctx_, deadline_, client_->t_.target + client_->t_.draft);
+    if (client_->Gathers(cohort)) {
+      gathered_ = client_->gather_->verify.Add(cohort, kVerifyWithProposal, std::move(req), call_deadline_);
+      return;
+    }
+    req_ = std::move(req);
     client_->cluster_->target_stub().async()->Verify(&ctx_, &req_, &resp_, [this](grpc::Status gs) {
       std::lock_guard<std::mutex> l(mu_);
       status_ = std::move(gs);
@@ -127,19 +165,24 @@ class GrpcTargetClient::Pending final : public PendingVerdict {
     v1::AbandonVerifyResponse resp;
     grpc::ClientContext ctx;
     SetDeadline(&ctx, kNoDeadline, client_->t_.release);
-    // When the target cannot be told, stop waiting for it (the step then fails as the target would).
-    if (!client_->cluster_->target_stub().AbandonVerify(&ctx, req, &resp).ok()) ctx_.TryCancel();
+    // When the target cannot be told, stop waiting for it (the step then
+    // fails as the target would); a gathered call ends with its message.
+    if (!client_->cluster_->target_stub().AbandonVerify(&ctx, req, &resp).ok() && !gathered_) ctx_.TryCancel();
   }
   absl::StatusOr<Verdict> Wait() override {
-    {
+    const v1::VerifyResponse* resp = &resp_;
+    if (gathered_) {
+      status_ = client_->gather_->verify.Wait(gathered_);
+      resp = &gathered_->resp;
+    } else {
       std::unique_lock<std::mutex> l(mu_);
       cv_.wait(l, [&] { return done_; });
     }
     // ABORTED: the target did not take the proposal and changed nothing.
     if (status_.error_code() == grpc::StatusCode::ABORTED) return rpc::FromGrpc(status_);
     if (!status_.ok()) return client_->Failed(status_, "Verify", seq_, deadline_, call_deadline_);
-    Verdict v = VerdictFromProto(resp_);
-    v.ref = ExchangeRef{after_.slot, resp_.generation()};
+    Verdict v = VerdictFromProto(*resp);
+    v.ref = ExchangeRef{after_.slot, resp->generation()};
     return v;
   }
 
@@ -149,6 +192,7 @@ class GrpcTargetClient::Pending final : public PendingVerdict {
   const ExchangeRef after_;
   const Deadline deadline_;
   Deadline call_deadline_ = kNoDeadline;
+  VerifyGatherer::CallPtr gathered_;
   grpc::ClientContext ctx_;
   v1::VerifyRequest req_;
   v1::VerifyResponse resp_;
@@ -220,8 +264,15 @@ absl::StatusOr<Proposal> GrpcDraftClient::Propose(const ProposeRequest& pr, Dead
   rpc::CohortToProto(pr.cohort, &req);
   v1::ProposeResponse resp;
   grpc::ClientContext ctx;
-  SetDeadline(&ctx, deadline, t_.draft);
-  const grpc::Status gs = cluster_->draft_stub()->Propose(&ctx, req, &resp);
+  const Deadline call_deadline = SetDeadline(&ctx, deadline, t_.draft);
+  grpc::Status gs;
+  if (gather_ != nullptr && pr.cohort.shared() && d->batch_calls) {
+    auto c = gather_->propose.Add(pr.cohort, 0, std::move(req), call_deadline);
+    gs = gather_->propose.Wait(c);
+    if (gs.ok()) resp = std::move(c->resp);  // (not before: a call past its deadline may still be answered)
+  } else {
+    gs = cluster_->draft_stub()->Propose(&ctx, req, &resp);
+  }
   if (!gs.ok()) return Failed(gs, "Propose", deadline);
   Proposal p;
   p.tokens = rpc::ToVector(resp.tokens());

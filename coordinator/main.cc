@@ -60,6 +60,12 @@ int Main(int argc, char** argv) {
   cfg.AddBool("pipeline-verify", true,
               "send each step's Verify together with its Propose: the target takes the proposal from the draft's "
               "exchange buffer as soon as it is published, instead of after the coordinator has it back");
+  cfg.AddBool("batch-calls", true,
+              "send a lockstep step's calls to each worker as one message (when the worker takes them), instead of "
+              "one call per request");
+  cfg.AddInt("batch-calls-wait-us", 1000,
+             "longest a step's message waits for the calls of its requests still to come (they then go alone)", 0,
+             1000000);
   cfg.AddInt("lockstep-max-wait-ms", 100,
              "longest a step waits for a lagging request (the wait is 2x the usual step, at most this)", 1, 10000);
   auto run = rpc::ParseServiceFlags(&cfg, argc, argv, "coordinator");
@@ -110,6 +116,8 @@ int Main(int argc, char** argv) {
   fo.timeouts.target = ms(cfg.GetInt("target-timeout-ms"));
   fo.lockstep = cfg.GetBool("lockstep");
   fo.pipeline_verify = cfg.GetBool("pipeline-verify");
+  fo.batch_calls = cfg.GetBool("batch-calls");
+  fo.batch_calls_wait = std::chrono::microseconds(cfg.GetInt("batch-calls-wait-us"));
   fo.lockstep_gate.max_wait = ms(cfg.GetInt("lockstep-max-wait-ms"));
   if (fo.default_max_tokens > fo.max_tokens_limit)
     return rpc::ExitWith(kProgram, absl::InvalidArgumentError("--default-max-tokens exceeds --max-tokens-limit"), 2);

@@ -118,6 +118,7 @@ void DraftService::FillInfo(v1::InfoResponse* out) const {
   rpc::ExchangeToProto(cur_.draft->exchange(), out->mutable_exchange());
   out->set_k_max(opts_.k_max);
   out->set_model_loads(loads_.load());
+  out->set_batch_calls(true);
   if (thread_) SchedulerInfo(out);
 }
 
@@ -139,25 +140,27 @@ grpc::Status DraftService::Info(grpc::ServerContext* ctx, const v1::InfoRequest*
   }));
 }
 
-grpc::Status DraftService::Propose(grpc::ServerContext* ctx, const v1::ProposeRequest* req, v1::ProposeResponse* resp) {
-  const auto arrived = std::chrono::steady_clock::now();
-  if (auto st = rpc::Authorize(ctx); !st.ok()) return st;
+namespace {
+
+ProposeRequest JobFromProto(const v1::ProposeRequest& req) {
   ProposeRequest job;
-  job.seq = req->seq();
-  job.base_len = req->base_len();
-  job.new_tokens = ToVector(req->new_tokens());
-  job.k = req->k();
-  job.min_confidence = req->min_confidence();
-  job.want_confidence = req->want_confidence();
-  job.cohort = rpc::CohortFromProto(req->cohort());
-  auto r = thread_->Submit(std::move(job));
-  if (!r.ok()) return ToGrpc(r.status());
-  const Proposal& p = r->proposal;
+  job.seq = req.seq();
+  job.base_len = req.base_len();
+  job.new_tokens = ToVector(req.new_tokens());
+  job.k = req.k();
+  job.min_confidence = req.min_confidence();
+  job.want_confidence = req.want_confidence();
+  job.cohort = rpc::CohortFromProto(req.cohort());
+  return job;
+}
+
+void FillPropose(const Proposed& r, std::chrono::steady_clock::time_point arrived, v1::ProposeResponse* resp) {
+  const Proposal& p = r.proposal;
   resp->mutable_tokens()->Add(p.tokens.begin(), p.tokens.end());
   resp->mutable_confidences()->Add(p.confidence.begin(), p.confidence.end());
   resp->set_slot(p.ref.slot);
   resp->set_generation(p.ref.generation);
-  resp->set_length(r->length);
+  resp->set_length(r.length);
   resp->set_forwards(p.figures.forwards);
   resp->set_forward_seconds(p.figures.forward_seconds);
   resp->set_worker_seconds(p.figures.worker_seconds);
@@ -165,6 +168,32 @@ grpc::Status DraftService::Propose(grpc::ServerContext* ctx, const v1::ProposeRe
   resp->set_batch_forwards(p.figures.batch_forwards);
   resp->set_cold_forward(p.figures.cold);
   resp->set_call_seconds(std::chrono::duration<double>(std::chrono::steady_clock::now() - arrived).count());
+}
+
+}  // namespace
+
+grpc::Status DraftService::Propose(grpc::ServerContext* ctx, const v1::ProposeRequest* req, v1::ProposeResponse* resp) {
+  const auto arrived = std::chrono::steady_clock::now();
+  if (auto st = rpc::Authorize(ctx); !st.ok()) return st;
+  auto r = thread_->Submit(JobFromProto(*req));
+  if (!r.ok()) return ToGrpc(r.status());
+  FillPropose(*r, arrived, resp);
+  return grpc::Status::OK;
+}
+
+grpc::Status DraftService::ProposeBatch(grpc::ServerContext* ctx, const v1::ProposeBatchRequest* req,
+                                        v1::ProposeBatchResponse* resp) {
+  const auto arrived = std::chrono::steady_clock::now();
+  if (auto st = rpc::Authorize(ctx); !st.ok()) return st;
+  std::vector<ProposeRequest> jobs;
+  jobs.reserve(req->calls_size());
+  for (const v1::ProposeRequest& c : req->calls()) jobs.push_back(JobFromProto(c));
+  std::vector<absl::StatusOr<Proposed>> res = thread_->SubmitAll(std::move(jobs));
+  for (auto& r : res) {
+    v1::ProposeResponse* reply = resp->add_replies();
+    if (r.ok()) FillPropose(*r, arrived, reply);
+    rpc::ToCallStatus(r.status(), resp->add_status());
+  }
   return grpc::Status::OK;
 }
 

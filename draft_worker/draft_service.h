@@ -43,6 +43,8 @@ class DraftService final : public rpc::WorkerBase<v1::DraftWorker::Service, Loca
 
   grpc::Status Info(grpc::ServerContext*, const v1::InfoRequest*, v1::InfoResponse*) override;
   grpc::Status Propose(grpc::ServerContext*, const v1::ProposeRequest*, v1::ProposeResponse*) override;
+  // A cohort's proposals in one message, run in one batch.
+  grpc::Status ProposeBatch(grpc::ServerContext*, const v1::ProposeBatchRequest*, v1::ProposeBatchResponse*) override;
   grpc::Status LoadModel(grpc::ServerContext*, const v1::LoadModelRequest*, v1::LoadModelResponse*) override;
 
  private:

@@ -50,6 +50,7 @@ v1::InfoResponse TargetService::CurrentInfo() {
     if (target_->exchange()) rpc::ExchangeToProto(*target_->exchange(), r.mutable_exchange());
     SchedulerInfo(&r);
     r.set_model_loads(1);
+    r.set_batch_calls(true);
     return r;
   });
 }
@@ -67,6 +68,7 @@ constexpr size_t kMaxAwaitRecords = 4096;
 }  // namespace
 
 absl::Status TargetService::AwaitProposal(grpc::ServerContext* ctx, const v1::VerifyRequest& req,
+                                          std::chrono::steady_clock::time_point arrived,
                                           LocalTarget::VerifyJob* job) {
   const int32_t seq = req.seq();
   auto me = std::make_shared<Await>();
@@ -99,8 +101,7 @@ absl::Status TargetService::AwaitProposal(grpc::ServerContext* ctx, const v1::Ve
   if (slot < 0 || slot >= xb->n_slots() || req.await_k() < 1)
     return leave(absl::InvalidArgumentError(absl::StrCat("pipelined verify of slot ", slot, " (the buffer has ",
                                                          xb->n_slots(), ") with await_k ", req.await_k())));
-  const auto until =
-      std::chrono::steady_clock::now() + std::chrono::milliseconds(std::min<uint32_t>(req.await_ms(), 60000));
+  const auto until = arrived + std::chrono::milliseconds(std::min<uint32_t>(req.await_ms(), 60000));
   while (true) {
     const uint64_t seen = xb->Generation(slot);
     if (auto p = xb->PublishedAfter(slot, seq, me->after)) {
@@ -145,31 +146,80 @@ grpc::Status TargetService::AbandonVerify(grpc::ServerContext* ctx, const v1::Ab
   return grpc::Status::OK;
 }
 
-grpc::Status TargetService::Verify(grpc::ServerContext* ctx, const v1::VerifyRequest* req, v1::VerifyResponse* resp) {
-  auto arrived = std::chrono::steady_clock::now();
-  if (auto st = rpc::Authorize(ctx); !st.ok()) return st;
-  LocalTarget::VerifyJob job{req->seq(), ToVector(req->tokens()), ExchangeRef{req->slot(), req->generation()},
-                             rpc::CohortFromProto(req->cohort())};
-  if (req->await_proposal()) {
-    if (absl::Status st = AwaitProposal(ctx, *req, &job); !st.ok()) return ToGrpc(st);
+namespace {
+
+void FillVerify(const Verified& r, std::chrono::steady_clock::time_point ready, v1::VerifyResponse* resp) {
+  resp->set_accepted(r.step.n_accepted);
+  resp->mutable_appended()->Add(r.step.appended.begin(), r.step.appended.end());
+  rpc::LogprobsToProto(r.step.logprobs, resp->mutable_logprobs());
+  resp->set_length(r.length);
+  const VerifyFigures& f = r.step.figures;
+  resp->set_forward_seconds(f.forward_seconds);
+  resp->set_accept_seconds(f.accept_seconds);
+  resp->set_worker_seconds(f.worker_seconds);
+  resp->set_batch_seqs(f.batch_seqs);
+  resp->set_batch_tokens(f.batch_tokens);
+  resp->set_cold_forward(f.cold);
+  resp->set_call_seconds(std::chrono::duration<double>(std::chrono::steady_clock::now() - ready).count());
+}
+
+}  // namespace
+
+absl::StatusOr<LocalTarget::VerifyJob> TargetService::Prepare(grpc::ServerContext* ctx, const v1::VerifyRequest& req,
+                                                              std::chrono::steady_clock::time_point arrived,
+                                                              v1::VerifyResponse* resp,
+                                                              std::chrono::steady_clock::time_point* ready) {
+  LocalTarget::VerifyJob job{req.seq(), ToVector(req.tokens()), ExchangeRef{req.slot(), req.generation()},
+                             rpc::CohortFromProto(req.cohort())};
+  *ready = arrived;
+  if (req.await_proposal()) {
+    SPECD_RETURN_IF_ERROR(AwaitProposal(ctx, req, arrived, &job));
     // The call's time counts from the proposal's publication (the wait overlapped the draft's work).
-    arrived = std::chrono::steady_clock::now();
+    *ready = std::chrono::steady_clock::now();
     resp->mutable_proposed()->Add(job.tokens.begin(), job.tokens.end());
     resp->set_generation(job.ref.generation);
   }
-  auto r = thread_->Submit(std::move(job));
+  return job;
+}
+
+grpc::Status TargetService::Verify(grpc::ServerContext* ctx, const v1::VerifyRequest* req, v1::VerifyResponse* resp) {
+  const auto arrived = std::chrono::steady_clock::now();
+  if (auto st = rpc::Authorize(ctx); !st.ok()) return st;
+  std::chrono::steady_clock::time_point ready;
+  auto job = Prepare(ctx, *req, arrived, resp, &ready);
+  if (!job.ok()) return ToGrpc(job.status());
+  auto r = thread_->Submit(*std::move(job));
   if (!r.ok()) return ToGrpc(r.status());
-  resp->set_accepted(r->step.n_accepted);
-  resp->mutable_appended()->Add(r->step.appended.begin(), r->step.appended.end());
-  rpc::LogprobsToProto(r->step.logprobs, resp->mutable_logprobs());
-  resp->set_length(r->length);
-  resp->set_forward_seconds(r->step.figures.forward_seconds);
-  resp->set_accept_seconds(r->step.figures.accept_seconds);
-  resp->set_worker_seconds(r->step.figures.worker_seconds);
-  resp->set_batch_seqs(r->step.figures.batch_seqs);
-  resp->set_batch_tokens(r->step.figures.batch_tokens);
-  resp->set_cold_forward(r->step.figures.cold);
-  resp->set_call_seconds(std::chrono::duration<double>(std::chrono::steady_clock::now() - arrived).count());
+  FillVerify(*r, ready, resp);
+  return grpc::Status::OK;
+}
+
+grpc::Status TargetService::VerifyBatch(grpc::ServerContext* ctx, const v1::VerifyBatchRequest* req,
+                                        v1::VerifyBatchResponse* resp) {
+  const auto arrived = std::chrono::steady_clock::now();
+  if (auto st = rpc::Authorize(ctx); !st.ok()) return st;
+  const int n = req->calls_size();
+  std::vector<absl::Status> status(n);
+  std::vector<std::chrono::steady_clock::time_point> ready(n);
+  std::vector<LocalTarget::VerifyJob> jobs;
+  std::vector<int> job_call;  // the call of each job
+  for (int i = 0; i < n; ++i) {
+    resp->add_replies();
+    auto job = Prepare(ctx, req->calls(i), arrived, resp->mutable_replies(i), &ready[i]);
+    if (!job.ok()) {
+      status[i] = job.status();
+      continue;
+    }
+    jobs.push_back(*std::move(job));
+    job_call.push_back(i);
+  }
+  std::vector<absl::StatusOr<Verified>> res = thread_->SubmitAll(std::move(jobs));
+  for (size_t j = 0; j < res.size(); ++j) {
+    const int i = job_call[j];
+    if (res[j].ok()) FillVerify(*res[j], ready[i], resp->mutable_replies(i));
+    else status[i] = res[j].status();
+  }
+  for (int i = 0; i < n; ++i) rpc::ToCallStatus(status[i], resp->add_status());
   return grpc::Status::OK;
 }
 

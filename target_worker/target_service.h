@@ -33,6 +33,9 @@ class TargetService final
 
   grpc::Status Info(grpc::ServerContext*, const v1::InfoRequest*, v1::InfoResponse*) override;
   grpc::Status Verify(grpc::ServerContext*, const v1::VerifyRequest*, v1::VerifyResponse*) override;
+  // A cohort's verifies in one message: the pipelined ones' proposals are
+  // awaited in turn, then all run in one batch.
+  grpc::Status VerifyBatch(grpc::ServerContext*, const v1::VerifyBatchRequest*, v1::VerifyBatchResponse*) override;
   grpc::Status AbandonVerify(grpc::ServerContext*, const v1::AbandonVerifyRequest*,
                              v1::AbandonVerifyResponse*) override;
   grpc::Status AttachDraft(grpc::ServerContext*, const v1::AttachDraftRequest*, v1::AttachDraftResponse*) override;
@@ -47,8 +50,16 @@ class TargetService final
   LocalTarget& host() override { return *target_; }
   std::vector<absl::StatusOr<Verified>> RunBatch(const std::vector<LocalTarget::VerifyJob>& jobs);
   // A pipelined Verify's wait (on its gRPC thread): fills the job with the
-  // proposal the draft publishes, or says why there is none.
-  absl::Status AwaitProposal(grpc::ServerContext* ctx, const v1::VerifyRequest& req, LocalTarget::VerifyJob* job);
+  // proposal the draft publishes, or says why there is none (the wait counts
+  // from `arrived`, the call's arrival).
+  absl::Status AwaitProposal(grpc::ServerContext* ctx, const v1::VerifyRequest& req,
+                             std::chrono::steady_clock::time_point arrived, LocalTarget::VerifyJob* job);
+  // One call up to its job: the request read, a pipelined call's proposal
+  // taken (noted in `resp`); `*ready` is when its time starts counting.
+  absl::StatusOr<LocalTarget::VerifyJob> Prepare(grpc::ServerContext* ctx, const v1::VerifyRequest& req,
+                                                 std::chrono::steady_clock::time_point arrived,
+                                                 v1::VerifyResponse* resp,
+                                                 std::chrono::steady_clock::time_point* ready);
 
   std::unique_ptr<Engine> engine_;
   std::unique_ptr<LocalTarget> target_;  // engine thread only

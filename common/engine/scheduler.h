@@ -4,7 +4,8 @@
 //
 //   Run(fn)      an exclusive task (Sync, Release, Info, a model load, the
 //                registration part of Open), run in arrival order.
-//   Submit(job)  a batchable job (Propose on the draft, Verify on the target).
+//   Submit(job)  a batchable job (Propose on the draft, Verify on the target);
+//                SubmitAll(jobs) several at once (a batch message's calls).
 //                Every job pending when the thread comes round goes into one
 //                BatchFn call, i.e. one forward for all active requests; jobs
 //                that arrive meanwhile form the next batch (continuous batching).
@@ -93,14 +94,29 @@ class EngineThread {
   EngineThread& operator=(const EngineThread&) = delete;
 
   Result Submit(Job job) {
-    auto p = std::make_unique<Pending>(Pending{std::move(job), {}});
-    std::future<Result> f = p->done.get_future();
+    std::vector<Job> one;
+    one.push_back(std::move(job));
+    return std::move(SubmitAll(std::move(one)).front());
+  }
+
+  // Several jobs handed over at once (a cohort's calls in one message): the
+  // thread sees all of them pending together. Results in the jobs' order.
+  std::vector<Result> SubmitAll(std::vector<Job> jobs) {
+    std::vector<std::future<Result>> fs;
+    fs.reserve(jobs.size());
     {
       std::lock_guard<std::mutex> l(mu_);
-      jobs_.push_back(std::move(p));
+      for (Job& j : jobs) {
+        auto p = std::make_unique<Pending>(Pending{std::move(j), {}});
+        fs.push_back(p->done.get_future());
+        jobs_.push_back(std::move(p));
+      }
     }
     cv_.notify_one();
-    return f.get();
+    std::vector<Result> out;
+    out.reserve(fs.size());
+    for (auto& f : fs) out.push_back(f.get());
+    return out;
   }
 
   template <typename F>

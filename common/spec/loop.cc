@@ -211,9 +211,14 @@ SpecResult RunSpeculative(const SpecRequest& req, const Tokenizer& tok, Verifier
     // its cohort sends.
     const int k = policy.Next(req.live_k ? req.live_k() : req.k, limit);
     const bool drafts = draft != nullptr && k > 0 && std::chrono::steady_clock::now() >= ds.retry_at;
+    // The target takes the proposal from the exchange slot of the previous
+    // one as soon as the draft publishes it: the verify is sent with the Propose.
+    const bool pipelined = drafts && ds.open && req.pipeline_verify && ds.last.slot >= 0 &&
+                           draft->PublishesEveryProposal() && target.TakesNextProposal();
     using Step = StepGate::Member::Step;
     const Step plan = !drafts                          ? Step::kVerify
                       : !ds.open                       ? Step::kAlone
+                      : pipelined                      ? Step::kProposeWithVerify
                       : draft->BatchesEveryProposal() ? Step::kPropose
                                                        : Step::kProposeAside;
     double gate_wait = gate->Start(plan);
@@ -266,10 +271,7 @@ SpecResult RunSpeculative(const SpecRequest& req, const Tokenizer& tok, Verifier
         // The adaptive policy learns the confidence threshold from the first token's confidence.
         pr.want_confidence = req.policy.adaptive;
         pr.cohort = gate->draft_cohort();
-        // The target takes the proposal from the exchange slot of the
-        // previous one as soon as the draft publishes it.
-        if (req.pipeline_verify && ds.last.slot >= 0 && draft->PublishesEveryProposal())
-          pending = target.VerifyNext(seq, ds.last, k, gate->target_cohort(), req.deadline);
+        if (pipelined) pending = target.VerifyNext(seq, ds.last, k, gate->target_cohort(), req.deadline);
         auto p = draft->Propose(pr, req.deadline);
         if (p.ok()) {
           proposed = true;
@@ -345,10 +347,15 @@ SpecResult RunSpeculative(const SpecRequest& req, const Tokenizer& tok, Verifier
       }
     }
     if (!took) gate_wait += verify_gate_wait;
+    // A verify the step did not plan here (its pipelined one did not take
+    // the proposal) has no others to be sent with; the target still counts
+    // it into its cohort.
+    CohortTag verify_tag = gate->target_cohort();
+    if (pipelined) verify_tag.together = 1;
     if (!pending) {
       tv = std::chrono::steady_clock::now();
-      step = target.Verify(seq, use_draft ? prop.tokens : kNone, use_draft ? prop.ref : ExchangeRef{},
-                           gate->target_cohort(), req.deadline);
+      step = target.Verify(seq, use_draft ? prop.tokens : kNone, use_draft ? prop.ref : ExchangeRef{}, verify_tag,
+                           req.deadline);
     }
     if (!took && !step.ok() && use_draft && step.status().code() == absl::StatusCode::kFailedPrecondition) {
       // The target could not use the proposal (stale slot, buffer not
@@ -358,7 +365,8 @@ SpecResult RunSpeculative(const SpecRequest& req, const Tokenizer& tok, Verifier
       SPECD_LOG(DEBUG) << "proposal refused by the target" << Kv("seq", seq) << Kv("why", step.status().ToString());
       use_draft = false;
       tv = std::chrono::steady_clock::now();
-      step = target.Verify(seq, kNone, ExchangeRef{}, gate->target_cohort(), req.deadline);
+      verify_tag.together = 1;
+      step = target.Verify(seq, kNone, ExchangeRef{}, verify_tag, req.deadline);
     }
     if (step.ok() && (step->appended.empty() || step->n_accepted < 0 ||
                       step->n_accepted > (use_draft ? static_cast<int>(prop.tokens.size()) : 0) ||

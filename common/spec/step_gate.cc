@@ -75,17 +75,21 @@ void StepGate::OpenStartLocked() {
   cohort->expected = n;
   cohort->released = Clock::now();
   ++gen_;
-  int proposers = 0;
+  using Step = Member::Step;
+  int proposers = 0, with_verify = 0;
   for (const Member* a : arrivals_) {
-    proposers += a->step_ == Member::Step::kPropose ? 1 : 0;
-    cohort->proposing |= a->step_ != Member::Step::kVerify;
+    proposers += a->step_ == Step::kPropose || a->step_ == Step::kProposeWithVerify ? 1 : 0;
+    with_verify += a->step_ == Step::kProposeWithVerify ? 1 : 0;
+    cohort->proposing |= a->step_ != Step::kVerify;
   }
+  const uint64_t id = id_base_ + gen_;
   for (Member* a : arrivals_) {
     a->cohort_ = cohort;
     // A member alone carries no cohort: its calls need not wait for others.
-    a->target_tag_ = n > 1 ? CohortTag{id_base_ + gen_, n} : CohortTag{};
-    a->draft_tag_ =
-        proposers > 1 && a->step_ == Member::Step::kPropose ? CohortTag{id_base_ + gen_, proposers} : CohortTag{};
+    const bool sends_with = a->step_ == Step::kProposeWithVerify;
+    a->target_tag_ = n > 1 ? CohortTag{id, n, sends_with ? with_verify : n - with_verify} : CohortTag{};
+    const bool drafts = a->step_ == Step::kPropose || sends_with;
+    a->draft_tag_ = proposers > 1 && drafts ? CohortTag{id, proposers, proposers} : CohortTag{};
   }
   arrivals_.clear();
   cv_.notify_all();

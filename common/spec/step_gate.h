@@ -32,7 +32,10 @@
 // member's verify carries the opening's id and member count, its proposal
 // the id and the count of members that said at Start they would propose, so
 // that each worker's engine thread batches exactly those calls however far
-// apart the transport delivers them.
+// apart the transport delivers them. The tags also count the calls sent at
+// the same point of the step (CohortTag::together: the verifies sent with
+// their proposals, and the others), which a coordinator gathers into one
+// message.
 #pragma once
 #include <chrono>
 #include <condition_variable>
@@ -88,6 +91,7 @@ class StepGate {
     enum class Step {
       kVerify,        // verifies only (target-only)
       kPropose,       // proposes through the draft worker, then verifies (counted in draft_cohort())
+      kProposeWithVerify,  // as kPropose, its verify sent with the proposal (Verifier::VerifyNext)
       kProposeAside,  // proposes through a proposer that may not call the draft worker (n-gram, a
                       // chain), then verifies: not counted in draft_cohort()
       kAlone,         // slow (e.g. it first runs the draft's prefill): the others neither wait for it

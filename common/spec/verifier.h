@@ -77,6 +77,9 @@ class Verifier {
                                                      const CohortTag& /*cohort*/, Deadline /*deadline*/) {
     return nullptr;
   }
+  // Whether VerifyNext would start a verify now (the loop tells the
+  // lockstep gate before it starts the step).
+  virtual bool TakesNextProposal() const { return false; }
 };
 
 }  // namespace specd

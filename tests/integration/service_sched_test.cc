@@ -347,6 +347,10 @@ TEST_F(ServiceSchedTest, StatsMetricsAndLogsShowTheService) {
   EXPECT_GT(Sample(body, "specd_worker_cohort_batches_total{role=\"draft\"}"), 0);
   EXPECT_GE(Sample(body, "specd_worker_cohort_timeouts_total{role=\"target\"}"), 0);
   EXPECT_GT(s.target.cohort_batches, 0);
+  // The coordinator sent the cohorts' calls as one message per worker.
+  EXPECT_GT(Sample(body, "specd_batch_messages_total{role=\"target\"}"), 0);
+  EXPECT_GE(Sample(body, "specd_batch_message_calls_total{role=\"target\"}"),
+            2 * Sample(body, "specd_batch_messages_total{role=\"target\"}") - 1e-9);
   EXPECT_EQ(HttpGet(mport, "/nope").rfind("HTTP/1.1 404", 0), 0u);
 
   // One logfmt line per finished request.

@@ -291,6 +291,102 @@ TEST_F(ServiceTest, ProposalReportsItsBatch) {
   ReleaseOn(*stub, kSeq);
 }
 
+// A cohort's calls in one message: each answered as its own call would be
+// (an unknown sequence, an abandoned pipelined verify: their own errors),
+// the others in one forward.
+TEST_F(ServiceTest, BatchMessagesAnswerEachCallAndShareAForward) {
+  auto tch = rpc::MakeChannel(g_service->target_address, {});
+  auto dch = rpc::MakeChannel(g_service->draft_address, {});
+  ASSERT_TRUE(tch.ok() && dch.ok());
+  auto target = v1::TargetWorker::NewStub(*tch);
+  auto draft = v1::DraftWorker::NewStub(*dch);
+  const std::vector<int32_t> prompt = Tokens("import numpy as np");
+  constexpr int32_t kA = 910, kB = 911, kC = 912, kUnknown = 919;
+  for (int32_t seq : {kA, kB, kC}) OpenOn(*target, seq, prompt);
+  for (int32_t seq : {kA, kB}) OpenOn(*draft, seq, prompt);
+  if (HasFatalFailure()) return;
+  {
+    grpc::ClientContext ctx;
+    Within60s(&ctx);
+    v1::InfoResponse info;
+    ASSERT_TRUE(target->Info(&ctx, v1::InfoRequest{}, &info).ok());
+    EXPECT_TRUE(info.batch_calls());
+  }
+  {
+    v1::ProposeBatchRequest req;
+    for (int32_t seq : {kA, kUnknown, kB}) {
+      v1::ProposeRequest* c = req.add_calls();
+      c->set_seq(seq);
+      c->set_base_len(static_cast<int64_t>(prompt.size()));
+      c->set_k(3);
+    }
+    v1::ProposeBatchResponse resp;
+    grpc::ClientContext ctx;
+    Within60s(&ctx);
+    ASSERT_TRUE(draft->ProposeBatch(&ctx, req, &resp).ok());
+    ASSERT_EQ(resp.status_size(), 3);
+    ASSERT_EQ(resp.replies_size(), 3);
+    EXPECT_EQ(resp.status(0).code(), 0) << resp.status(0).message();
+    EXPECT_EQ(resp.status(1).code(), grpc::StatusCode::NOT_FOUND) << resp.status(1).message();
+    EXPECT_EQ(resp.status(2).code(), 0) << resp.status(2).message();
+    EXPECT_EQ(resp.replies(0).tokens_size(), 3);
+    EXPECT_EQ(std::vector<int32_t>(resp.replies(0).tokens().begin(), resp.replies(0).tokens().end()),
+              std::vector<int32_t>(resp.replies(2).tokens().begin(), resp.replies(2).tokens().end()));
+    EXPECT_EQ(resp.replies(0).batch_seqs(), 2);
+  }
+  {
+    // C's pipelined verify was abandoned before it came: ABORTED, C unchanged.
+    v1::AbandonVerifyRequest ab;
+    ab.set_seq(kC);
+    ab.set_after_generation(5);
+    v1::AbandonVerifyResponse abr;
+    grpc::ClientContext actx;
+    Within60s(&actx);
+    ASSERT_TRUE(target->AbandonVerify(&actx, ab, &abr).ok());
+    v1::VerifyBatchRequest req;
+    for (int32_t seq : {kA, kUnknown, kC, kB}) {
+      v1::VerifyRequest* c = req.add_calls();
+      c->set_seq(seq);
+      c->set_slot(-1);
+      if (seq == kC) {
+        c->set_slot(0);
+        c->set_await_proposal(true);
+        c->set_after_generation(5);
+        c->set_await_k(4);
+        c->set_await_ms(20000);
+      }
+    }
+    v1::VerifyBatchResponse resp;
+    grpc::ClientContext ctx;
+    Within60s(&ctx);
+    ASSERT_TRUE(target->VerifyBatch(&ctx, req, &resp).ok());
+    ASSERT_EQ(resp.status_size(), 4);
+    ASSERT_EQ(resp.replies_size(), 4);
+    EXPECT_EQ(resp.status(0).code(), 0) << resp.status(0).message();
+    EXPECT_EQ(resp.status(1).code(), grpc::StatusCode::NOT_FOUND) << resp.status(1).message();
+    EXPECT_EQ(resp.status(2).code(), grpc::StatusCode::ABORTED) << resp.status(2).message();
+    EXPECT_EQ(resp.status(3).code(), 0) << resp.status(3).message();
+    EXPECT_EQ(resp.replies(0).appended_size(), 1);
+    EXPECT_EQ(resp.replies(0).appended(0), resp.replies(3).appended(0));
+    EXPECT_EQ(resp.replies(0).length(), static_cast<int64_t>(prompt.size()) + 1);
+    EXPECT_EQ(resp.replies(0).batch_seqs(), 2);
+    EXPECT_EQ(resp.replies(3).batch_tokens(), 2);
+  }
+  {
+    // C is as opened: a step alone appends the same token A's did.
+    v1::VerifyRequest req;
+    req.set_seq(kC);
+    req.set_slot(-1);
+    v1::VerifyResponse resp;
+    grpc::ClientContext ctx;
+    Within60s(&ctx);
+    ASSERT_TRUE(target->Verify(&ctx, req, &resp).ok());
+    EXPECT_EQ(resp.length(), static_cast<int64_t>(prompt.size()) + 1);
+  }
+  for (int32_t seq : {kA, kB, kC}) ReleaseOn(*target, seq);
+  for (int32_t seq : {kA, kB}) ReleaseOn(*draft, seq);
+}
+
 TEST_F(ServiceTest, AcceptanceFiguresAddUp) {
   const client::Stats before = g_service->Stats();
   api::Request p;
@@ -528,6 +624,10 @@ TEST_F(ServiceTest, ConcurrentRequestsAreBatchedAndStayLossless) {
   // Lockstep (on by default): phases that released several requests together.
   EXPECT_EQ(s.lockstep.rfind("start: ", 0), 0u) << s.lockstep;
   EXPECT_EQ(s.lockstep.find("no shared steps"), std::string::npos) << s.lockstep;
+  // The released requests' calls went to each worker as one message (batch_calls on by default).
+  EXPECT_NE(s.lockstep.find("; messages: target "), std::string::npos) << s.lockstep;
+  EXPECT_EQ(s.lockstep.find("target no messages yet"), std::string::npos) << s.lockstep;
+  EXPECT_EQ(s.lockstep.find("draft no messages yet"), std::string::npos) << s.lockstep;
   EXPECT_EQ(s.acceptance_prior.rfind("steps=", 0), 0u) << s.acceptance_prior;
   // The steps taken apart through the services: both workers measured their
   // forwards, the RPCs show as transport, the hand-offs as wait.

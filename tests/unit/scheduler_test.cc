@@ -83,6 +83,23 @@ TEST(Scheduler, ConcurrentJobsShareABatch) {
   EXPECT_EQ(t->batches() - before, 3);
 }
 
+// A batch message's calls handed over at once form one batch, however slow
+// the thread (no batch wait, no cohort), with each result in its job's place.
+TEST(Scheduler, JobsSubmittedTogetherFormOneBatch) {
+  Recorder rec;
+  auto t = MakeThread(&rec, SchedulerOptions{}, std::chrono::milliseconds(5));
+  std::vector<Job> jobs;
+  for (int64_t seq : {7, 3, 5, 1}) jobs.push_back(Job{seq});
+  std::vector<absl::StatusOr<int64_t>> res = t->SubmitAll(std::move(jobs));
+  ASSERT_EQ(res.size(), 4u);
+  EXPECT_EQ(*res[0], 7);
+  EXPECT_EQ(*res[1], 3);
+  EXPECT_EQ(*res[2], 5);
+  EXPECT_EQ(*res[3], 1);
+  EXPECT_EQ(rec.log, (std::vector<std::string>{"B4"}));
+  EXPECT_TRUE(t->SubmitAll({}).empty());
+}
+
 TEST(Scheduler, LongPrefillIsChunkedBetweenBatches) {
   Recorder rec;
   rec.pending[1] = 1000;

@@ -1113,6 +1113,7 @@ class PipelinedTarget final : public Verifier {
     ++started;
     return std::make_unique<Pending>(this, seq, after, k, dl);
   }
+  bool TakesNextProposal() const override { return true; }
   int started = 0, sequential = 0;
   std::atomic<int> abandoned{0};
 

@@ -233,6 +233,26 @@ TEST(StepGateTest, ReleasedMembersShareACohortTag) {
     g1.get();
     g2.get();
   }
+  // The calls sent at the same point of the step: a verify sent with its
+  // proposal counts with those (CohortTag::together), the others apart.
+  {
+    auto f1 = std::async(std::launch::async, [&] { p1.Start(Step::kProposeWithVerify); });
+    auto f2 = std::async(std::launch::async, [&] { p2.Start(Step::kPropose); });
+    v.Start(Step::kVerify);
+    f1.get();
+    f2.get();
+    EXPECT_EQ(p1.target_cohort().size, 3);
+    EXPECT_EQ(p1.target_cohort().gathered(), 1);
+    EXPECT_EQ(p2.target_cohort().gathered(), 2);
+    EXPECT_EQ(v.target_cohort().gathered(), 2);
+    EXPECT_EQ(p1.draft_cohort().size, 2);  // both propose through the draft worker
+    EXPECT_EQ(p2.draft_cohort().gathered(), 2);
+    auto g1 = std::async(std::launch::async, [&] { p1.Verify(); });
+    auto g2 = std::async(std::launch::async, [&] { p2.Verify(); });
+    v.Verify();
+    g1.get();
+    g2.get();
+  }
   // One proposer alone has no draft cohort to wait for.
   auto f1 = std::async(std::launch::async, [&] { p1.Start(Step::kPropose); });
   auto f2 = std::async(std::launch::async, [&] { p2.Start(Step::kVerify); });
