@@ -13,6 +13,8 @@
 #   XZ_OPT=-6 tar -cJf .devpack/devcarry.tar.xz .devcarry
 #   run(command="bash docs/runs/round17/callCohort.sh", carry=[".devpack"])
 # SETS ("base new unix"), MODES ("k4 adaptive"), REPS (1): a run took ~50 s in round 16.
+# Round 18 adds the set "nobatch": this tree's binaries with the coordinator's --batch-calls=false
+# (each request's calls sent alone, as round 17): SETS="base nobatch new" measures rounds 16 / 17 / 18.
 set -u
 . tests/gpu/device_lib.sh
 device_setup
@@ -26,13 +28,14 @@ for rep in $(seq "${REPS:-1}"); do
     flags=""
     [ "$mode" = k4 ] && flags="--k 4 --no-adaptive"
     for set in ${SETS:-base new unix}; do
-      carry=$C unix=0
+      carry=$C unix=0 coord=""
       [ "$set" = base ] && carry=$C/base
       [ "$set" = unix ] && unix=1
+      [ "$set" = nobatch ] && coord="--batch-calls=false"
       tag=s6$mode.$set.$rep
       runs+=("$tag")
       stamp "six streams through the services, $mode, $set binaries (rep $rep), ~80% pair"
-      OUT=$O/$tag CARRY=$carry SVC_UNIX=$unix TARGET=$M8/target.gguf DRAFT=$M8/draft.gguf TOKENS=256 SPEC_FLAGS="$flags" \
+      OUT=$O/$tag CARRY=$carry SVC_UNIX=$unix COORD_FLAGS="$coord" TARGET=$M8/target.gguf DRAFT=$M8/draft.gguf TOKENS=256 SPEC_FLAGS="$flags" \
         timeout 200 bash tests/gpu/batch_spec.sh > "$O/$tag.txt" 2>&1
       echo "rc=$?"
       tail -n 8 "$O/$tag.txt"
@@ -40,7 +43,7 @@ for rep in $(seq "${REPS:-1}"); do
         cp "$O/$tag/$s.stats.txt" "$O/stats/$tag.$s.stats.txt" 2> /dev/null
         grep -hE "^(target|draft):.*forwards" "$O/$tag/$s.stats.txt" 2> /dev/null | sed "s/^/$s: /"
       done
-      grep -hE "^(k histogram|step costs)" "$O/$tag/on.stats.txt" 2> /dev/null | sed "s/^/$mode: /"
+      grep -hE "^(k histogram|step costs|lockstep)" "$O/$tag/on.stats.txt" 2> /dev/null | sed "s/^/$mode: /"
       summary+=("$mode $set $rep $(table_tps target-only "$O/$tag.txt") $(table_tps "speculative (${flags:-adaptive})" "$O/$tag.txt")")
     done
   done
@@ -57,7 +60,7 @@ for r in (l.split() for l in sys.stdin if l.strip()):
         print(" ".join(r), "(incomplete)")
         continue
     mode, s, rep, t, v = r[0], r[1], r[2], float(r[3]), float(r[4])
-    print(f"{mode:8s} {s:4s} rep {rep}: target-only {t:.1f}, speculative {v:.1f} ({v / t:.2f}x)")
+    print(f"{mode:8s} {s:7s} rep {rep}: target-only {t:.1f}, speculative {v:.1f} ({v / t:.2f}x)")
     off[s].append(t)
     on[(mode, s)].append(v)
 mean = lambda v: sum(v) / len(v)
