@@ -1,7 +1,8 @@
 // Faults and changes under load, with the real processes: draft swap
 // (target process unchanged), an incompatible draft refused, the draft
 // killed (target-only, then reconnect), the target killed (UNAVAILABLE, new
-// requests wait for it), and the whole service on unix sockets.
+// requests wait for it), both under concurrent lockstep requests, and the
+// whole service on unix sockets.
 #include <signal.h>
 
 #include <atomic>
@@ -210,6 +211,45 @@ TEST_F(ServiceFaultTest, TargetKilledInFlightIsUnavailableAndNewRequestsWait) {
   auto again = svc_->client->Generate(p);
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_GT(again->speculative_steps, 0);
+}
+
+// Concurrent requests step in lockstep and send each step's calls to a
+// worker as one message (coordinator/call_gatherer.h): a worker that dies
+// under them fails every call of the message in flight. The draft: each
+// request goes on target-only, output unchanged. The target: each request
+// ends UNAVAILABLE, none hangs.
+TEST_F(ServiceFaultTest, WorkersDyingUnderLockstepMessages) {
+  StartService();
+  const int n = 1500;
+  const std::vector<std::string> prompts = {"The quick brown fox", "Hello world", "import numpy as np"};
+  std::vector<std::vector<int32_t>> refs;
+  for (const std::string& p : prompts) refs.push_back(ReferenceGreedy(g_models->target, Tokens(p), n));
+  auto run_all = [&](int tokens, const std::function<void()>& kill) {
+    std::vector<std::future<absl::StatusOr<api::Summary>>> f;
+    for (size_t i = 0; i < prompts.size(); ++i)
+      f.push_back(std::async(std::launch::async, [&, i] {
+        return LongRequest(prompts[i], tokens, 40, i == 0 ? kill : std::function<void()>());
+      }));
+    std::vector<absl::StatusOr<api::Summary>> out;
+    for (auto& x : f) out.push_back(x.get());
+    return out;
+  };
+  auto drafts = run_all(n, [&] { svc_->draft.Kill(SIGKILL); });
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    ASSERT_TRUE(drafts[i].ok()) << drafts[i].status();
+    EXPECT_EQ(drafts[i]->tokens, refs[i]) << "output changed when the draft died: " << prompts[i];
+  }
+  const client::Stats st = svc_->Stats();
+  EXPECT_NE(st.lockstep.find("; messages: target "), std::string::npos) << st.lockstep;
+  EXPECT_EQ(st.lockstep.find("draft no messages yet"), std::string::npos) << st.lockstep;
+
+  const auto t0 = std::chrono::steady_clock::now();
+  auto targets = run_all(3000, [&] { svc_->target.Kill(SIGKILL); });
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    ASSERT_FALSE(targets[i].ok()) << prompts[i];
+    EXPECT_EQ(targets[i].status().code(), absl::StatusCode::kUnavailable) << targets[i].status();
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(60));
 }
 
 TEST_F(ServiceFaultTest, ServesOverUnixSockets) {
