@@ -56,9 +56,9 @@ TEST_F(GrpcStandardsTest, ReflectionListsDescribesAndCallsEveryService) {
   // Each worker's service has only its own calls: none answers UNIMPLEMENTED.
   std::string out;
   Check("reflect " + svc_->target_address + " specd.v1.TargetWorker", &out);
-  EXPECT_NE(out.find("specd.v1.TargetWorker: Info Open Sync Release Verify AbandonVerify AttachDraft\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("specd.v1.TargetWorker: Info Open Sync Release Verify VerifyBatch AbandonVerify AttachDraft\n"), std::string::npos) << out;
   Check("reflect " + svc_->draft_address + " specd.v1.DraftWorker", &out);
-  EXPECT_NE(out.find("specd.v1.DraftWorker: Info Open Sync Release Propose LoadModel\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("specd.v1.DraftWorker: Info Open Sync Release Propose ProposeBatch LoadModel\n"), std::string::npos) << out;
 }
 
 TEST_F(GrpcStandardsTest, HealthFollowsTheWorkers) {
