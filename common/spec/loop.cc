@@ -347,6 +347,13 @@ SpecResult RunSpeculative(const SpecRequest& req, const Tokenizer& tok, Verifier
       }
     }
     if (!took) gate_wait += verify_gate_wait;
+    // The policy's overhead of a target-only step is what it costs when the
+    // cohort verifies without drafting (the policy has the members ask for
+    // one length): not its wait at the Verify barrier for the others'
+    // proposals. Counted, the only target-only steps of a drafting cohort
+    // (probes) taught it that target-only costs a draft's time: six CPU
+    // streams kept drafting at 0.69x of target-only (round 18).
+    const double barrier_wait = !took && !use_draft ? verify_gate_wait : 0.0;
     // A verify the step did not plan here (its pipelined one did not take
     // the proposal) has no others to be sent with; the target still counts
     // it into its cohort.
@@ -478,7 +485,7 @@ SpecResult RunSpeculative(const SpecRequest& req, const Tokenizer& tok, Verifier
     // Host: the rest of the step until its output is ready (before it is streamed).
     ev.time.host = std::max(0.0, since(ts) - draft_open - ev.time.draft_forward - ev.time.verify_forward -
                                      ev.time.accept - ev.time.transport - ev.time.wait);
-    if (measured) costs->ObserveOverhead(use_draft, ev.time.overhead());
+    if (measured) costs->ObserveOverhead(use_draft, ev.time.overhead() - barrier_wait);
     r.stats.time.Add(ev.time);
     if (use_draft) r.stats.spec_time.Add(ev.time);
     if (on_step && !on_step(ev)) {

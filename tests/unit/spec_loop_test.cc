@@ -2,6 +2,7 @@
 // generated models): lossless greedy and sampled output, the exchange-buffer
 // hand-off, stop strings, limits, cancellation, draft failures, and figures.
 #include <atomic>
+#include <future>
 #include <cmath>
 #include <map>
 #include <random>
@@ -12,6 +13,7 @@
 #include "common/engine/spec_local.h"
 #include "common/spec/chain.h"
 #include "common/spec/loop.h"
+#include "common/spec/step_gate.h"
 #include "common/spec/ngram.h"
 #include "common/spec/policy.h"
 #include "common/modelgen/modelgen.h"
@@ -706,6 +708,86 @@ TEST_F(SpecLoopTest, SharedCallsCostAtTheirBatchsLengthPerMember) {
   EXPECT_NE(t.find("draft[6]="), std::string::npos) << t;
   EXPECT_EQ(t.find("draft[2]="), std::string::npos) << t;
   EXPECT_EQ(t.find("draft[1]="), std::string::npos) << t;
+}
+
+// Two requests in lockstep on one target (calls serialized: the engine is
+// not thread-safe) and one gate.
+class LockedTarget final : public ForwardingVerifier {
+ public:
+  using ForwardingVerifier::ForwardingVerifier;
+  absl::Status Open(int32_t seq, const std::vector<int32_t>& t, const SamplingParams& s, Deadline dl) override {
+    std::lock_guard<std::mutex> l(mu_);
+    return ForwardingVerifier::Open(seq, t, s, dl);
+  }
+  absl::StatusOr<Verdict> Verify(int32_t seq, const std::vector<int32_t>& p, const ExchangeRef& ref,
+                                 const CohortTag& cohort, Deadline dl) override {
+    std::lock_guard<std::mutex> l(mu_);
+    return ForwardingVerifier::Verify(seq, p, ref, cohort, dl);
+  }
+  void Release(int32_t seq) override {
+    std::lock_guard<std::mutex> l(mu_);
+    ForwardingVerifier::Release(seq);
+  }
+
+ private:
+  std::mutex mu_;
+};
+
+class SlowDraft final : public ForwardingProposer {
+ public:
+  using ForwardingProposer::ForwardingProposer;
+  absl::StatusOr<Proposal> Propose(const ProposeRequest& req, Deadline dl) override {
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    return ForwardingProposer::Propose(req, dl);
+  }
+};
+
+// A target-only step in a cohort that drafts waits at the gate's Verify
+// barrier for the others' proposals: its step is that long, but a target-only
+// step's overhead for the policy is what it costs when the cohort verifies
+// without drafting (the members ask for one length), not a draft's time.
+TEST_F(SpecLoopTest, ATargetOnlyStepsWaitForDraftersIsNotItsOverhead) {
+  StepGateOptions go;
+  go.min_wait = std::chrono::milliseconds(500);  // the gate always waits for the slow member
+  StepGate gate(go);
+  LockedTarget target(target_.get());
+  SlowDraft draft(draft_.get());
+  SpecCosts target_only_costs, drafting_costs;
+  SpecRequest a = FixedRequest(31, tok().Encode("Hello world", true, false), 12, 0);
+  a.costs = &target_only_costs;
+  a.gate = &gate;
+  SpecRequest b = FixedRequest(32, tok().Encode("def main():\n    return 0", true, false), 40, 4);
+  b.costs = &drafting_costs;
+  b.gate = &gate;
+  std::vector<StepEvent> a_events;
+  std::atomic<int> b_steps{0};
+  auto fb = std::async(std::launch::async, [&] {
+    return RunSpeculative(b, tok(), target, &draft, [&](const StepEvent&) {
+      ++b_steps;
+      return true;
+    });
+  });
+  // A starts once B drafts in its steps (its first, the draft's prefill, is stepped alone).
+  for (int i = 0; i < 5000 && b_steps.load() < 2; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  const SpecResult ra = RunSpeculative(a, tok(), target, &draft, [&](const StepEvent& ev) {
+    a_events.push_back(ev);
+    return true;
+  });
+  const SpecResult rb = fb.get();
+  ASSERT_TRUE(ra.status.ok()) << ra.status;
+  ASSERT_TRUE(rb.status.ok()) << rb.status;
+  EXPECT_EQ(ra.stats.speculative_steps, 0);
+  // A's steps waited for B's 30 ms proposals ...
+  int waited = 0;
+  for (const StepEvent& ev : a_events) waited += ev.time.wait > 0.020;
+  std::string waits;
+  for (const StepEvent& ev : a_events) waits += absl::StrCat(ev.time.wait * 1e3, " ");
+  EXPECT_GE(waited, 3) << "the gate should have held A's verifies for B's proposals: waits (ms) " << waits
+                       << "; B: " << rb.stats.steps << " steps, " << rb.stats.speculative_steps << " speculative; "
+                       << gate.Figures().ToString();
+  // ... which its overhead cell does not count.
+  const CostTable t = target_only_costs.Table(1);
+  EXPECT_LT(t.overhead_target, 0.005) << target_only_costs.ToString();
 }
 
 // Forward costs as a CUDA backend reports them, in place of what the CPU
