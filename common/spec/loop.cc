@@ -138,10 +138,7 @@ int CostCell(int own, int members, int batch) {
 }  // namespace
 
 int VerifyCostCell(const VerifyFigures& vf, int proposed) {
-  const int per_member = vf.batch_seqs > 0 && vf.batch_tokens >= vf.batch_seqs
-                             ? (vf.batch_tokens + vf.batch_seqs / 2) / vf.batch_seqs - 1  // rounded
-                             : -1;
-  return CostCell(proposed, vf.batch_seqs, per_member);
+  return CostCell(proposed, vf.batch_seqs, vf.batch_tokens >= 1 ? vf.batch_tokens - 1 : -1);
 }
 
 int DraftCostCell(const ProposeFigures& pf) {

@@ -157,14 +157,17 @@ SpecResult RunSpeculative(const SpecRequest& req, const Tokenizer& tok, Verifier
 // The cost cells (SpecCosts) a step's calls belong to. Alone, a call's own
 // length: a verify of `proposed` drafts, a proposal of its own forwards. A
 // call the worker ran for several sequences at once (its batch: lockstep
-// streams) costs each member all of it, whatever that member asked for; its
-// cell is then the batch's length per member, so that cell n holds what a
-// step costs when the members ask for n (keyed by each member's own length,
-// six lockstep streams' cells came out flat and drafting more looked free:
-// round 15). A verify forward's time follows its tokens: the cell of its
-// drafts per member (tokens / members - 1, rounded). A batched proposal runs
-// a forward per position while any member still drafts: the cell of the
-// forwards it ran (its longest member's).
+// streams) costs each member all of it, whatever that member asked for
+// (keyed by each member's own length, six lockstep streams' cells came out
+// flat and drafting more looked free: round 15). A verify forward's time
+// follows the tokens it scores: cell n is a forward of n + 1 tokens, one
+// sequence's n drafts or several sequences' tokens together (keyed by the
+// drafts per member, as in rounds 16-17, a cell mixed batches of one to six
+// members as streams came and went: the CPU's cells fell with length), and
+// the policy prices a step of m members drafting n at cell m (n + 1) - 1
+// (CostTable::members). A batched proposal runs a forward per position
+// while any member still drafts: the cell of the forwards it ran (its
+// longest member's).
 int VerifyCostCell(const VerifyFigures& vf, int proposed);
 int DraftCostCell(const ProposeFigures& pf);
 

@@ -459,7 +459,7 @@ double SpecPolicy::Rate(const CostTable& t, int k, double resume) const {
 
 std::optional<double> SpecPolicy::ExpectedRate(int k) const {
   if (!costs_) return std::nullopt;
-  const CostTable t = costs_->Table(std::max(k, 1));
+  const CostTable t = Costs(std::max(k, 1));
   if (!t.known) return std::nullopt;
   return Rate(t, k, 0.0);
 }
@@ -508,6 +508,12 @@ std::pair<int, double> SpecPolicy::BestDrafting(const CostTable& t, int kmax, do
   return {best, best_rate};
 }
 
+CostTable SpecPolicy::Costs(int kmax) const {
+  CostTable t = costs_->Table(std::max(kmax, Members() * (kmax + 1) - 1));
+  t.members = Members();
+  return t;
+}
+
 bool SpecPolicy::CouldPay(const CostTable& t, int kmax) {
   for (int j = 1; j <= kmax; ++j) {
     if ((j + 1) / std::max(t.Step(j, j), 1e-12) > 1 / std::max(t.TargetOnly(), 1e-12)) return true;
@@ -527,11 +533,11 @@ int SpecPolicy::Next(int k, int limit) {
   // speculating sequences a member's target-only step is priced at the
   // forward's drafts per member, so verify[0] may stay unmeasured (then it is
   // extrapolated from the other lengths).
-  if (costs_->VerifyCount(0) == 0 && !probed_target_only_ && steps_++ % 8 == 1) {
+  if (costs_->VerifyCount(Members() - 1) == 0 && !probed_target_only_ && steps_++ % 8 == 1) {
     probed_target_only_ = true;
     return 0;
   }
-  const CostTable t = costs_->Table(kmax);
+  const CostTable t = Costs(kmax);
   if (!t.known) return std::min(k, kmax);  // costs not known yet
   const bool shared = batch_members_ > 1 && prior_ && prior_->steps() >= o_.prior_steps;
   use_pooled_ = shared;

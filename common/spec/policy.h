@@ -37,11 +37,11 @@
 // hold no measured target-only step, a request's second step is one (its
 // cost cannot be extrapolated from verify costs: on some backends one token
 // is much cheaper than two), once per request: in a batch shared with
-// speculating sequences that step is priced at the batch's drafts per member.
+// speculating sequences that step is priced at the batch's tokens.
 // A request whose steps share the workers' batches with others (lockstep:
 // set_batch) decides with the pair's estimates instead of its own, so that
-// the members ask for the same k (the costs, keyed by the batch's length per
-// member, are what a step of members asking the same k costs).
+// the members ask for the same k, and prices a step as its members' forward
+// (CostTable::members: m members asking n verify m (n + 1) tokens).
 //
 // Fixed mode (adaptive = false) just returns the given k. Both modes are
 // capped by the loop's limit (tokens left, context room).
@@ -67,23 +67,28 @@ struct CostTable {
   bool known = false;                 // something was observed of both calls
   double resume_fixed = 0, resume_per_token = 0;  // Resume(n) = fixed + n * per_token
   double overhead_target = 0, overhead_draft = 0;  // per-step overhead of target-only and drafting steps
+  int members = 1;  // the sequences a step's forwards hold (lockstep: each asks for the same length)
   double Draft(double forwards) const { return At(draft, forwards); }
+  // A verify forward of drafted + 1 tokens.
   double Verify(double drafted) const { return At(verify, drafted); }
+  // The verify of a step whose `members` sequences have `drafted` drafts each.
+  double VerifyStep(double drafted) const { return At(verify, members * (drafted + 1) - 1); }
   double Resume(double tokens) const { return tokens > 0 ? std::max(0.0, resume_fixed + tokens * resume_per_token) : 0.0; }
   // A whole step: a target-only one, and one with `forwards` draft forwards and `drafted` drafts verified.
-  double TargetOnly() const { return Verify(0) + overhead_target; }
-  double Step(double forwards, double drafted) const { return Draft(forwards) + Verify(drafted) + overhead_draft; }
+  double TargetOnly() const { return VerifyStep(0) + overhead_target; }
+  double Step(double forwards, double drafted) const { return Draft(forwards) + VerifyStep(drafted) + overhead_draft; }
 
  private:
   static double At(const std::vector<double>& v, double x);
 };
 
-// Step costs, per drafted length: Verify(n) for a verify of n drafts (n + 1
-// tokens scored; n = 0 is a target-only step: the target's forward and
-// acceptance) and Draft(f) for a proposal of f draft forwards (the draft's
-// forwards and sampling), as the workers measure them (a call the worker ran
-// for several sequences at once counts at the batch's length per member,
-// since each member pays all of it: VerifyCostCell, DraftCostCell in
+// Step costs, per length: Verify(n) for a verify forward of n + 1 tokens
+// scored (one sequence's n drafts; n = 0 is a target-only step: the target's
+// forward and acceptance; or several sequences' tokens in one forward) and
+// Draft(f) for a proposal of f draft forwards (the draft's forwards and
+// sampling), as the workers measure them (a call the worker ran for several
+// sequences at once counts at the batch's tokens, or forwards, since each
+// member pays all of it: VerifyCostCell, DraftCostCell in
 // common/spec/loop.h); and the overhead of a step beyond those (transport
 // and host work: StepTimes::overhead), one
 // figure for target-only steps and one for drafting steps, so that overhead
@@ -307,6 +312,9 @@ class SpecPolicy {
   // The confidence threshold (a bin edge) that maximizes the expected rate
   // of asking for k, from the pair's confidence bins.
   float BestThreshold(const CostTable& t, int k, const ConfidenceBins& bins) const;
+  // The costs of asking up to kmax, priced for this request's batch.
+  CostTable Costs(int kmax) const;
+  int Members() const { return std::max(batch_members_, 1); }
 
   const PositionEstimates& Est() const { return use_pooled_ ? pooled_ : est_; }
 

@@ -690,7 +690,7 @@ class SharedForwardDraft final : public ForwardingProposer {
   }
 };
 
-TEST_F(SpecLoopTest, SharedCallsCostAtTheirBatchsLengthPerMember) {
+TEST_F(SpecLoopTest, SharedCallsCostAtTheirBatchsTokens) {
   SpecRequest req = FixedRequest(8, tok().Encode("def main():\n    return 0", true, false), 30, 2);
   SpecCosts costs;
   req.costs = &costs;
@@ -699,10 +699,11 @@ TEST_F(SpecLoopTest, SharedCallsCostAtTheirBatchsLengthPerMember) {
   const SpecResult r = RunSpeculative(req, tok(), target, &draft, [](const StepEvent&) { return true; });
   ASSERT_TRUE(r.status.ok()) << r.status;
   EXPECT_GT(r.stats.speculative_steps, 0);
-  // Verify: k = 2 with three members at 6: (3 + 21) / 4 = 6 tokens a member, the cell of 5 drafts (a step
-  // that drafted fewer, e.g. at the end: (1..2 + 21) / 4 rounds to 6 too). Draft: the batch ran 6 forwards.
+  // Verify: k = 2 with three members at 6: a forward of 3 + 21 tokens, cell 23 (a step that drafted fewer,
+  // at the end: 22 or 21). Draft: the batch ran 6 forwards.
   const std::string t = costs.ToString();
-  EXPECT_NE(t.find("verify[5]="), std::string::npos) << t;
+  EXPECT_NE(t.find("verify[23]="), std::string::npos) << t;
+  EXPECT_EQ(t.find("verify[5]="), std::string::npos) << t;
   EXPECT_EQ(t.find("verify[2]="), std::string::npos) << t;
   EXPECT_EQ(t.find("verify[1]="), std::string::npos) << t;
   EXPECT_NE(t.find("draft[6]="), std::string::npos) << t;
@@ -889,8 +890,9 @@ TEST_F(SpecLoopTest, ColdForwardsDoNotFeedTheCostCells) {
   EXPECT_NE(unreported.costs, warm.costs);
 }
 
-// The cells' keying rule: alone (or not reported), a call's own length; shared, the batch's per member.
-TEST(CostCells, AloneOwnLengthSharedTheBatchsPerMember) {
+// The cells' keying rule: alone (or not reported), a call's own length; shared, the batch's tokens (a
+// verify) or forwards (a proposal).
+TEST(CostCells, AloneOwnLengthSharedTheBatchs) {
   VerifyFigures vf;
   EXPECT_EQ(VerifyCostCell(vf, 3), 3);  // not reported
   vf.batch_seqs = 1;
@@ -898,9 +900,11 @@ TEST(CostCells, AloneOwnLengthSharedTheBatchsPerMember) {
   EXPECT_EQ(VerifyCostCell(vf, 3), 3);  // alone
   vf.batch_seqs = 6;
   vf.batch_tokens = 6 * 5;
-  EXPECT_EQ(VerifyCostCell(vf, 0), 4);  // a target-only member of a batch drafting 4 each
+  EXPECT_EQ(VerifyCostCell(vf, 0), 29);  // a target-only member of a batch drafting 4 each: 30 tokens
   vf.batch_tokens = 1 + 5 * 9;
-  EXPECT_EQ(VerifyCostCell(vf, 0), 7);  // 46 / 6 = 7.7 tokens a member: 8 - 1
+  EXPECT_EQ(VerifyCostCell(vf, 0), 45);
+  vf.batch_tokens = 200;
+  EXPECT_EQ(VerifyCostCell(vf, 0), SpecCosts::kMaxLen);  // past the cells: the last
   ProposeFigures pf;
   pf.forwards = 2;
   EXPECT_EQ(DraftCostCell(pf), 2);  // not reported
