@@ -531,8 +531,8 @@ int SpecPolicy::Next(int k, int limit) {
   if (!costs_) return std::min(k, kmax);
   // Measure a target-only step, once per request: in a forward shared with
   // speculating sequences a member's target-only step is priced at the
-  // forward's drafts per member, so verify[0] may stay unmeasured (then it is
-  // extrapolated from the other lengths).
+  // forward's tokens, so the cell of this batch's target-only step may stay
+  // unmeasured (then it is extrapolated from the other lengths).
   if (costs_->VerifyCount(Members() - 1) == 0 && !probed_target_only_ && steps_++ % 8 == 1) {
     probed_target_only_ = true;
     return 0;
