@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
+#include <random>
 #include <future>
 #include <thread>
 
@@ -153,6 +155,40 @@ TEST(CallGathererTest, AWaitEndsAtTheCallsDeadline) {
   auto a = g.Add(CohortTag{3, 2, 2}, 0, Req(1), In(30ms));
   EXPECT_EQ(g.Wait(a).error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
   // The gatherer's end sends what is still open (and waits for it).
+}
+
+// Six members step 300 times through cohorts of both phases, some arriving
+// late (past the wait) or not at all: every call gets its own reply, once.
+TEST(CallGathererTest, ManyCohortsUnderLoadEachCallGetsItsOwnReply) {
+  FakeTransport t;
+  Gatherer g(t.Fn(), std::chrono::microseconds(300));
+  constexpr int kMembers = 6, kSteps = 300;
+  std::atomic<int> wrong{0}, failed{0};
+  std::vector<std::thread> members;
+  for (int m = 0; m < kMembers; ++m) {
+    members.emplace_back([&, m] {
+      std::mt19937 rng(100 + m);
+      for (int step = 0; step < kSteps; ++step) {
+        if (rng() % 50 == 0) continue;  // this member left the step
+        const int phase = static_cast<int>(rng() % 2);
+        if (rng() % 20 == 0) std::this_thread::sleep_for(std::chrono::microseconds(500));  // late
+        const int32_t seq = 1000 * (m + 1) + step;
+        auto c = g.Add(CohortTag{static_cast<uint64_t>(step + 1), kMembers, kMembers}, phase, Req(seq), In(10s));
+        const grpc::Status st = g.Wait(c);
+        if (!st.ok()) ++failed;
+        else if (c->resp.accepted() != seq) ++wrong;
+      }
+    });
+  }
+  for (auto& th : members) th.join();
+  EXPECT_EQ(failed.load(), 0);
+  EXPECT_EQ(wrong.load(), 0);
+  const GatherFigures f = g.Figures();
+  int64_t calls = 0;
+  for (const auto& m : t.messages()) calls += static_cast<int64_t>(m.size());
+  EXPECT_EQ(f.calls, calls);
+  EXPECT_LE(f.calls, kMembers * kSteps);
+  EXPECT_GT(f.messages, 0);
 }
 
 }  // namespace
