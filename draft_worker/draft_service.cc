@@ -185,6 +185,7 @@ grpc::Status DraftService::ProposeBatch(grpc::ServerContext* ctx, const v1::Prop
                                         v1::ProposeBatchResponse* resp) {
   const auto arrived = std::chrono::steady_clock::now();
   if (auto st = rpc::Authorize(ctx); !st.ok()) return st;
+  if (auto st = CheckBatchCalls(req->calls_size(), opts_.engine.max_seqs); !st.ok()) return st;
   std::vector<ProposeRequest> jobs;
   jobs.reserve(req->calls_size());
   for (const v1::ProposeRequest& c : req->calls()) jobs.push_back(JobFromProto(c));

@@ -199,6 +199,7 @@ grpc::Status TargetService::VerifyBatch(grpc::ServerContext* ctx, const v1::Veri
   const auto arrived = std::chrono::steady_clock::now();
   if (auto st = rpc::Authorize(ctx); !st.ok()) return st;
   const int n = req->calls_size();
+  if (auto st = CheckBatchCalls(n, engine_->options().max_seqs); !st.ok()) return st;
   std::vector<absl::Status> status(n);
   std::vector<std::chrono::steady_clock::time_point> ready(n);
   std::vector<LocalTarget::VerifyJob> jobs;

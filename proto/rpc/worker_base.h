@@ -7,6 +7,8 @@
 #include <memory>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+
 #include "proto/rpc/convert.h"
 #include "common/engine/scheduler.h"
 #include "proto/rpc/security.h"
@@ -88,6 +90,14 @@ class WorkerBase : public Service {
           for (const PrefillRequest& r : reqs) slices.push_back(PrefillSlice{static_cast<int32_t>(r.key), r.tokens});
           return host().PrefillSeqs(slices);
         }, std::move(cohort));
+  }
+  // A batch message holds a cohort's calls, one per sequence: more calls than
+  // the worker has sequence slots is a malformed message.
+  static grpc::Status CheckBatchCalls(int calls, int max_seqs) {
+    if (calls <= max_seqs) return grpc::Status::OK;
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        absl::StrCat("a batch message of ", calls, " calls; this worker holds at most ", max_seqs,
+                                     " sequences (one call each)"));
   }
   // Fills the scheduler's figures into an Info response (any thread).
   void SchedulerInfo(v1::InfoResponse* r) const {

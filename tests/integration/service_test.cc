@@ -383,6 +383,17 @@ TEST_F(ServiceTest, BatchMessagesAnswerEachCallAndShareAForward) {
     ASSERT_TRUE(target->Verify(&ctx, req, &resp).ok());
     EXPECT_EQ(resp.length(), static_cast<int64_t>(prompt.size()) + 1);
   }
+  {
+    // More calls than the worker has sequences: a malformed message, refused whole.
+    v1::VerifyBatchRequest req;
+    for (int i = 0; i < 100; ++i) req.add_calls()->set_seq(kA);
+    v1::VerifyBatchResponse resp;
+    grpc::ClientContext ctx;
+    Within60s(&ctx);
+    const grpc::Status st = target->VerifyBatch(&ctx, req, &resp);
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << st.error_message();
+    EXPECT_NE(st.error_message().find("at most"), std::string::npos) << st.error_message();
+  }
   for (int32_t seq : {kA, kB, kC}) ReleaseOn(*target, seq);
   for (int32_t seq : {kA, kB}) ReleaseOn(*draft, seq);
 }
