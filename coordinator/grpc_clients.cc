@@ -130,7 +130,12 @@ class GrpcTargetClient::Pending final : public PendingVerdict {
   Pending(GrpcTargetClient* client, int32_t seq, const ExchangeRef& after, Deadline deadline)
       : client_(client), seq_(seq), after_(after), deadline_(deadline) {}
   ~Pending() override {
-    if (gathered_) return;
+    if (gathered_) {
+      // Its message cannot be cancelled for one call: tell the target to end
+      // the wait, unless the step already read the verdict.
+      if (!waited_) Abandon();
+      return;
+    }
     std::unique_lock<std::mutex> l(mu_);
     if (!done_) ctx_.TryCancel();
     cv_.wait(l, [&] { return done_; });
@@ -173,6 +178,7 @@ class GrpcTargetClient::Pending final : public PendingVerdict {
     const v1::VerifyResponse* resp = &resp_;
     if (gathered_) {
       status_ = client_->gather_->verify.Wait(gathered_);
+      waited_ = true;
       resp = &gathered_->resp;
     } else {
       std::unique_lock<std::mutex> l(mu_);
@@ -193,6 +199,7 @@ class GrpcTargetClient::Pending final : public PendingVerdict {
   const Deadline deadline_;
   Deadline call_deadline_ = kNoDeadline;
   VerifyGatherer::CallPtr gathered_;
+  bool waited_ = false;  // Wait() ran (gathered)
   grpc::ClientContext ctx_;
   v1::VerifyRequest req_;
   v1::VerifyResponse resp_;
