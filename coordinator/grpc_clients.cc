@@ -9,9 +9,14 @@
 namespace specd {
 namespace {
 
-// Returns the call's deadline: the request's when that comes first.
+// The call's deadline: the request's when that comes first.
+Deadline CallDeadline(Deadline request, std::chrono::milliseconds timeout) {
+  return std::min(request, std::chrono::system_clock::now() + timeout);
+}
+
+// Sets and returns the call's deadline.
 Deadline SetDeadline(grpc::ClientContext* ctx, Deadline request, std::chrono::milliseconds timeout) {
-  const Deadline d = std::min(request, std::chrono::system_clock::now() + timeout);
+  const Deadline d = CallDeadline(request, timeout);
   ctx->set_deadline(d);
   return d;
 }
@@ -108,14 +113,15 @@ absl::StatusOr<Verdict> GrpcTargetClient::Verify(int32_t seq, const std::vector<
   req.set_slot(ref.slot);
   req.set_generation(ref.generation);
   rpc::CohortToProto(cohort, &req);
-  grpc::ClientContext ctx;
-  const Deadline call_deadline = SetDeadline(&ctx, deadline, t_.target);
+  const Deadline call_deadline = CallDeadline(deadline, t_.target);
   if (Gathers(cohort)) {
     auto c = gather_->verify.Add(cohort, kVerifyAfterProposal, std::move(req), call_deadline);
     const grpc::Status gs = gather_->verify.Wait(c);
     if (!gs.ok()) return Failed(gs, "Verify", seq, deadline, call_deadline);
     return VerdictFromProto(c->resp);
   }
+  grpc::ClientContext ctx;
+  ctx.set_deadline(call_deadline);
   v1::VerifyResponse resp;
   const grpc::Status gs = cluster_->target_stub().Verify(&ctx, req, &resp);
   if (!gs.ok()) return Failed(gs, "Verify", seq, deadline, call_deadline);
@@ -270,14 +276,15 @@ absl::StatusOr<Proposal> GrpcDraftClient::Propose(const ProposeRequest& pr, Dead
   req.set_want_confidence(pr.want_confidence);
   rpc::CohortToProto(pr.cohort, &req);
   v1::ProposeResponse resp;
-  grpc::ClientContext ctx;
-  const Deadline call_deadline = SetDeadline(&ctx, deadline, t_.draft);
+  const Deadline call_deadline = CallDeadline(deadline, t_.draft);
   grpc::Status gs;
   if (gather_ != nullptr && pr.cohort.shared() && d->batch_calls) {
     auto c = gather_->propose.Add(pr.cohort, 0, std::move(req), call_deadline);
     gs = gather_->propose.Wait(c);
     if (gs.ok()) resp = std::move(c->resp);  // (not before: a call past its deadline may still be answered)
   } else {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(call_deadline);
     gs = cluster_->draft_stub()->Propose(&ctx, req, &resp);
   }
   if (!gs.ok()) return Failed(gs, "Propose", deadline);

@@ -509,7 +509,7 @@ std::pair<int, double> SpecPolicy::BestDrafting(const CostTable& t, int kmax, do
 }
 
 CostTable SpecPolicy::Costs(int kmax) const {
-  CostTable t = costs_->Table(std::max(kmax, Members() * (kmax + 1) - 1));
+  CostTable t = costs_->Table(Members() * (kmax + 1) - 1);  // a batch of one: kmax
   t.members = Members();
   return t;
 }

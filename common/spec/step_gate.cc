@@ -76,9 +76,11 @@ void StepGate::OpenStartLocked() {
   cohort->released = Clock::now();
   ++gen_;
   using Step = Member::Step;
+  // Its Propose goes to the draft worker (counted in draft_cohort()).
+  auto to_draft = [](const Member* a) { return a->step_ == Step::kPropose || a->step_ == Step::kProposeWithVerify; };
   int proposers = 0, with_verify = 0;
   for (const Member* a : arrivals_) {
-    proposers += a->step_ == Step::kPropose || a->step_ == Step::kProposeWithVerify ? 1 : 0;
+    proposers += to_draft(a) ? 1 : 0;
     with_verify += a->step_ == Step::kProposeWithVerify ? 1 : 0;
     cohort->proposing |= a->step_ != Step::kVerify;
   }
@@ -88,8 +90,7 @@ void StepGate::OpenStartLocked() {
     // A member alone carries no cohort: its calls need not wait for others.
     const bool sends_with = a->step_ == Step::kProposeWithVerify;
     a->target_tag_ = n > 1 ? CohortTag{id, n, sends_with ? with_verify : n - with_verify} : CohortTag{};
-    const bool drafts = a->step_ == Step::kPropose || sends_with;
-    a->draft_tag_ = proposers > 1 && drafts ? CohortTag{id, proposers, proposers} : CohortTag{};
+    a->draft_tag_ = proposers > 1 && to_draft(a) ? CohortTag{id, proposers, proposers} : CohortTag{};
   }
   arrivals_.clear();
   cv_.notify_all();

@@ -169,29 +169,7 @@ TEST(Scheduler, PrefillErrorsAndCancellationEndIt) {
   EXPECT_EQ(t->Run([] { return 5; }), 5);
 }
 
-TEST(Scheduler, BatchWaitKeepsLockstepSequencesTogether) {
-  Recorder rec;
-  SchedulerOptions o;
-  o.max_batch = 8;
-  o.batch_wait = std::chrono::milliseconds(50);
-  auto t = MakeThread(&rec, o, std::chrono::milliseconds(1));
-  // Four sequences step together, arriving a few ms apart each round.
-  for (int round = 0; round < 5; ++round) {
-    std::vector<std::thread> ts;
-    for (int i = 0; i < 4; ++i) {
-      ts.emplace_back([&, i] {
-        std::this_thread::sleep_for(std::chrono::milliseconds(3 * i));
-        EXPECT_TRUE(t->Submit(Job{i}).ok());
-      });
-    }
-    for (auto& th : ts) th.join();
-  }
-  // After two rounds the batch waits for all four.
-  EXPECT_LE(t->batches(), 9);
-  EXPECT_EQ(t->max_batch_seen(), 4);
-}
-
-// Submits `n` jobs of cohort {id, size} from threads, `gap` apart; returns when all ran.
+// Submits `n` jobs of cohort {id, size} (id 0: none) from threads, `gap` apart; returns when all ran.
 void SubmitCohort(Thread* t, uint64_t id, int size, int n, std::chrono::milliseconds gap, int64_t first_seq = 0) {
   std::vector<std::thread> ts;
   for (int i = 0; i < n; ++i) {
@@ -201,6 +179,19 @@ void SubmitCohort(Thread* t, uint64_t id, int size, int n, std::chrono::millisec
     });
   }
   for (auto& th : ts) th.join();
+}
+
+TEST(Scheduler, BatchWaitKeepsLockstepSequencesTogether) {
+  Recorder rec;
+  SchedulerOptions o;
+  o.max_batch = 8;
+  o.batch_wait = std::chrono::milliseconds(50);
+  auto t = MakeThread(&rec, o, std::chrono::milliseconds(1));
+  // Four sequences step together (no cohort said), arriving a few ms apart each round.
+  for (int round = 0; round < 5; ++round) SubmitCohort(t.get(), 0, 0, 4, std::chrono::milliseconds(3));
+  // After two rounds the batch waits for all four.
+  EXPECT_LE(t->batches(), 9);
+  EXPECT_EQ(t->max_batch_seen(), 4);
 }
 
 TEST(Scheduler, CohortJobsArrivingApartFormOneBatch) {
