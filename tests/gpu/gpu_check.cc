@@ -10,6 +10,7 @@
 //                            and type; for changes outside the matvec)
 //   gpu_check --matmul-only  the matmul checks alone (every weight type; for
 //                            changes inside the matvec)
+//   gpu_check --attn-only    the attention-layer checks alone (every case, both kernels)
 //   gpu_check --spec         the speculative-step checks only (device sampler,
 //                            acceptance, proposal, lossless speculation)
 //   gpu_check --spec-host    the same on the host-sampling fallback
@@ -1465,6 +1466,12 @@ int RunSpecChecks(bool kernels) {
   return g_failures == 0 ? 0 : 1;
 }
 
+int RunAttnChecks() {
+  CheckAttentionOps(false);
+  std::printf("SUMMARY: %d checks, %d failed\n", g_checks, g_failures);
+  return g_failures == 0 ? 0 : 1;
+}
+
 // ------------------------------------------------------------------ benchmarks
 
 struct Timer {
@@ -2169,6 +2176,7 @@ int main(int argc, char** argv) {
                                                     std::atoi(argv[i + 3]))
                             : specd::RunProfileStep(1, 1, 4081);
     if (std::strcmp(argv[i], "--spec") == 0) return specd::RunSpecChecks(true);
+    if (std::strcmp(argv[i], "--attn-only") == 0) return specd::RunAttnChecks();
     if (std::strcmp(argv[i], "--spec-host") == 0) return specd::RunSpecChecks(false);
   }
   return bench ? specd::RunBench() : specd::RunChecks(argv[0], quick, matmul, only_matmul);
