@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Round 19 call E (prepared, not run: the session's device time ran out): two row tiles per warp in the matvecs
+# of 5-16 columns (exp-mmv-rowpair.patch: a block of two consecutive tiles; each activation fragment loaded
+# feeds both tiles' MMAs, half the activation loads per weight byte; call C found the 16-column kernel waiting
+# on those loads 48% of its cycles). Same warp split and sum order: every column's bits are MmvKernel's.
+# ptxas: Q4_K 8-column 97 -> 136 registers, 16-column 128 -> 232 (no spills). Builds (packed in .devpackY,
+# made with `#define SPECD_MMV_R2 1` / `2` at the top of k_matvec.cu with the patch applied to 4291b80):
+# specd.r2c1 / gpu_check.r2c1 (8-column kernel only), specd.r2c2 / gpu_check.r2c2 (16-column kernel only),
+# against .devpack's round 18 specd. gpu_check --matmul-only with each, then batch 6 and 8 decode, verify 6 at
+# 4200 (8 columns) and six sequences' verify 4 at 1024 (16 + 14 columns), alternating, twice.
+#   run(command="bash docs/runs/round19/callE.sh", carry=[".devpack", ".devpackY"])
+set -u
+. tests/gpu/device_lib.sh
+device_setup
+tar -xJf .devpackY/y.tar.xz
+make_pair "$M6" & mkpid=$!
+for v in r2c1 r2c2; do
+  stamp "gpu_check.$v --matmul-only"
+  timeout 150 "$C/bin/gpu_check.$v" --matmul-only > "$O/check_$v.log" 2>&1; echo "rc=$?"
+  grep -E "^FAIL|SUMMARY" "$O/check_$v.log" | head; xz -9 "$O/check_$v.log"
+done
+wait $mkpid
+for rep in 1 2; do
+  for b in specd specd.r2c1 specd.r2c2; do
+    stamp "$b (rep $rep): batch 6, 8 decode and six sequences' verify 4 at 1024; verify 6 at 4200"
+    timeout 40 "$C/bin/$b" bench --backend cuda --model "$M6/target.gguf" --ctx 1024 --prefill 64 --batches 6,8 \
+      --verify-k 4 --verify-seqs 6 --reps 5 2>&1 | grep -E "^ +[0-9]" | tr -s ' ' | tr '\n' '|'; echo
+    timeout 40 "$C/bin/$b" bench --backend cuda --model "$M6/target.gguf" --ctx 4200 --prefill 4096 --batches 1 \
+      --verify-k 6 --reps 5 2>&1 | grep -E "^ +[0-9]" | tr -s ' ' | tr '\n' '|'; echo
+  done
+done
+stamp done
