@@ -293,7 +293,7 @@ absl::StatusOr<Proposal> GrpcDraftClient::Propose(const ProposeRequest& pr, Dead
   p.confidence.assign(resp.confidences().begin(), resp.confidences().end());
   p.ref = ExchangeRef{resp.slot(), resp.generation()};
   p.figures = ProposeFigures{resp.forwards(), resp.forward_seconds(), resp.worker_seconds(), resp.call_seconds(),
-                             resp.batch_seqs(), resp.batch_forwards(), resp.cold_forward()};
+                             resp.batch_seqs(), resp.batch_forwards(), resp.cold_forward(), resp.batch_mixed()};
   return p;
 }
 

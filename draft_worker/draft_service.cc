@@ -167,6 +167,7 @@ void FillPropose(const Proposed& r, std::chrono::steady_clock::time_point arrive
   resp->set_batch_seqs(p.figures.batch_seqs);
   resp->set_batch_forwards(p.figures.batch_forwards);
   resp->set_cold_forward(p.figures.cold);
+  resp->set_batch_mixed(p.figures.batch_mixed);
   resp->set_call_seconds(std::chrono::duration<double>(std::chrono::steady_clock::now() - arrived).count());
 }
 

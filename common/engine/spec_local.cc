@@ -156,14 +156,24 @@ std::vector<absl::StatusOr<Proposal>> LocalDraft::ProposeBatch(const std::vector
     Permute(&reqs, order);
     Permute(&job_of, order);
   }
+  // A plain step feeds one or two tokens before drafting (the correction or
+  // the last draft and the bonus); more: a member catching up.
+  bool caught_up = false;
+  for (const DraftJob& j : reqs) {
+    const SeqState* s = core_.Get(j.seq);
+    caught_up |= static_cast<int64_t>(s->committed.size()) - static_cast<int64_t>(s->fed.size()) > 2;
+  }
   CoreTimes times;
   std::vector<DraftResult> props = core_.Propose(reqs, &times);
   // The batch every proposal waited for: the sequences that drafted, and the forwards run (its longest member's).
-  int batch_seqs = 0, batch_forwards = 0;
+  int batch_seqs = 0, batch_forwards = 0, shortest = 0;
   for (const DraftResult& r : props) {
-    batch_seqs += r.forwards > 0 ? 1 : 0;
+    if (r.forwards <= 0) continue;
+    ++batch_seqs;
     batch_forwards = std::max(batch_forwards, r.forwards);
+    shortest = shortest == 0 ? r.forwards : std::min(shortest, r.forwards);
   }
+  const bool mixed = caught_up || shortest != batch_forwards;
   const size_t V = static_cast<size_t>(xb_->vocab());
   for (size_t n = 0; n < props.size(); ++n) {
     const size_t i = job_of[n];
@@ -195,6 +205,7 @@ std::vector<absl::StatusOr<Proposal>> LocalDraft::ProposeBatch(const std::vector
     p.figures.forward_seconds = times.forward;
     p.figures.batch_seqs = batch_seqs;
     p.figures.batch_forwards = batch_forwards;
+    p.figures.batch_mixed = mixed;
     p.figures.cold = times.cold;
     out[i] = std::move(p);
   }

@@ -141,8 +141,10 @@ int VerifyCostCell(const VerifyFigures& vf, int proposed) {
   return CostCell(proposed, vf.batch_seqs, vf.batch_tokens >= 1 ? vf.batch_tokens - 1 : -1);
 }
 
-int DraftCostCell(const ProposeFigures& pf) {
-  return CostCell(pf.forwards, pf.batch_seqs, pf.batch_forwards >= 1 ? pf.batch_forwards : -1);
+DraftCell DraftCostCell(const ProposeFigures& pf) {
+  if (pf.batch_seqs <= 1 || pf.batch_forwards < 1) return DraftCell{1, pf.forwards, !pf.batch_mixed};
+  return DraftCell{std::min(pf.batch_seqs, SpecCosts::kMaxMembers), std::min(pf.batch_forwards, SpecCosts::kMaxLen),
+                   !pf.batch_mixed};
 }
 
 SpecResult RunSpeculative(const SpecRequest& req, const Tokenizer& tok, Verifier& target, Proposer* draft,
@@ -286,17 +288,17 @@ SpecResult RunSpeculative(const SpecRequest& req, const Tokenizer& tok, Verifier
           if (n < k && forwards >= k) policy.set_stop_saves_forwards(false);
           // (A cold proposal's time stands in for its cell only until a warm one is known: SpecCosts.)
           const double secs = prop.figures.forward_seconds;
-          const bool warm = !prop.figures.cold;
-          const int cell = DraftCostCell(prop.figures);
+          const DraftCell cell = DraftCostCell(prop.figures);
+          const bool warm = !prop.figures.cold && cell.plain;
           if (forwards == 0) {
             // nothing to learn about the draft's forward costs
           } else if (ds.proposed_last || fresh.empty()) {
-            costs->ObserveDraft(cell, secs, warm);
+            costs->ObserveDraft(cell.forwards, secs, warm, cell.members);
           } else {
             // The draft first caught up on the tokens of target-only steps:
             // a cost of resuming, not of drafting.
             caught_up = static_cast<int>(fresh.size());
-            const std::optional<double> normal = costs->Draft(cell);
+            const std::optional<double> normal = costs->Draft(cell.forwards, cell.members);
             if (normal) costs->ObserveResume(caught_up, secs - *normal, warm);
           }
           r.stats.draft_seconds += draft_call;

@@ -166,10 +166,19 @@ SpecResult RunSpeculative(const SpecRequest& req, const Tokenizer& tok, Verifier
 // members as streams came and went: the CPU's cells fell with length), and
 // the policy prices a step of m members drafting n at cell m (n + 1) - 1
 // (CostTable::members). A batched proposal runs a forward per position
-// while any member still drafts: the cell of the forwards it ran (its
-// longest member's).
+// while any member still drafts: the cell of its members and the forwards it
+// ran (its longest member's). A proposal whose batch was not plain
+// (ProposeFigures::batch_mixed: members ran different lengths, or one
+// caught up first) counts as cold: its later forwards held fewer members,
+// so one member exploring a position deeper made that length look nearly
+// free (round 19's adaptive six streams drifted to k = 7-8).
 int VerifyCostCell(const VerifyFigures& vf, int proposed);
-int DraftCostCell(const ProposeFigures& pf);
+struct DraftCell {
+  int members = 1;
+  int forwards = 0;
+  bool plain = true;  // false: counts as cold (above)
+};
+DraftCell DraftCostCell(const ProposeFigures& pf);
 
 // Streams text with stop strings: holds back any tail that could begin a stop
 // string, so text past a stop is never emitted.

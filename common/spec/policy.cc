@@ -41,7 +41,9 @@ void SpecCosts::Add(std::vector<Cell>& cells, int i, double seconds, bool warm) 
   ++c.n;
 }
 
-void SpecCosts::ObserveDraft(int forwards, double seconds, bool warm) { Add(draft_, forwards, seconds, warm); }
+void SpecCosts::ObserveDraft(int forwards, double seconds, bool warm, int members) {
+  Add(draft_[static_cast<size_t>(std::clamp(members, 1, kMaxMembers))], forwards, seconds, warm);
+}
 void SpecCosts::ObserveVerify(int drafted, double seconds, bool warm) { Add(verify_, drafted, seconds, warm); }
 void SpecCosts::ObserveResume(int tokens, double extra_seconds, bool warm) {
   Add(resume_, std::min(tokens, kMaxLen), std::max(extra_seconds, 0.0), warm);
@@ -51,7 +53,8 @@ void SpecCosts::ObserveOverhead(bool drafted, double seconds) { Add(overhead_, d
 
 void SpecCosts::ForgetDraft() {
   std::lock_guard<std::mutex> l(mu_);
-  for (std::vector<Cell>* cells : {&draft_, &resume_}) cells->assign(kMaxLen + 1, Cell{});
+  for (std::vector<Cell>& cells : draft_) cells.assign(kMaxLen + 1, Cell{});
+  resume_.assign(kMaxLen + 1, Cell{});
   overhead_[1] = Cell{};
 }
 
@@ -115,9 +118,21 @@ std::optional<double> SpecCosts::Estimate(const std::vector<Pt>& pts, double x, 
   return std::max(end.y + slope * (x - end.x), 0.05 * end.y);
 }
 
-std::optional<double> SpecCosts::Draft(double forwards) const {
+std::vector<SpecCosts::Pt> SpecCosts::DraftPoints(int members) const {
+  members = std::clamp(members, 1, kMaxMembers);
+  for (int d = 0; d < kMaxMembers; ++d) {
+    for (int m : {members + d, members - d}) {
+      if (m < 1 || m > kMaxMembers) continue;
+      std::vector<Pt> pts = Points(draft_[static_cast<size_t>(m)]);
+      if (!pts.empty()) return pts;
+    }
+  }
+  return {};
+}
+
+std::optional<double> SpecCosts::Draft(double forwards, int members) const {
   std::lock_guard<std::mutex> l(mu_);
-  return Estimate(Points(draft_), forwards, /*proportional=*/true);
+  return Estimate(DraftPoints(members), forwards, /*proportional=*/true);
 }
 
 std::optional<double> SpecCosts::Verify(double drafted) const {
@@ -125,13 +140,13 @@ std::optional<double> SpecCosts::Verify(double drafted) const {
   return Estimate(Points(verify_), drafted, /*proportional=*/false);
 }
 
-CostTable SpecCosts::Table(int n) const {
+CostTable SpecCosts::Table(int n, int members) const {
   n = std::clamp(n, 0, kMaxLen);
   CostTable t;
   t.draft.assign(static_cast<size_t>(n) + 1, 0.0);
   t.verify.assign(static_cast<size_t>(n) + 1, 0.0);
   std::lock_guard<std::mutex> l(mu_);
-  const std::vector<Pt> d = Points(draft_), v = Points(verify_);
+  const std::vector<Pt> d = DraftPoints(members), v = Points(verify_);
   t.known = !d.empty() && !v.empty();
   // Resume(n) = fixed + n * per_token, a weighted least-squares line through
   // the observed cells (one cell: flat).
@@ -170,39 +185,55 @@ std::string SpecCosts::ToString() const {
   std::lock_guard<std::mutex> l(mu_);
   std::string out;
   char buf[64];
-  for (const auto& [name, cells] : {std::pair<const char*, const std::vector<Cell>*>{"verify", &verify_},
-                                    std::pair<const char*, const std::vector<Cell>*>{"draft", &draft_},
-                                    std::pair<const char*, const std::vector<Cell>*>{"resume", &resume_},
-                                    std::pair<const char*, const std::vector<Cell>*>{"overhead", &overhead_}}) {
-    for (size_t i = 0; i < cells->size(); ++i) {
-      if (!Counts(*cells, i)) continue;
-      std::snprintf(buf, sizeof buf, "%s%s[%zu]=%.3fms", out.empty() ? "" : " ", name, i, (*cells)[i].mean * 1e3);
+  // members 0: a kind without member counts.
+  auto write = [&](const char* name, const std::vector<Cell>& cells, int members) {
+    for (size_t i = 0; i < cells.size(); ++i) {
+      if (!Counts(cells, i)) continue;
+      const char* sep = out.empty() ? "" : " ";
+      if (members > 1) {
+        std::snprintf(buf, sizeof buf, "%s%s[%dx%zu]=%.3fms", sep, name, members, i, cells[i].mean * 1e3);
+      } else {
+        std::snprintf(buf, sizeof buf, "%s%s[%zu]=%.3fms", sep, name, i, cells[i].mean * 1e3);
+      }
       out += buf;
     }
-  }
+  };
+  write("verify", verify_, 0);
+  for (int m = 1; m <= kMaxMembers; ++m) write("draft", draft_[static_cast<size_t>(m)], m);
+  write("resume", resume_, 0);
+  write("overhead", overhead_, 0);
   return out.empty() ? "(no measurements)" : out;
 }
 
 absl::Status SpecCosts::Load(std::string_view table) {
   // (Debian's Abseil has its own string_view.)
   for (absl::string_view cell : absl::StrSplit(absl::string_view(table.data(), table.size()), ' ', absl::SkipWhitespace())) {
-    // name[len]=X.XXXms
+    // name[len]=X.XXXms, or draft[members x forwards]=X.XXXms
     const size_t open = cell.find('['), close = cell.find("]="), ms = cell.rfind("ms");
-    int len = -1;
+    int len = -1, members = 1;
     double millis = -1;
     const absl::string_view name = cell.substr(0, open);
+    absl::string_view index;
+    if (open != absl::string_view::npos && close != absl::string_view::npos && close > open) {
+      index = cell.substr(open + 1, close - open - 1);
+    }
+    if (const size_t x = index.find('x'); name == "draft" && x != absl::string_view::npos) {
+      if (!absl::SimpleAtoi(index.substr(0, x), &members)) members = -1;
+      index = index.substr(x + 1);
+    }
     if (open == absl::string_view::npos || close == absl::string_view::npos || ms == absl::string_view::npos ||
         ms != cell.size() - 2 || close < open ||
         (name != "verify" && name != "draft" && name != "resume" && name != "overhead") ||
-        !absl::SimpleAtoi(cell.substr(open + 1, close - open - 1), &len) ||
+        !absl::SimpleAtoi(index, &len) || members < 1 || members > kMaxMembers ||
         !absl::SimpleAtod(cell.substr(close + 2, ms - close - 2), &millis) || len < (name == "draft" ? 1 : 0) ||
         len > (name == "overhead" ? 1 : kMaxLen) || !(millis >= 0)) {
       return absl::InvalidArgumentError(absl::StrCat(
           "bad cost cell '", cell,
-          "' (expected e.g. verify[0]=1.25ms, draft[2]=0.4ms, resume[8]=0.2ms or overhead[1]=0.1ms)"));
+          "' (expected e.g. verify[0]=1.25ms, draft[2]=0.4ms, draft[6x4]=1.1ms, resume[8]=0.2ms or overhead[1]=0.1ms;"
+          " members 1..", kMaxMembers, ")"));
     }
     if (name == "verify") ObserveVerify(len, millis * 1e-3);
-    else if (name == "draft") ObserveDraft(len, millis * 1e-3);
+    else if (name == "draft") ObserveDraft(len, millis * 1e-3, true, members);
     else if (name == "resume") ObserveResume(len, millis * 1e-3);
     else ObserveOverhead(len == 1, millis * 1e-3);
   }
@@ -509,7 +540,8 @@ std::pair<int, double> SpecPolicy::BestDrafting(const CostTable& t, int kmax, do
 }
 
 CostTable SpecPolicy::Costs(int kmax) const {
-  CostTable t = costs_->Table(Members() * (kmax + 1) - 1);  // a batch of one: kmax
+  // A batch of one: kmax; of m members: their forward's tokens, and proposals of m sequences.
+  CostTable t = costs_->Table(Members() * (kmax + 1) - 1, Members());
   t.members = Members();
   return t;
 }

@@ -85,11 +85,14 @@ struct CostTable {
 // Step costs, per length: Verify(n) for a verify forward of n + 1 tokens
 // scored (one sequence's n drafts; n = 0 is a target-only step: the target's
 // forward and acceptance; or several sequences' tokens in one forward) and
-// Draft(f) for a proposal of f draft forwards (the draft's forwards and
-// sampling), as the workers measure them (a call the worker ran for several
-// sequences at once counts at the batch's tokens, or forwards, since each
-// member pays all of it: VerifyCostCell, DraftCostCell in
-// common/spec/loop.h); and the overhead of a step beyond those (transport
+// Draft(f, m) for a proposal of f draft forwards of m sequences each (the
+// draft's forwards and sampling), as the workers measure them (a call the
+// worker ran for several sequences at once counts at the batch's tokens, or
+// members and forwards, since each member pays all of it: VerifyCostCell,
+// DraftCostCell in common/spec/loop.h; a verify is one forward, whose time
+// follows its tokens, but a proposal is f forwards, each paying its members:
+// one line per member count, the nearest measured one standing in for a
+// count never measured); and the overhead of a step beyond those (transport
 // and host work: StepTimes::overhead), one
 // figure for target-only steps and one for drafting steps, so that overhead
 // is neither hidden in nor scaled with the forward costs. Each cell is an
@@ -99,7 +102,7 @@ struct CostTable {
 // batch's shape eagerly the first time, or captured its graph:
 // VerifyFigures::cold, ProposeFigures::cold) is not what that length costs
 // once the shape repeats: it stands in for its cell only while no cell of
-// its kind (verify, draft, resume) has a warm observation (then a cold-only
+// its kind (verify, draft of that member count, resume) has a warm observation (then a cold-only
 // cell is estimated from the warm ones, as one never observed); a cell's
 // first warm observation replaces its cold ones, and cold ones after that
 // are ignored (six lockstep streams' batches take many shapes, and their
@@ -109,11 +112,13 @@ struct CostTable {
 class SpecCosts {
  public:
   static constexpr int kMaxLen = 64;
+  // Draft cells are kept per member count up to this (more count as this).
+  static constexpr int kMaxMembers = 16;
   explicit SpecCosts(double ewma = 0.1) : ewma_(ewma) {}
 
   // `warm`: the call's forwards replayed what the backend had prepared
-  // (false: cold, see above).
-  void ObserveDraft(int forwards, double seconds, bool warm = true);
+  // (false: cold, see above). `members`: the sequences each forward held.
+  void ObserveDraft(int forwards, double seconds, bool warm = true, int members = 1);
   void ObserveVerify(int drafted, double seconds, bool warm = true);
   // A proposal that first caught the draft up on `tokens` committed tokens
   // (decided by target-only steps) took `extra_seconds` more than Draft()
@@ -124,17 +129,18 @@ class SpecCosts {
   // Forget the draft's costs (draft[], resume, drafting overhead): a new draft model was loaded.
   void ForgetDraft();
   // Seconds, or nullopt while nothing is known. Fractional lengths interpolate.
-  std::optional<double> Draft(double forwards) const;
+  std::optional<double> Draft(double forwards, int members = 1) const;
   std::optional<double> Verify(double drafted) const;
   // Observations of a verify of `drafted` drafts (0: target-only steps) that count (cold ones: see above).
   int64_t VerifyCount(int drafted) const;
-  // Both estimates at lengths 0..n under one lock (what the policy reads each step).
-  CostTable Table(int n) const;
+  // Both estimates at lengths 0..n under one lock (what the policy reads
+  // each step), the draft's for proposals of `members` sequences.
+  CostTable Table(int n, int members = 1) const;
   // Ignore further observations (benchmarks: costs calibrated once, so that
   // the policy's choices depend only on the text).
   void Freeze();
-  // "verify[0]=1.2ms verify[4]=1.9ms draft[4]=0.4ms ... overhead[1]=0.1ms" (cells that count;
-  // overhead[0]: target-only steps, overhead[1]: drafting steps).
+  // "verify[0]=1.2ms verify[4]=1.9ms draft[4]=0.4ms draft[6x4]=1.1ms ... overhead[1]=0.1ms" (cells that
+  // count; draft[m x f]: f forwards of m sequences; overhead[0]: target-only steps, overhead[1]: drafting).
   std::string ToString() const;
   // Reads what ToString writes ("resume[n]=..." cells too), as one observation per cell (a table measured
   // elsewhere, e.g. on another machine, to replay its costs).
@@ -160,11 +166,17 @@ class SpecCosts {
   static Line FitLine(const std::vector<Pt>& pts);
   static std::optional<double> Estimate(const std::vector<Pt>& pts, double x, bool proportional);
   void Add(std::vector<Cell>& cells, int i, double seconds, bool warm = true);
+  // The draft line of `members` sequences, or the nearest member count's
+  // that holds a cost (the larger on a tie); empty while none does.
+  std::vector<Pt> DraftPoints(int members) const;
 
   const double ewma_;
   mutable std::mutex mu_;
-  std::vector<Cell> draft_ = std::vector<Cell>(kMaxLen + 1), verify_ = std::vector<Cell>(kMaxLen + 1),
-                    resume_ = std::vector<Cell>(kMaxLen + 1), overhead_ = std::vector<Cell>(2);
+  std::vector<Cell> verify_ = std::vector<Cell>(kMaxLen + 1), resume_ = std::vector<Cell>(kMaxLen + 1),
+                    overhead_ = std::vector<Cell>(2);
+  // draft_[m]: proposals of m sequences (draft_[0] unused).
+  std::vector<std::vector<Cell>> draft_ =
+      std::vector<std::vector<Cell>>(kMaxMembers + 1, std::vector<Cell>(kMaxLen + 1));
   bool frozen_ = false;
 };
 

@@ -52,6 +52,11 @@ struct ProposeFigures {
   // Some of the forwards did not replay what the backend had prepared
   // (VerifyFigures::cold): forward_seconds is not what that length costs.
   bool cold = false;
+  // The batch was not plain drafting: its members ran different numbers of
+  // forwards, or one first fed more than a step's one or two tokens
+  // (catching up): its time is not what batch_forwards forwards of
+  // batch_seqs sequences cost (DraftCostCell).
+  bool batch_mixed = false;
 };
 
 struct Proposal {

@@ -700,13 +700,14 @@ TEST_F(SpecLoopTest, SharedCallsCostAtTheirBatchsTokens) {
   ASSERT_TRUE(r.status.ok()) << r.status;
   EXPECT_GT(r.stats.speculative_steps, 0);
   // Verify: k = 2 with three members at 6: a forward of 3 + 21 tokens, cell 23 (a step that drafted fewer,
-  // at the end: 22 or 21). Draft: the batch ran 6 forwards.
+  // at the end: 22 or 21). Draft: the batch of four ran 6 forwards.
   const std::string t = costs.ToString();
   EXPECT_NE(t.find("verify[23]="), std::string::npos) << t;
   EXPECT_EQ(t.find("verify[5]="), std::string::npos) << t;
   EXPECT_EQ(t.find("verify[2]="), std::string::npos) << t;
   EXPECT_EQ(t.find("verify[1]="), std::string::npos) << t;
-  EXPECT_NE(t.find("draft[6]="), std::string::npos) << t;
+  EXPECT_NE(t.find("draft[4x6]="), std::string::npos) << t;
+  EXPECT_EQ(t.find("draft[6]="), std::string::npos) << t;
   EXPECT_EQ(t.find("draft[2]="), std::string::npos) << t;
   EXPECT_EQ(t.find("draft[1]="), std::string::npos) << t;
 }
@@ -907,13 +908,22 @@ TEST(CostCells, AloneOwnLengthSharedTheBatchs) {
   EXPECT_EQ(VerifyCostCell(vf, 0), SpecCosts::kMaxLen);  // past the cells: the last
   ProposeFigures pf;
   pf.forwards = 2;
-  EXPECT_EQ(DraftCostCell(pf), 2);  // not reported
+  auto cell = [&] {
+    const DraftCell c = DraftCostCell(pf);
+    return std::make_tuple(c.members, c.forwards, c.plain);
+  };
+  EXPECT_EQ(cell(), std::make_tuple(1, 2, true));  // not reported
   pf.batch_seqs = 1;
   pf.batch_forwards = 2;
-  EXPECT_EQ(DraftCostCell(pf), 2);  // alone
+  EXPECT_EQ(cell(), std::make_tuple(1, 2, true));  // alone
   pf.batch_seqs = 6;
   pf.batch_forwards = 8;
-  EXPECT_EQ(DraftCostCell(pf), 8);  // the batch ran as long as its longest member
+  EXPECT_EQ(cell(), std::make_tuple(6, 8, true));  // the batch ran as long as its longest member
+  pf.batch_mixed = true;
+  EXPECT_EQ(cell(), std::make_tuple(6, 8, false));  // its members ran different lengths: counts as cold
+  pf.batch_seqs = 40;
+  pf.batch_forwards = 100;
+  EXPECT_EQ(cell(), std::make_tuple(SpecCosts::kMaxMembers, SpecCosts::kMaxLen, false));
 }
 
 // LocalDraft's batches: every proposal reports the sequences that drafted and the forwards the batch ran.
@@ -937,10 +947,34 @@ TEST_F(SpecLoopTest, ProposeBatchReportsItsShape) {
     ASSERT_TRUE(p.ok()) << p.status();
     EXPECT_EQ(p->figures.batch_seqs, 2);
     EXPECT_EQ(p->figures.batch_forwards, 5);
+    EXPECT_TRUE(p->figures.batch_mixed);  // 2 and 5 forwards
   }
   EXPECT_EQ(out[0]->figures.forwards, 2);
   EXPECT_EQ(out[1]->figures.forwards, 5);
   EXPECT_EQ(out[0]->figures.forward_seconds, out[1]->figures.forward_seconds);  // both paid the whole batch
+  // The same length each: plain; then one member first catching up on five tokens: mixed.
+  ASSERT_TRUE(draft_->OpenSeq(3, a, greedy).ok());
+  ASSERT_TRUE(draft_->OpenSeq(4, b, greedy).ok());
+  ProposeRequest rc = ra, rd = rb;
+  rc.seq = 3;
+  rd.seq = 4;
+  rc.k = rd.k = 3;
+  for (const auto& p : draft_->ProposeBatch({rc, rd})) {
+    ASSERT_TRUE(p.ok()) << p.status();
+    EXPECT_EQ(p->figures.batch_forwards, 3);
+    EXPECT_FALSE(p->figures.batch_mixed);
+  }
+  for (int32_t seq : {1, 2, 3, 4}) EXPECT_TRUE(draft_->ReleaseSeq(seq));  // (slots)
+  ASSERT_TRUE(draft_->OpenSeq(5, a, greedy).ok());
+  ASSERT_TRUE(draft_->OpenSeq(6, b, greedy).ok());
+  rc.seq = 5;
+  rd.seq = 6;
+  rd.new_tokens = tok().Encode(" jumps over the lazy dog", false, false);
+  ASSERT_GE(rd.new_tokens.size(), 3u);
+  for (const auto& p : draft_->ProposeBatch({rc, rd})) {
+    ASSERT_TRUE(p.ok()) << p.status();
+    EXPECT_TRUE(p->figures.batch_mixed);
+  }
 }
 
 // The workers run a batch's members in a canonical order (longest first, so
