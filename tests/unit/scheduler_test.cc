@@ -105,7 +105,7 @@ TEST(Scheduler, LongPrefillIsChunkedBetweenBatches) {
   rec.pending[1] = 1000;
   SchedulerOptions o;
   o.prefill_chunk = 100;
-  auto t = MakeThread(&rec, o, std::chrono::milliseconds(1), std::chrono::milliseconds(5));
+  auto t = MakeThread(&rec, o, std::chrono::milliseconds(1), std::chrono::milliseconds(10));
   std::atomic<bool> done{false};
   std::thread pre([&] {
     EXPECT_TRUE(t->Prefill(1, 1000).ok());
@@ -121,7 +121,8 @@ TEST(Scheduler, LongPrefillIsChunkedBetweenBatches) {
   EXPECT_EQ(rec.pending[1], 0);
   EXPECT_EQ(t->prefill_tokens(), 1000);
   EXPECT_EQ(t->prefill_rounds(), 10);
-  EXPECT_GE(steps_during, 5) << "batches ran between the prefill's chunks";
+  // (About 10 when the submitting thread keeps up; a loaded 2-core machine ran 4 with chunks of 5 ms.)
+  EXPECT_GE(steps_during, 3) << "batches ran between the prefill's chunks";
   // Never more than one chunk in a row while a job waits.
   int slices = 0;
   for (const std::string& s : rec.log) {
