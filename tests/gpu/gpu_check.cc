@@ -767,8 +767,10 @@ void CheckAttentionOp(const AttnCase& c, int kernel) {
 void CheckFusedQuant() {
   Rng rng(77);
   for (int dim : {5120, 17408, 2048, 3584, 200, 9000}) {
-    for (int rows : {1, 3, 65}) {  // 65: past kNormSplitRows (a block per row)
-      if (rows == 65 && dim != 5120 && dim != 9000) continue;
+    // RMSNorm's groups a block (LaunchRmsNorm, H200 at dim 5120): 1 row and 3: one; 30 (six sequences'
+    // verify): 3; 65: 5; 300: all of the row (a block per row).
+    for (int rows : {1, 3, 30, 65, 300}) {
+      if (rows >= 30 && dim != 5120 && dim != 9000) continue;
       const size_t n = static_cast<size_t>(rows) * dim;
       std::vector<float> x(n), add(n), w(dim), gate(n), up(n);
       for (auto& v : x) v = rng.Gauss();
@@ -809,6 +811,7 @@ void CheckFusedQuant() {
         return b1 == b2;
       };
       const std::string shape = absl::StrCat(rows, " x ", dim);
+      std::vector<float> out0;  // mode 0's output
       // mode 0: out apart; 1: + residual add; 2: in place (out == x).
       for (int mode : {0, 1, 2}) {
         const bool with_add = mode == 1;
@@ -820,6 +823,7 @@ void CheckFusedQuant() {
           }
           return cuda::LaunchRmsNorm(dx, with_add ? dadd : nullptr, dw, 1e-6f, rows, dim, dout, q1, cnt, nullptr);
         });
+        if (mode == 0) out0 = out;
         if (mode == 2) CUDA_OK(cudaMemcpy(dx, x.data(), n * 4, cudaMemcpyHostToDevice));  // x itself is checked below
         CUDA_OK(cudaMemcpy(xa.data(), dx, n * 4, cudaMemcpyDeviceToHost));
         std::vector<int> cnt_after(rows, -1);
@@ -847,6 +851,17 @@ void CheckFusedQuant() {
                            ": activation bytes == the standalone quantization of its output (", same ? "yes" : "NO",
                            "), residual exact (", sum_ok ? "yes" : "NO", "), counters back at zero (",
                            cnt_zero ? "yes" : "NO", "), rel err vs double ", Fmt(worst)));
+      }
+      if (rows > 1) {
+        // However many groups a block the launch took, a row comes out as it does alone.
+        const size_t last = static_cast<size_t>(rows - 1) * dim;
+        CUDA_OK(cudaMemcpy(dx, x.data(), n * 4, cudaMemcpyHostToDevice));
+        CUDA_OK(cuda::LaunchRmsNorm(dx + last, nullptr, dw, 1e-6f, 1, dim, dout, nullptr, cnt, nullptr));
+        CUDA_OK(cudaDeviceSynchronize());
+        std::vector<float> alone(dim);
+        CUDA_OK(cudaMemcpy(alone.data(), dout, dim * 4, cudaMemcpyDeviceToHost));
+        Check(BitEqual(alone.data(), out0.data() + last, dim),
+              absl::StrCat("RMSNorm ", shape, ": the last row == that row alone, bit for bit"));
       }
       const bool same = quant_same([&] { return cuda::LaunchSwiGLU(dg, du, rows, dim, dout, q1, nullptr); });
       double worst = 0;

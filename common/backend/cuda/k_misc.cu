@@ -104,16 +104,18 @@ __global__ void EmbedKernel(const uint8_t* emb, int64_t ne0, size_t row_bytes, c
 // normalises and quantizes (QuantizeGroupBlock). A few rows (decode, verify)
 // take a block per (group, row), so that a row's groups run on as many SMs,
 // each a short chain (one block of a warp per group took 8 us per launch in
-// isolation, round 15); many rows (prefill) a block per row that does its
-// groups in turn (gpb: groups per block), since each block sums the whole
-// row's squares itself: in double like the CPU backend and in a fixed order
+// isolation, round 15); more rows than fit in one wave of blocks take several
+// groups a block, in turn (gpb: groups per block; prefill: a block per row),
+// since each block sums the whole row's squares itself (a six-sequence
+// verify's 30 rows of 5120 took 600 blocks, three waves at two blocks an SM:
+// 15.7 us a launch against 6.9 for 7 rows, round 19's ncu): in double like
+// the CPU backend and in a fixed order
 // (a thread's elements, lanes, warps), so every block holds the same sum and
 // the split does not change a bit. No block may write x (the residual add,
 // or an in-place norm) while another still reads it: the last block of the
 // row to finish (a counter per row, left at zero) writes those; out
 // elsewhere is written by each block for its own groups.
 constexpr int kNormRegs = 32;  // rows of up to 32 x 256 elements stay in the last block's registers
-constexpr int kNormSplitRows = 64;  // launches of up to this many rows take a block per group
 template <bool kAdd>
 __global__ void __launch_bounds__(mmv::kGroup) RmsNormKernel(float* x, const float* add, const float* w, float eps,
                                                             int dim, int gpb, float* out, uint8_t* xq, int* counters) {
@@ -400,11 +402,20 @@ cudaError_t LaunchRmsNorm(float* x, const float* add, const float* w, float eps,
   if (rows <= 0) return cudaSuccess;
   if ((add || out == x) && !counters) return cudaErrorInvalidValue;
   uint8_t* xq = static_cast<uint8_t*>(xq_v);
-  // A block per group for the batches graphs replay (decode, verify); a
-  // block per row past them (prefill), where each block's own sum of the
-  // row would be read too often.
+  // A block per group while that fits in one wave; past it as few groups a
+  // block as keep it in one (each block reads its whole row for the sum).
+  // Host queries only: safe while a graph is being captured.
+  static const int64_t resident = [] {
+    int per_sm = 0, sms = GetDeviceInfo().sm_count, dev = 0;
+    if (sms <= 0 && cudaGetDevice(&dev) == cudaSuccess) cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, RmsNormKernel<true>, mmv::kGroup, 0) != cudaSuccess) {
+      cudaGetLastError();  // (cleared: not this launch's error)
+      per_sm = 1;
+    }
+    return std::max<int64_t>(int64_t{per_sm} * sms, 1);
+  }();
   const int64_t groups = mmv::Groups(dim);
-  const int gpb = rows <= kNormSplitRows ? 1 : static_cast<int>(groups);
+  const int gpb = static_cast<int>(std::clamp<int64_t>(CeilDiv(int64_t{rows} * groups, resident), 1, groups));
   const dim3 grid(static_cast<unsigned>(rows * ((groups + gpb - 1) / gpb)));
   if (add) LaunchPdl(RmsNormKernel<true>, grid, dim3(mmv::kGroup), 0, s, x, add, w, eps, dim, gpb, out, xq, counters);
   else LaunchPdl(RmsNormKernel<false>, grid, dim3(mmv::kGroup), 0, s, x, add, w, eps, dim, gpb, out, xq, counters);
