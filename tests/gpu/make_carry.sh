@@ -3,13 +3,16 @@
 # .devcarry/: the binaries, every shared library they need that is not part
 # of the C runtime or the CUDA driver/toolkit (the device supplies those),
 # and the trained model pair from ../shared/models when present.
-# CARRY_BINS picks the binaries (default: all four), CARRY_MODELS=0 leaves the
-# models out (a call's carry is 64 MiB in all).
+# CARRY_BINS picks the binaries (default: the four services and CLI; gpu_check
+# builds the tests too), CARRY_MODELS=0 leaves the models out (a call's carry
+# is 64 MiB in all).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 B=${BUILD_DIR:-build-dev}
-cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 -DSPECD_BUILD_TESTS=OFF >/dev/null
 BINS=${CARRY_BINS:-specd specd-coordinator specd-draft-worker specd-target-worker}
+tests=OFF
+case " $BINS " in *" gpu_check "*) tests=ON ;; esac
+cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 -DSPECD_BUILD_TESTS=$tests >/dev/null
 # shellcheck disable=SC2086
 cmake --build "$B" -j"${JOBS:-2}" --target $BINS
 rm -rf .devcarry
@@ -20,6 +23,7 @@ for b in $BINS; do
     specd-coordinator) cp "$B/coordinator/specd-coordinator" .devcarry/bin/ ;;
     specd-draft-worker) cp "$B/draft_worker/specd-draft-worker" .devcarry/bin/ ;;
     specd-target-worker) cp "$B/target_worker/specd-target-worker" .devcarry/bin/ ;;
+    gpu_check) cp "$B/tests/gpu/gpu_check" .devcarry/bin/ ;;
     *) echo "make_carry: unknown binary $b" >&2; exit 2 ;;
   esac
 done
