@@ -74,9 +74,10 @@ std::string StepTimes::PerStep(int64_t steps) const {
   const double n = static_cast<double>(steps), ms = 1e3 / n;
   const double all = total();
   return absl::StrFormat(
-      "per step: draft forwards %.3f ms, verify forward %.3f ms, acceptance %.3f ms, transport %.3f ms, wait %.3f ms, "
-      "host %.3f ms; overhead %.3f ms (%.0f%%)",
-      draft_forward * ms, verify_forward * ms, accept * ms, transport * ms, wait * ms, host * ms, overhead() * ms,
+      "per step: draft forwards %.3f ms, verify forward %.3f ms, acceptance %.3f ms, transport %.3f ms, gate %.3f ms, "
+      "wait %.3f ms, host %.3f ms; overhead %.3f ms (%.0f%%)",
+      draft_forward * ms, verify_forward * ms, accept * ms, transport * ms, gate * ms, wait * ms, host * ms,
+      overhead() * ms,
       all > 0 ? 100.0 * overhead() / all : 0.0);
 }
 
@@ -85,6 +86,7 @@ void StepTimes::Add(const StepTimes& o) {
   verify_forward += o.verify_forward;
   accept += o.accept;
   transport += o.transport;
+  gate += o.gate;
   wait += o.wait;
   host += o.host;
 }
@@ -105,6 +107,7 @@ StepTimes StepTimes::Minus(const StepTimes& o) const {
   r.verify_forward = verify_forward - o.verify_forward;
   r.accept = accept - o.accept;
   r.transport = transport - o.transport;
+  r.gate = gate - o.gate;
   r.wait = wait - o.wait;
   r.host = host - o.host;
   return r;
@@ -419,7 +422,7 @@ SpecResult RunSpeculative(const SpecRequest& req, const Tokenizer& tok, Verifier
       ev.time.transport += std::max(0.0, call - inside);
       ev.time.wait += std::min(std::max(0.0, inside - worker), call);
     };
-    ev.time.wait = gate_wait;
+    ev.time.gate = gate_wait;
     if (took) {
       // One span from the Propose sent to the verdict back: the draft's
       // reply travelled meanwhile, off the step's path. Transport is what
@@ -430,7 +433,7 @@ SpecResult RunSpeculative(const SpecRequest& req, const Tokenizer& tok, Verifier
       const double rest = std::max(0.0, since(tp) - d_in - v_in);
       const double gated = std::min(verify_gate_wait, rest);
       ev.time.transport = rest - gated;
-      ev.time.wait += gated;
+      ev.time.gate += gated;
       ev.time.wait += std::max(0.0, v_in - vf.worker_seconds);
       if (proposed) ev.time.wait += std::max(0.0, d_in - prop.figures.worker_seconds);
     } else {
@@ -483,7 +486,7 @@ SpecResult RunSpeculative(const SpecRequest& req, const Tokenizer& tok, Verifier
     if (end == FinishReason::kStop) r.stop = stopper.match();
     // Host: the rest of the step until its output is ready (before it is streamed).
     ev.time.host = std::max(0.0, since(ts) - draft_open - ev.time.draft_forward - ev.time.verify_forward -
-                                     ev.time.accept - ev.time.transport - ev.time.wait);
+                                     ev.time.accept - ev.time.transport - ev.time.gate - ev.time.wait);
     if (measured) costs->ObserveOverhead(use_draft, ev.time.overhead() - barrier_wait);
     r.stats.time.Add(ev.time);
     if (use_draft) r.stats.spec_time.Add(ev.time);

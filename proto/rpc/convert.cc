@@ -224,6 +224,7 @@ void StepTimeToProto(const StepTimes& t, int64_t steps, v1::StepTime* out) {
   out->set_transport(t.transport);
   out->set_host(t.host);
   out->set_wait(t.wait);
+  out->set_gate(t.gate);
 }
 
 StepTimes StepTimeFromProto(const v1::StepTime& t) {
@@ -234,6 +235,7 @@ StepTimes StepTimeFromProto(const v1::StepTime& t) {
   s.transport = t.transport();
   s.host = t.host();
   s.wait = t.wait();
+  s.gate = t.gate();
   return s;
 }
 

@@ -606,7 +606,8 @@ TEST_F(SpecLoopTest, StepTimeIsTakenApartByTheRun) {
   ASSERT_TRUE(r.status.ok());
   StepTimes sum;
   for (const StepEvent& ev : events) {
-    for (double part : {ev.time.draft_forward, ev.time.verify_forward, ev.time.accept, ev.time.transport, ev.time.wait, ev.time.host})
+    for (double part : {ev.time.draft_forward, ev.time.verify_forward, ev.time.accept, ev.time.transport, ev.time.gate,
+                        ev.time.wait, ev.time.host})
       EXPECT_GE(part, 0.0);
     EXPECT_GT(ev.time.verify_forward, 0.0);  // the workers measured their own work
     if (ev.draft_used) {
@@ -781,9 +782,9 @@ TEST_F(SpecLoopTest, ATargetOnlyStepsWaitForDraftersIsNotItsOverhead) {
   EXPECT_EQ(ra.stats.speculative_steps, 0);
   // A's steps waited for B's 30 ms proposals ...
   int waited = 0;
-  for (const StepEvent& ev : a_events) waited += ev.time.wait > 0.020;
+  for (const StepEvent& ev : a_events) waited += ev.time.gate > 0.020;
   std::string waits;
-  for (const StepEvent& ev : a_events) waits += absl::StrCat(ev.time.wait * 1e3, " ");
+  for (const StepEvent& ev : a_events) waits += absl::StrCat(ev.time.gate * 1e3, " ");
   EXPECT_GE(waited, 3) << "the gate should have held A's verifies for B's proposals: waits (ms) " << waits
                        << "; B: " << rb.stats.steps << " steps, " << rb.stats.speculative_steps << " speculative; "
                        << gate.Figures().ToString();
