@@ -98,7 +98,7 @@ Verdict VerdictFromProto(const v1::VerifyResponse& resp) {
                  rpc::ToVector(resp.appended()),
                  rpc::LogprobsFromProto(resp.logprobs()),
                  VerifyFigures{resp.forward_seconds(), resp.accept_seconds(), resp.worker_seconds(), resp.call_seconds(),
-                               resp.batch_seqs(), resp.batch_tokens(), resp.cold_forward()},
+                               resp.batch_seqs(), resp.batch_tokens(), resp.cold_forward(), resp.batch_mixed()},
                  rpc::ToVector(resp.proposed()),
                  {}};
 }

@@ -160,6 +160,7 @@ void FillVerify(const Verified& r, std::chrono::steady_clock::time_point ready, 
   resp->set_batch_seqs(f.batch_seqs);
   resp->set_batch_tokens(f.batch_tokens);
   resp->set_cold_forward(f.cold);
+  resp->set_batch_mixed(f.batch_mixed);
   resp->set_call_seconds(std::chrono::duration<double>(std::chrono::steady_clock::now() - ready).count());
 }
 

@@ -386,7 +386,12 @@ std::vector<absl::StatusOr<Verdict>> LocalTarget::VerifyBatch(const std::vector<
     Permute(&from, order);
   }
   int batch_tokens = 0;
-  for (const VerifyRequest& r : reqs) batch_tokens += static_cast<int>(r.proposals.size()) + 1;
+  bool fed_more = false;  // a member also feeds pending prompt tokens (more than its last committed one)
+  for (const VerifyRequest& r : reqs) {
+    batch_tokens += static_cast<int>(r.proposals.size()) + 1;
+    const SeqState* s = core_.Get(r.seq);
+    fed_more |= static_cast<int64_t>(s->committed.size()) - static_cast<int64_t>(s->fed.size()) > 1;
+  }
   CoreTimes times;
   std::vector<VerifyResult> res = core_.Verify(reqs, &times);
   const double worker = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -412,7 +417,7 @@ std::vector<absl::StatusOr<Verdict>> LocalTarget::VerifyBatch(const std::vector<
     }
     out[i] = Verdict{res[n].n_accepted, std::move(res[n].appended), std::move(res[n].logprobs),
                      VerifyFigures{times.forward, times.accept, worker, 0.0, static_cast<int>(reqs.size()),
-                                   batch_tokens, times.cold}};
+                                   batch_tokens, times.cold, fed_more}};
   }
   return out;
 }

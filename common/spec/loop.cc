@@ -349,13 +349,6 @@ SpecResult RunSpeculative(const SpecRequest& req, const Tokenizer& tok, Verifier
       }
     }
     if (!took) gate_wait += verify_gate_wait;
-    // The policy's overhead of a target-only step is what it costs when the
-    // cohort verifies without drafting (the policy has the members ask for
-    // one length): not its wait at the Verify barrier for the others'
-    // proposals. Counted, the only target-only steps of a drafting cohort
-    // (probes) taught it that target-only costs a draft's time: six CPU
-    // streams kept drafting at 0.69x of target-only (round 18).
-    const double barrier_wait = !took && !use_draft ? verify_gate_wait : 0.0;
     // A verify the step did not plan here (its pipelined one did not take
     // the proposal) has no others to be sent with; the target still counts
     // it into its cohort.
@@ -441,7 +434,7 @@ SpecResult RunSpeculative(const SpecRequest& req, const Tokenizer& tok, Verifier
       if (use_draft) split(draft_call, prop.figures.call_seconds, prop.figures.worker_seconds);
     }
     costs->ObserveVerify(VerifyCostCell(vf, ev.proposed),
-                         measured ? vf.forward_seconds + vf.accept_seconds : verify_call, !vf.cold);
+                         measured ? vf.forward_seconds + vf.accept_seconds : verify_call, !vf.cold && !vf.batch_mixed);
     policy.set_batch(vf.batch_seqs);
     r.stats.verify_seconds += verify_call;
     ++r.stats.steps;
@@ -487,7 +480,16 @@ SpecResult RunSpeculative(const SpecRequest& req, const Tokenizer& tok, Verifier
     // Host: the rest of the step until its output is ready (before it is streamed).
     ev.time.host = std::max(0.0, since(ts) - draft_open - ev.time.draft_forward - ev.time.verify_forward -
                                      ev.time.accept - ev.time.transport - ev.time.gate - ev.time.wait);
-    if (measured) costs->ObserveOverhead(use_draft, ev.time.overhead() - barrier_wait);
+    // The policy's overhead of a step leaves out the lockstep gate: a wait
+    // for the cohort's others, which the members' choice of length does not
+    // change (they ask for one). Counted, a target-only step's wait at the
+    // Verify barrier for the others' proposals taught it that target-only
+    // costs a draft's time (six CPU streams kept drafting at 0.69x of
+    // target-only, round 18), and waits at the Start for members joining
+    // with their prefill priced a target-only step of six at 7.3 ms against
+    // 1.6 (the first requests of six CPU streams drafted throughout: 0.65x,
+    // session 20). Nor does a forward that also fed a member's pending prompt.
+    if (measured && !vf.batch_mixed) costs->ObserveOverhead(use_draft, ev.time.overhead() - ev.time.gate);
     r.stats.time.Add(ev.time);
     if (use_draft) r.stats.spec_time.Add(ev.time);
     if (on_step && !on_step(ev)) {

@@ -31,6 +31,10 @@ struct VerifyFigures {
   // (the CUDA backend ran it eagerly, the shape's first time, or captured its
   // graph): forward_seconds is not what that length costs (SpecCosts).
   bool cold = false;
+  // The forward also fed some member's pending prompt tokens (its first
+  // step after an open that left them for it): it held more than
+  // batch_tokens, so its time is not what that verify costs (VerifyCostCell).
+  bool batch_mixed = false;
 };
 
 // What one verify decided.

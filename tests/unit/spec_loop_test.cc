@@ -1438,12 +1438,20 @@ TEST_F(SpecLoopTest, ChunkedPrefillGivesTheSameOutput) {
     EXPECT_EQ(out, ref) << "chunk " << chunk;
     target_->ReleaseSeq(20);
   }
-  // Without any prefill the first step feeds the whole prompt itself.
+  // Without any prefill the first step feeds the whole prompt itself: its
+  // forward held more than the step's one token (batch_mixed: not that cell's
+  // cost); the next step's did not.
   ASSERT_TRUE(target_->OpenSeq(21, long_prompt, SamplingParams{}, /*prefill=*/false).ok());
   auto step = target_->Verify(21, {}, ExchangeRef{}, {}, kNoDeadline);
   ASSERT_TRUE(step.ok());
   EXPECT_EQ(step->appended[0], ref[0]);
   EXPECT_EQ(target_->core().PrefillPending(21), 0);
+  EXPECT_EQ(step->figures.batch_tokens, 1);
+  EXPECT_TRUE(step->figures.batch_mixed);
+  auto next = target_->Verify(21, {}, ExchangeRef{}, {}, kNoDeadline);
+  ASSERT_TRUE(next.ok());
+  EXPECT_EQ(next->appended[0], ref[1]);
+  EXPECT_FALSE(next->figures.batch_mixed);
   // Slices for sequences that are not open, or twice in one pass, fail alone.
   ASSERT_TRUE(target_->OpenSeq(22, long_prompt, SamplingParams{}, /*prefill=*/false).ok());
   auto r = target_->PrefillSeqs({PrefillSlice{99, 4}, PrefillSlice{22, 4}, PrefillSlice{22, 4}});
