@@ -150,8 +150,11 @@ CostTable SpecCosts::Table(int n, int members) const {
   t.known = !d.empty() && !v.empty();
   // Resume(n) = fixed + n * per_token, a weighted least-squares line through
   // the observed cells (one cell: flat).
-  t.overhead_target = overhead_[0].mean;
-  t.overhead_draft = overhead_[1].mean;
+  // A kind of step never measured (a cohort that always drafts measures no
+  // target-only overhead: the loop leaves out a target-only step among
+  // drafts) takes the other's: a step's overhead is mostly its calls.
+  t.overhead_target = overhead_[overhead_[0].n > 0 ? 0 : 1].mean;
+  t.overhead_draft = overhead_[overhead_[1].n > 0 ? 1 : 0].mean;
   const std::vector<Pt> r = Points(resume_);
   if (!r.empty()) {
     const Line l = FitLine(r);

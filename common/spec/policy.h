@@ -124,7 +124,8 @@ class SpecCosts {
   // (decided by target-only steps) took `extra_seconds` more than Draft()
   // says (lengths past kMaxLen count as kMaxLen).
   void ObserveResume(int tokens, double extra_seconds, bool warm = true);
-  // A step's overhead (StepTimes::overhead) beyond its forwards and acceptance.
+  // A step's overhead (StepTimes::overhead) beyond its forwards and acceptance
+  // (a kind never observed reads as the other in Table).
   void ObserveOverhead(bool drafted, double seconds);
   // Forget the draft's costs (draft[], resume, drafting overhead): a new draft model was loaded.
   void ForgetDraft();

@@ -143,6 +143,19 @@ TEST(SpecCosts, DraftCellsPerMemberCount) {
   EXPECT_FALSE(c.Draft(4, 6).has_value());
 }
 
+// A kind of step whose overhead was never measured reads as the other's.
+TEST(SpecCosts, AnUnmeasuredOverheadReadsAsTheOthers) {
+  SpecCosts c;
+  c.ObserveVerify(0, 0.010);
+  c.ObserveDraft(1, 0.001);
+  c.ObserveOverhead(true, 0.002);
+  EXPECT_DOUBLE_EQ(c.Table(4).overhead_target, 0.002);
+  EXPECT_DOUBLE_EQ(c.Table(4).overhead_draft, 0.002);
+  c.ObserveOverhead(false, 0.0005);
+  EXPECT_DOUBLE_EQ(c.Table(4).overhead_target, 0.0005);
+  EXPECT_DOUBLE_EQ(c.Table(4).overhead_draft, 0.002);
+}
+
 TEST(SpecCosts, LoadsWhatToStringWrites) {
   SpecCosts a;
   a.ObserveVerify(0, 0.000299);
