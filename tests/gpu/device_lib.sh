@@ -21,6 +21,8 @@
 #                              metrics, $O/TAG_details.txt.xz and the SASS source counters $O/TAG_sass.csv.xz
 #   bench_q8_prefill BIN...    with each binary: KV Q8_0 decode / verify 4 at 4200, prefill of 512 and 128
 #                              tokens (a line each)
+#   bench_multi REPS BIN...    with each binary in turn, REPS times: batch 6 and 8 decode and six sequences'
+#                              verify 4 at 1024, verify 6 at 4200 ($M6's target; a line each)
 #   table_tps LABEL FILE       the tok/s of row LABEL in the table tests/gpu/batch_spec.sh printed to FILE
 M6=/tmp/peer_models/qwen3-27b-Q4_K_S-d6-Q4_K_M
 M8=/tmp/peer_models/qwen3-27b-g0.05-Q4_K_S-d6-Q4_K_M
@@ -111,5 +113,20 @@ bench_q8_prefill() {
     timeout 60 "$C/bin/$b" bench --backend cuda --model "$M6/target.gguf" --ctx 600 --prefill 128 --batches 1 \
       --verify-k 1 --reps 2 2>&1 | grep -E "^prefill" | tr '\n' '|'
     echo
+  done
+}
+bench_multi() {
+  local reps=$1 rep b
+  shift
+  for rep in $(seq "$reps"); do
+    for b in "$@"; do
+      stamp "$b (rep $rep): batch 6, 8 decode and six sequences' verify 4 at 1024; verify 6 at 4200"
+      timeout 40 "$C/bin/$b" bench --backend cuda --model "$M6/target.gguf" --ctx 1024 --prefill 64 --batches 6,8 \
+        --verify-k 4 --verify-seqs 6 --reps 5 2>&1 | grep -E "^ +[0-9]" | tr -s ' ' | tr '\n' '|'
+      echo
+      timeout 40 "$C/bin/$b" bench --backend cuda --model "$M6/target.gguf" --ctx 4200 --prefill 4096 --batches 1 \
+        --verify-k 6 --reps 5 2>&1 | grep -E "^ +[0-9]" | tr -s ' ' | tr '\n' '|'
+      echo
+    done
   done
 }

@@ -20,13 +20,5 @@ for v in r2c1 r2c2; do
   grep -E "^FAIL|SUMMARY" "$O/check_$v.log" | head; xz -9 "$O/check_$v.log"
 done
 wait $mkpid
-for rep in 1 2; do
-  for b in specd specd.r2c1 specd.r2c2; do
-    stamp "$b (rep $rep): batch 6, 8 decode and six sequences' verify 4 at 1024; verify 6 at 4200"
-    timeout 40 "$C/bin/$b" bench --backend cuda --model "$M6/target.gguf" --ctx 1024 --prefill 64 --batches 6,8 \
-      --verify-k 4 --verify-seqs 6 --reps 5 2>&1 | grep -E "^ +[0-9]" | tr -s ' ' | tr '\n' '|'; echo
-    timeout 40 "$C/bin/$b" bench --backend cuda --model "$M6/target.gguf" --ctx 4200 --prefill 4096 --batches 1 \
-      --verify-k 6 --reps 5 2>&1 | grep -E "^ +[0-9]" | tr -s ' ' | tr '\n' '|'; echo
-  done
-done
+bench_multi 2 specd specd.r2c1 specd.r2c2
 stamp done

@@ -17,13 +17,5 @@ make_pair "$M6" & mkpid=$!
 gpu_checks --no-matmul --spec
 ncu_step 6 5 1024 f16
 wait $mkpid
-for rep in 1 2; do
-  for b in specd.base specd; do
-    stamp "$b (rep $rep): batch 6, 8 decode and six sequences' verify 4 at 1024; verify 6 at 4200"
-    timeout 40 "$C/bin/$b" bench --backend cuda --model "$M6/target.gguf" --ctx 1024 --prefill 64 --batches 6,8 \
-      --verify-k 4 --verify-seqs 6 --reps 5 2>&1 | grep -E "^ +[0-9]" | tr -s ' ' | tr '\n' '|'; echo
-    timeout 40 "$C/bin/$b" bench --backend cuda --model "$M6/target.gguf" --ctx 4200 --prefill 4096 --batches 1 \
-      --verify-k 6 --reps 5 2>&1 | grep -E "^ +[0-9]" | tr -s ' ' | tr '\n' '|'; echo
-  done
-done
+bench_multi 2 specd.base specd
 stamp done
