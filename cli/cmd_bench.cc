@@ -115,6 +115,7 @@ int Bench(const std::vector<std::string>& args) {
   } else {
     o.backend.name = c.GetString("backend");
     o.backend.threads = static_cast<int>(c.GetInt("threads"));
+    o.backend.cpu_spin_us = static_cast<int>(c.GetInt("cpu-spin-us"));
     o.backend.device = static_cast<int>(c.GetInt("device"));
     o.backend.cuda_attn_split = static_cast<int>(c.GetInt("cuda-attn-split"));
     auto kv = ParseKvType(c.GetString("kv-type"));

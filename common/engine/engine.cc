@@ -25,6 +25,11 @@ void EngineOptions::AddFlags(Config* c, const std::string& p) {
   c->AddString(p + "model", "", "path of the GGUF model file");
   c->AddString(p + "backend", "cpu", "compute backend: cpu or cuda");
   c->AddInt(p + "threads", 0, "CPU backend threads (0: all cores)", 0, 1024);
+  c->AddInt(p + "cpu-spin-us", 200,
+            "CPU backend: microseconds a pool thread polls for the next job before it sleeps (0: at once; less "
+            "leaves more of a shared machine to the other processes, e.g. the draft and target workers on a few "
+            "cores)",
+            0, 1000000);
   c->AddInt(p + "device", 0, "CUDA device ordinal", 0, 64);
   c->AddInt(p + "max-seqs", 8, "sequences resident at once (KV slots)", 1, 4096);
   c->AddInt(p + "max-seq-len", 4096, "positions per sequence: prompt + output + draft lookahead", 16, 1 << 20);
@@ -67,6 +72,7 @@ absl::StatusOr<EngineOptions> EngineOptions::FromConfig(const Config& c, const s
   o.model_path = c.GetString(p + "model");
   o.backend.name = c.GetString(p + "backend");
   o.backend.threads = static_cast<int>(c.GetInt(p + "threads"));
+  o.backend.cpu_spin_us = static_cast<int>(c.GetInt(p + "cpu-spin-us"));
   o.backend.device = static_cast<int>(c.GetInt(p + "device"));
   o.backend.cuda_device_sampling = c.GetBool(p + "cuda-device-sampling");
   o.backend.cuda_attn_split = static_cast<int>(c.GetInt(p + "cuda-attn-split"));

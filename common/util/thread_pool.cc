@@ -25,9 +25,8 @@ inline int64_t NowNs() {
 
 }  // namespace
 
-ThreadPool::ThreadPool(int num_threads) {
+ThreadPool::ThreadPool(int num_threads, int64_t spin_us) : spin_ns_(std::max<int64_t>(spin_us, 0) * 1000) {
   if (num_threads <= 0) num_threads = std::max(1u, std::thread::hardware_concurrency());
-  if (const char* s = std::getenv("SPECD_POOL_SPIN_US")) spin_ns_ = std::max(0L, std::atol(s)) * 1000;
   chunks_.assign(num_threads, {0, 0});
   for (int i = 0; i + 1 < num_threads; ++i) workers_.emplace_back([this, i] { WorkerLoop(i); });
 }

@@ -7,8 +7,8 @@
 // hundred microseconds long, so waking sleeping workers through a condition
 // variable every time (~10-50 us per wake-up on a VM) would cost as much as
 // the work. Workers therefore spin on an atomic generation counter for a while
-// after each job (kSpin, ~0.2 ms by default; SPECD_POOL_SPIN_US overrides, 0
-// disables) and only then sleep on the condition variable; the caller spins
+// after each job (spin_us, 0.2 ms by default: the engines' --cpu-spin-us; 0
+// sleeps at once) and only then sleep on the condition variable; the caller spins
 // (then yields) for the others to finish. An idle pool sleeps.
 #pragma once
 #include <atomic>
@@ -23,7 +23,9 @@ namespace specd {
 
 class ThreadPool {
  public:
-  explicit ThreadPool(int num_threads);  // num_threads <= 0: hardware concurrency
+  static constexpr int64_t kDefaultSpinUs = 200;
+  // num_threads <= 0: hardware concurrency; spin_us: how long a worker polls for the next job before sleeping.
+  explicit ThreadPool(int num_threads, int64_t spin_us = kDefaultSpinUs);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
@@ -49,7 +51,7 @@ class ThreadPool {
   std::mutex mu_;
   std::condition_variable cv_start_;
   std::atomic<int> sleepers_{0};
-  int64_t spin_ns_ = 200000;
+  int64_t spin_ns_;
 };
 
 }  // namespace specd

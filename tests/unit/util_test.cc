@@ -137,14 +137,17 @@ TEST(SubprocessTest, RunsLogsStopsAndCaptures) {
 }
 
 TEST(ThreadPoolTest, CoversRangeExactlyOnceWithAlignedChunks) {
-  ThreadPool pool(3);
-  for (int64_t n : {1, 7, 64, 1000}) {
-    std::vector<std::atomic<int>> hits(n);
-    pool.ParallelFor(n, [&](int64_t b, int64_t e) {
-      EXPECT_EQ(b % 16, 0);
-      for (int64_t i = b; i < e; ++i) hits[i]++;
-    }, 16);
-    for (auto& h : hits) EXPECT_EQ(h.load(), 1);
+  // Polling for the next job (the default) and sleeping at once (--cpu-spin-us 0).
+  for (int64_t spin_us : {ThreadPool::kDefaultSpinUs, int64_t{0}}) {
+    ThreadPool pool(3, spin_us);
+    for (int64_t n : {1, 7, 64, 1000}) {
+      std::vector<std::atomic<int>> hits(n);
+      pool.ParallelFor(n, [&](int64_t b, int64_t e) {
+        EXPECT_EQ(b % 16, 0);
+        for (int64_t i = b; i < e; ++i) hits[i]++;
+      }, 16);
+      for (auto& h : hits) EXPECT_EQ(h.load(), 1);
+    }
   }
 }
 

@@ -134,7 +134,7 @@ SPECD_ATTN_CLONES void AccumRows(const float* w, const float* const* rows, int n
 }
 }  // namespace cpu_detail
 
-CpuBackend::CpuBackend(int threads) : pool_(threads) {}
+CpuBackend::CpuBackend(int threads, int64_t spin_us) : pool_(threads, spin_us) {}
 CpuBackend::~CpuBackend() = default;
 
 size_t CpuBackend::AvailableMemory() const {

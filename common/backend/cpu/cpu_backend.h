@@ -15,7 +15,7 @@ namespace specd {
 
 class CpuBackend : public Backend {
  public:
-  explicit CpuBackend(int threads);
+  explicit CpuBackend(int threads, int64_t spin_us = ThreadPool::kDefaultSpinUs);
   ~CpuBackend() override;
 
   std::string Name() const override { return "cpu"; }

@@ -20,7 +20,7 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const BackendOptions& opt
     return absl::InvalidArgumentError(absl::StrCat("--cuda-attn-split takes a multiple of ",
                                                    BackendOptions::kAttnSplitStep, " up to ",
                                                    BackendOptions::kAttnSplitMax, " (0: the default), not ", s));
-  if (opts.name == "cpu") return std::unique_ptr<Backend>(new CpuBackend(opts.threads));
+  if (opts.name == "cpu") return std::unique_ptr<Backend>(new CpuBackend(opts.threads, opts.cpu_spin_us));
   if (opts.name == "cuda") {
 #if defined(SPECD_HAVE_CUDA)
     return CreateCudaBackend(opts);
