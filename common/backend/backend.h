@@ -252,6 +252,8 @@ struct BackendOptions {
   std::string name = "cpu";
   int threads = 0;      // cpu: 0 = all cores
   int cpu_spin_us = 200;  // cpu: how long a pool thread polls for the next job before it sleeps (0: at once)
+  std::string cpu_dot_kernels = "auto";  // cpu: the dot-product kernel build (SetDotKernel in quant.h)
+  std::string cpu_float_activations;     // cpu: weights (tensor-name substring, "all") with float activations
   int device = 0;       // cuda: device ordinal
   bool cuda_graphs = true;
   bool cuda_pdl = true;  // programmatic dependent launch between kernels (sm_90)

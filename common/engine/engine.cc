@@ -30,6 +30,12 @@ void EngineOptions::AddFlags(Config* c, const std::string& p) {
             "leaves more of a shared machine to the other processes, e.g. the draft and target workers on a few "
             "cores)",
             0, 1000000);
+  c->AddString(p + "cpu-dot-kernels", "auto",
+               "CPU backend: the dot-product kernel build (auto: the best this CPU has; portable, sse2, avx2, avx512, "
+               "avxvnni, avx512vnni)");
+  c->AddString(p + "cpu-float-activations", "",
+               "CPU backend: quantized weights whose tensor name holds this (all: every one) multiply float "
+               "activations instead of int8 ones (an accuracy A/B; slower)");
   c->AddInt(p + "device", 0, "CUDA device ordinal", 0, 64);
   c->AddInt(p + "max-seqs", 8, "sequences resident at once (KV slots)", 1, 4096);
   c->AddInt(p + "max-seq-len", 4096, "positions per sequence: prompt + output + draft lookahead", 16, 1 << 20);
@@ -73,6 +79,8 @@ absl::StatusOr<EngineOptions> EngineOptions::FromConfig(const Config& c, const s
   o.backend.name = c.GetString(p + "backend");
   o.backend.threads = static_cast<int>(c.GetInt(p + "threads"));
   o.backend.cpu_spin_us = static_cast<int>(c.GetInt(p + "cpu-spin-us"));
+  o.backend.cpu_dot_kernels = c.GetString(p + "cpu-dot-kernels");
+  o.backend.cpu_float_activations = c.GetString(p + "cpu-float-activations");
   o.backend.device = static_cast<int>(c.GetInt(p + "device"));
   o.backend.cuda_device_sampling = c.GetBool(p + "cuda-device-sampling");
   o.backend.cuda_attn_split = static_cast<int>(c.GetInt(p + "cuda-attn-split"));

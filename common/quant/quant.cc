@@ -6,6 +6,7 @@
 #endif
 #include "common/quant/quant.h"
 
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -149,12 +150,13 @@ DotRowsInt8Fn DotRowsInt8Kernel(DotIsa isa) {
   return nullptr;
 }
 
+namespace {
+std::atomic<int> g_chosen_isa{-1};  // SetDotKernel's choice (-1: none)
+}  // namespace
+
 DotIsa SelectedDotIsa() {
   static const DotIsa isa = [] {
-    if (const char* want = std::getenv("SPECD_DOT_ISA")) {  // testing/benchmarking override
-      for (DotIsa i : kAllDotIsas)
-        if (std::strcmp(want, DotIsaName(i)) == 0 && DotRowsKernel(i) != nullptr) return i;
-    }
+    if (const int c = g_chosen_isa.load(); c >= 0) return static_cast<DotIsa>(c);
     for (DotIsa i : {DotIsa::kAvx512Vnni, DotIsa::kAvx512, DotIsa::kAvxVnni, DotIsa::kAvx2, DotIsa::kSse2}) {
       if (DotRowsKernel(i) != nullptr) return i;
     }
@@ -196,6 +198,27 @@ void CheckDot(GgmlType type, int64_t n) {
 }  // namespace
 
 const char* DotKernelName() { return quant_internal::DotIsaName(quant_internal::SelectedDotIsa()); }
+
+absl::Status SetDotKernel(std::string_view name) {
+  using quant_internal::DotIsa;
+  if (name == "auto") return absl::OkStatus();
+  const std::string n(name);  // (Debian's Abseil has its own string_view)
+  std::string names;
+  for (DotIsa i : quant_internal::kAllDotIsas) {
+    if (name != quant_internal::DotIsaName(i)) {
+      absl::StrAppend(&names, names.empty() ? "" : ", ", quant_internal::DotIsaName(i));
+      continue;
+    }
+    if (quant_internal::DotRowsKernel(i) == nullptr)
+      return absl::FailedPreconditionError(absl::StrCat("the ", n, " dot kernels are not in this build or this CPU"));
+    quant_internal::g_chosen_isa.store(static_cast<int>(i));
+    if (quant_internal::SelectedDotIsa() != i)
+      return absl::FailedPreconditionError(absl::StrCat("the dot kernels were already chosen (", DotKernelName(),
+                                                        "); ", n, " can no longer be"));
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(absl::StrCat("unknown dot kernels '", n, "' (auto, ", names, ")"));
+}
 
 float DotRow(GgmlType type, const void* row, const float* x, int64_t n) {
   CheckDot(type, n);

@@ -6,6 +6,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <string_view>
 
 #include "common/gguf/ggml_types.h"
 #include "common/util/status.h"
@@ -74,5 +75,9 @@ void HalfToFloatRow(const uint16_t* src, float* dst, int64_t n);
 // process: "avx512vnni", "avx512", "avxvnni", "avx2", "sse2" or "portable". AVX-512 and AVX2 give
 // bit-identical dots; the FMA-less ones differ from them in the last bits.
 const char* DotKernelName();
+// Chooses that build by name for the process instead ("auto": the default
+// choice): before the first dot product. An unknown name, one this CPU or
+// build lacks, or another choice after the kernels were picked is an error.
+absl::Status SetDotKernel(std::string_view name);
 
 }  // namespace specd

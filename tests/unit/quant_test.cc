@@ -828,6 +828,24 @@ TEST(Dot, F16AndBF16DecodeExactlyOnEveryIsa) {
   }
 }
 
+// --cpu-dot-kernels: a name chooses the build once per process; after the
+// first dot product only the one chosen is accepted.
+TEST(Dot, ChoosingTheKernelsByName) {
+  std::vector<float> x(32, 1.0f);
+  std::vector<float> w(32, 2.0f);
+  EXPECT_FLOAT_EQ(DotRow(GgmlType::F32, w.data(), x.data(), 32), 64.0f);  // the kernels are picked by now
+  EXPECT_TRUE(SetDotKernel("auto").ok());
+  EXPECT_TRUE(SetDotKernel(DotKernelName()).ok());
+  const absl::Status bad = SetDotKernel("avx9000");
+  EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.message().find("portable"), std::string::npos) << bad;
+  if (std::string(DotKernelName()) != "portable") {
+    const absl::Status late = SetDotKernel("portable");
+    EXPECT_EQ(late.code(), absl::StatusCode::kFailedPrecondition) << late;
+    EXPECT_NE(late.message().find("already chosen"), std::string::npos) << late;
+  }
+}
+
 TEST(Dot, PublicApiBatchedEqualsDotRow) {
   std::printf("  selected dot kernel: %s\n", DotKernelName());
   for (GgmlType t : kAllTypes) {

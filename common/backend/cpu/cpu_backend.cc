@@ -300,11 +300,8 @@ bool Overlaps(const void* a, size_t an, const void* b, size_t bn) {
 }  // namespace
 
 void CpuBackend::MatMul(const Weight& w, const Weight* bias, const float* x, int n, float* y) {
-  // SPECD_CPU_FLOAT_ACTIVATIONS=all (or a tensor-name substring): keep float
-  // activations for those quantized weights (accuracy A/B; slower).
-  static const char* skip = std::getenv("SPECD_CPU_FLOAT_ACTIVATIONS");
-  const bool float_act =
-      float_activations_ || (skip && (std::string(skip) == "all" || w.name.find(skip) != std::string::npos));
+  const bool float_act = float_activations_ || (!float_pattern_.empty() && (float_pattern_ == "all" ||
+                                                                             w.name.find(float_pattern_) != std::string::npos));
   const size_t xb = sizeof(float) * static_cast<size_t>(n) * static_cast<size_t>(w.ne0);
   const size_t yb = sizeof(float) * static_cast<size_t>(n) * static_cast<size_t>(w.ne1);
   for (const PendingMatMul& m : pending_) {

@@ -52,6 +52,9 @@ class CpuBackend : public Backend {
   // Quantized weights multiply float activations (the exact, slower path)
   // instead of int8-quantized ones. Default off: int8 (see quant.h).
   void set_float_activations(bool on) { float_activations_ = on; }
+  // The same for the weights whose tensor name holds `pattern` ("all": every
+  // one; empty: none beyond set_float_activations): an accuracy A/B.
+  void set_float_activations_for(std::string pattern) { float_pattern_ = std::move(pattern); }
 
  private:
   // Address of the K (or V) row of one KV head at one position of a sequence.
@@ -85,6 +88,7 @@ class CpuBackend : public Backend {
   std::unique_ptr<uint8_t[]> act_q_;  // int8-quantized MatMul inputs (grown on demand)
   size_t act_q_bytes_ = 0;
   bool float_activations_ = false;
+  std::string float_pattern_;
   BackendMemory mem_;
 };
 

@@ -1,5 +1,7 @@
 #include "common/backend/backend.h"
 #include "common/backend/cpu/cpu_backend.h"
+#include "common/quant/quant.h"
+#include "common/util/log.h"
 #if defined(SPECD_HAVE_CUDA)
 #include "common/backend/cuda/cuda_backend.h"
 #endif
@@ -20,7 +22,14 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const BackendOptions& opt
     return absl::InvalidArgumentError(absl::StrCat("--cuda-attn-split takes a multiple of ",
                                                    BackendOptions::kAttnSplitStep, " up to ",
                                                    BackendOptions::kAttnSplitMax, " (0: the default), not ", s));
-  if (opts.name == "cpu") return std::unique_ptr<Backend>(new CpuBackend(opts.threads, opts.cpu_spin_us));
+  if (opts.name == "cpu") {
+    if (absl::Status st = SetDotKernel(opts.cpu_dot_kernels); !st.ok()) return st;
+    auto cpu = std::make_unique<CpuBackend>(opts.threads, opts.cpu_spin_us);
+    cpu->set_float_activations_for(opts.cpu_float_activations);
+    SPECD_LOG(INFO) << "cpu backend" << Kv("threads", cpu->threads()) << Kv("dot_kernels", DotKernelName())
+                    << Kv("float_activations", opts.cpu_float_activations.empty() ? "none" : opts.cpu_float_activations);
+    return std::unique_ptr<Backend>(std::move(cpu));
+  }
   if (opts.name == "cuda") {
 #if defined(SPECD_HAVE_CUDA)
     return CreateCudaBackend(opts);
