@@ -113,13 +113,7 @@ int Bench(const std::vector<std::string>& args) {
     if (!parsed.ok()) return Fail(parsed.status());
     o = *parsed;
   } else {
-    o.backend.name = c.GetString("backend");
-    o.backend.threads = static_cast<int>(c.GetInt("threads"));
-    o.backend.cpu_spin_us = static_cast<int>(c.GetInt("cpu-spin-us"));
-    o.backend.cpu_dot_kernels = c.GetString("cpu-dot-kernels");
-    o.backend.cpu_float_activations = c.GetString("cpu-float-activations");
-    o.backend.device = static_cast<int>(c.GetInt("device"));
-    o.backend.cuda_attn_split = static_cast<int>(c.GetInt("cuda-attn-split"));
+    o.backend = EngineOptions::BackendFromConfig(c);
     auto kv = ParseKvType(c.GetString("kv-type"));
     if (!kv.ok()) return Fail(kv.status());
     o.kv_type = *kv;

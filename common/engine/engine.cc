@@ -73,17 +73,23 @@ absl::StatusOr<EngineOptions::ShareWeights> EngineOptions::ShareWeightsFromConfi
   return absl::InvalidArgumentError(absl::StrCat("--share-weights takes auto or off, not '", v, "'"));
 }
 
+BackendOptions EngineOptions::BackendFromConfig(const Config& c, const std::string& p) {
+  BackendOptions b;
+  b.name = c.GetString(p + "backend");
+  b.threads = static_cast<int>(c.GetInt(p + "threads"));
+  b.cpu_spin_us = static_cast<int>(c.GetInt(p + "cpu-spin-us"));
+  b.cpu_dot_kernels = c.GetString(p + "cpu-dot-kernels");
+  b.cpu_float_activations = c.GetString(p + "cpu-float-activations");
+  b.device = static_cast<int>(c.GetInt(p + "device"));
+  b.cuda_attn_split = static_cast<int>(c.GetInt(p + "cuda-attn-split"));
+  return b;
+}
+
 absl::StatusOr<EngineOptions> EngineOptions::FromConfig(const Config& c, const std::string& p) {
   EngineOptions o;
   o.model_path = c.GetString(p + "model");
-  o.backend.name = c.GetString(p + "backend");
-  o.backend.threads = static_cast<int>(c.GetInt(p + "threads"));
-  o.backend.cpu_spin_us = static_cast<int>(c.GetInt(p + "cpu-spin-us"));
-  o.backend.cpu_dot_kernels = c.GetString(p + "cpu-dot-kernels");
-  o.backend.cpu_float_activations = c.GetString(p + "cpu-float-activations");
-  o.backend.device = static_cast<int>(c.GetInt(p + "device"));
+  o.backend = BackendFromConfig(c, p);
   o.backend.cuda_device_sampling = c.GetBool(p + "cuda-device-sampling");
-  o.backend.cuda_attn_split = static_cast<int>(c.GetInt(p + "cuda-attn-split"));
   o.max_seqs = static_cast<int>(c.GetInt(p + "max-seqs"));
   o.max_seq_len = static_cast<int>(c.GetInt(p + "max-seq-len"));
   o.max_batch_tokens = static_cast<int>(c.GetInt(p + "max-batch-tokens"));

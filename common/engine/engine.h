@@ -69,6 +69,8 @@ struct EngineOptions {
   static void AddShareWeightsFlag(Config* cfg, const std::string& help);
   static absl::StatusOr<ShareWeights> ShareWeightsFromConfig(const Config& cfg, ShareWeights role_auto);
   static absl::StatusOr<EngineOptions> FromConfig(const Config& cfg, const std::string& prefix = "");
+  // The backend's flags among AddFlags' (all but --cuda-device-sampling, which FromConfig adds).
+  static BackendOptions BackendFromConfig(const Config& cfg, const std::string& prefix = "");
 };
 
 struct MemoryLedger {

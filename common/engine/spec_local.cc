@@ -157,12 +157,10 @@ std::vector<absl::StatusOr<Proposal>> LocalDraft::ProposeBatch(const std::vector
     Permute(&job_of, order);
   }
   // A plain step feeds one or two tokens before drafting (the correction or
-  // the last draft and the bonus); more: a member catching up.
+  // the last draft and the bonus: at most one pending besides the input);
+  // more: a member catching up.
   bool caught_up = false;
-  for (const DraftJob& j : reqs) {
-    const SeqState* s = core_.Get(j.seq);
-    caught_up |= static_cast<int64_t>(s->committed.size()) - static_cast<int64_t>(s->fed.size()) > 2;
-  }
+  for (const DraftJob& j : reqs) caught_up |= core_.PrefillPending(j.seq) > 1;
   CoreTimes times;
   std::vector<DraftResult> props = core_.Propose(reqs, &times);
   // The batch every proposal waited for: the sequences that drafted, and the forwards run (its longest member's).
@@ -389,8 +387,7 @@ std::vector<absl::StatusOr<Verdict>> LocalTarget::VerifyBatch(const std::vector<
   bool fed_more = false;  // a member also feeds pending prompt tokens (more than its last committed one)
   for (const VerifyRequest& r : reqs) {
     batch_tokens += static_cast<int>(r.proposals.size()) + 1;
-    const SeqState* s = core_.Get(r.seq);
-    fed_more |= static_cast<int64_t>(s->committed.size()) - static_cast<int64_t>(s->fed.size()) > 1;
+    fed_more |= core_.PrefillPending(r.seq) > 0;
   }
   CoreTimes times;
   std::vector<VerifyResult> res = core_.Verify(reqs, &times);
