@@ -765,6 +765,7 @@ void CheckAttentionOp(const AttnCase& c, int kernel) {
 // float outputs: the same activation bytes; and their floats against a double
 // reference. RMSNorm's counters must be back at zero after each launch.
 void CheckFusedQuant() {
+  Check(cuda::PrepareMiscKernels() == cudaSuccess, "PrepareMiscKernels");
   Rng rng(77);
   for (int dim : {5120, 17408, 2048, 3584, 200, 9000}) {
     // RMSNorm's groups a block (LaunchRmsNorm, H200 at dim 5120): 1 row and 3: one; 30 (six sequences'

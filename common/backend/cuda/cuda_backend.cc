@@ -512,6 +512,7 @@ absl::Status CudaBackend::Init(const BackendOptions& opts) {
                   << Kv("sampling", device_sampling_ ? "device" : "host");
   SPECD_CUDA_RETURN(cuda::PrepareMatvecKernels(), "preparing the matvec kernels");
   SPECD_CUDA_RETURN(cuda::PrepareAttentionKernels(), "preparing the attention kernels");
+  SPECD_CUDA_RETURN(cuda::PrepareMiscKernels(), "preparing the norm kernels");
   SPECD_CUDA_RETURN(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
   SPECD_CUDA_RETURN(cudaEventCreateWithFlags(&meta_ev_, cudaEventDisableTiming), "cudaEventCreate");
   if (cublasCreate(&cublas_) != CUBLAS_STATUS_SUCCESS) return absl::InternalError("cublasCreate failed");

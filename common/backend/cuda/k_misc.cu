@@ -397,6 +397,21 @@ cudaError_t LaunchEmbed(GgmlType type, const void* emb, int64_t ne0, const Batch
   return ok ? LaunchResult() : cudaErrorInvalidValue;
 }
 
+namespace {
+// RmsNormKernel blocks the device runs at once (PrepareMiscKernels).
+int64_t g_norm_resident = 0;
+}  // namespace
+
+cudaError_t PrepareMiscKernels() {
+  int per_sm = 0, sms = GetDeviceInfo().sm_count, dev = 0;
+  cudaError_t e = cudaSuccess;
+  if (sms <= 0 && (e = cudaGetDevice(&dev)) == cudaSuccess)
+    e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+  if (e == cudaSuccess) e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, RmsNormKernel<true>, mmv::kGroup, 0);
+  if (e == cudaSuccess) g_norm_resident = std::max<int64_t>(int64_t{per_sm} * sms, 1);
+  return e;
+}
+
 cudaError_t LaunchRmsNorm(float* x, const float* add, const float* w, float eps, int rows, int dim, float* out,
                           void* xq_v, int* counters, cudaStream_t s) {
   if (rows <= 0) return cudaSuccess;
@@ -404,16 +419,7 @@ cudaError_t LaunchRmsNorm(float* x, const float* add, const float* w, float eps,
   uint8_t* xq = static_cast<uint8_t*>(xq_v);
   // A block per group while that fits in one wave; past it as few groups a
   // block as keep it in one (each block reads its whole row for the sum).
-  // Host queries only: safe while a graph is being captured.
-  static const int64_t resident = [] {
-    int per_sm = 0, sms = GetDeviceInfo().sm_count, dev = 0;
-    if (sms <= 0 && cudaGetDevice(&dev) == cudaSuccess) cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, RmsNormKernel<true>, mmv::kGroup, 0) != cudaSuccess) {
-      cudaGetLastError();  // (cleared: not this launch's error)
-      per_sm = 1;
-    }
-    return std::max<int64_t>(int64_t{per_sm} * sms, 1);
-  }();
+  const int64_t resident = g_norm_resident > 0 ? g_norm_resident : std::max(GetDeviceInfo().sm_count, 1);
   const int64_t groups = mmv::Groups(dim);
   const int gpb = static_cast<int>(std::clamp<int64_t>(CeilDiv(int64_t{rows} * groups, resident), 1, groups));
   const dim3 grid(static_cast<unsigned>(rows * ((groups + gpb - 1) / gpb)));

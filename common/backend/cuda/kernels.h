@@ -172,9 +172,11 @@ cudaError_t LaunchRandomFill(GgmlType type, void* dst, int64_t ne0, int64_t row0
                              float sigma, float mean, cudaStream_t s);
 
 // Raises the dynamic shared-memory limits of the kernels that need more than
-// 48 KB; called once at backend creation (never during graph capture).
+// 48 KB and reads the occupancies the launch plans use; called once at
+// backend creation (never during graph capture).
 cudaError_t PrepareMatvecKernels();
 cudaError_t PrepareAttentionKernels();
+cudaError_t PrepareMiscKernels();
 
 // ---- speculative sampling (k_sample.cu) and acceptance (k_accept.cu) ----
 // What Backend::Sample and Backend::Accept record: plain structs written into
