@@ -161,7 +161,13 @@ SpecResult RunSpeculative(const SpecRequest& req, const Tokenizer& tok, Verifier
     return r;
   }
   const int32_t seq = req.seq;
-  absl::Status st = target.Open(seq, req.prompt, req.sampling, req.deadline);
+  SpecCosts own_costs;
+  SpecCosts* costs = req.costs ? req.costs : &own_costs;
+  absl::Status st;
+  {
+    const SpecCosts::Prefill prefill(costs);
+    st = target.Open(seq, req.prompt, req.sampling, req.deadline);
+  }
   r.stats.prefill_seconds = elapsed();
   if (!st.ok()) {
     target.Release(seq);  // a timed-out Open may still have happened there
@@ -172,8 +178,6 @@ SpecResult RunSpeculative(const SpecRequest& req, const Tokenizer& tok, Verifier
   }
 
   std::vector<int32_t> committed = req.prompt;
-  SpecCosts own_costs;
-  SpecCosts* costs = req.costs ? req.costs : &own_costs;
   SpecPolicy policy(req.policy, costs, req.prior);
   auto since = [](SteadyTime t) { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count(); };
   DraftState ds;
@@ -204,6 +208,8 @@ SpecResult RunSpeculative(const SpecRequest& req, const Tokenizer& tok, Verifier
   std::optional<StepGate::Member> gate(std::in_place, req.gate);
   while (true) {
     const SteadyTime ts = std::chrono::steady_clock::now();
+    // A step that ran beside another request's prefill teaches no costs (SpecCosts::Prefill).
+    int64_t quiet_mark = costs->QuietMark();
     // Never propose past max_tokens or the target's context.
     const int remaining = req.max_tokens - static_cast<int>(r.tokens.size());
     const int64_t room = req.max_context > 0 ? req.max_context - static_cast<int64_t>(committed.size()) - 1
@@ -248,7 +254,11 @@ SpecResult RunSpeculative(const SpecRequest& req, const Tokenizer& tok, Verifier
         // The draft's prefill of the committed tokens: not a cost of this
         // step, nor one the other requests wait for (Step::kAlone).
         const SteadyTime to = std::chrono::steady_clock::now();
-        st = draft->Open(seq, committed, req.sampling, req.deadline);
+        {
+          const SpecCosts::Prefill prefill(costs);
+          st = draft->Open(seq, committed, req.sampling, req.deadline);
+        }
+        quiet_mark = costs->QuietMark();  // (this step's own prefill ran before its forwards)
         draft_open = since(to);
         ds.ever_opened = true;
         if (st.ok()) {
@@ -292,7 +302,7 @@ SpecResult RunSpeculative(const SpecRequest& req, const Tokenizer& tok, Verifier
           // (A cold proposal's time stands in for its cell only until a warm one is known: SpecCosts.)
           const double secs = prop.figures.forward_seconds;
           const DraftCell cell = DraftCostCell(prop.figures);
-          const bool warm = !prop.figures.cold && cell.plain;
+          const bool warm = !prop.figures.cold && cell.plain && costs->QuietSince(quiet_mark);
           if (forwards == 0) {
             // nothing to learn about the draft's forward costs
           } else if (ds.proposed_last || fresh.empty()) {
@@ -433,8 +443,10 @@ SpecResult RunSpeculative(const SpecRequest& req, const Tokenizer& tok, Verifier
       split(verify_call, vf.call_seconds, vf.worker_seconds);
       if (use_draft) split(draft_call, prop.figures.call_seconds, prop.figures.worker_seconds);
     }
+    const bool quiet = costs->QuietSince(quiet_mark);
     costs->ObserveVerify(VerifyCostCell(vf, ev.proposed),
-                         measured ? vf.forward_seconds + vf.accept_seconds : verify_call, !vf.cold && !vf.batch_mixed);
+                         measured ? vf.forward_seconds + vf.accept_seconds : verify_call,
+                         !vf.cold && !vf.batch_mixed && quiet);
     policy.set_batch(vf.batch_seqs);
     r.stats.verify_seconds += verify_call;
     ++r.stats.steps;
@@ -491,9 +503,10 @@ SpecResult RunSpeculative(const SpecRequest& req, const Tokenizer& tok, Verifier
     // session 20). Nor does a forward that also fed a member's pending
     // prompt, nor a target-only step in a forward with others' drafts (its
     // calls go apart from the cohort's pipelined ones: 1.7 ms against 0.4 ms
-    // a step of a cohort verifying without drafts).
+    // a step of a cohort verifying without drafts), nor a step that ran
+    // beside another request's prefill (queued behind it: 3-7 ms against 0.5).
     const bool with_drafts = vf.batch_seqs > 1 && vf.batch_tokens > vf.batch_seqs;
-    if (measured && !vf.batch_mixed && (use_draft || !with_drafts))
+    if (measured && quiet && !vf.batch_mixed && (use_draft || !with_drafts))
       costs->ObserveOverhead(use_draft, ev.time.overhead() - ev.time.gate);
     r.stats.time.Add(ev.time);
     if (use_draft) r.stats.spec_time.Add(ev.time);

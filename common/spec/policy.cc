@@ -155,6 +155,13 @@ CostTable SpecCosts::Table(int n, int members) const {
   // drafts) takes the other's: a step's overhead is mostly its calls.
   t.overhead_target = overhead_[overhead_[0].n > 0 ? 0 : 1].mean;
   t.overhead_draft = overhead_[overhead_[1].n > 0 ? 1 : 0].mean;
+  // A target-only step makes a subset of a drafting step's calls, so its
+  // overhead is at most the drafting one's: more was learned under other
+  // load and, while the steps draft, is never measured again (six CPU
+  // streams priced it at 2.2 ms from their first steps, against 0.6 in
+  // target-only steps and 1.0-1.9 drafting, and drafted at 0.7x of
+  // target-only: round 21).
+  t.overhead_target = std::min(t.overhead_target, t.overhead_draft);
   const std::vector<Pt> r = Points(resume_);
   if (!r.empty()) {
     const Line l = FitLine(r);
@@ -176,6 +183,27 @@ double CostTable::At(const std::vector<double>& v, double x) {
   if (i + 1 >= v.size()) return v.back();
   const double f = x - static_cast<double>(i);
   return v[i] + f * (v[i + 1] - v[i]);
+}
+
+SpecCosts::Prefill::Prefill(SpecCosts* costs) : costs_(costs) {
+  if (!costs_) return;
+  costs_->prefills_.fetch_add(1);
+  costs_->prefill_epoch_.fetch_add(1);
+}
+
+SpecCosts::Prefill::~Prefill() {
+  if (!costs_) return;
+  costs_->prefills_.fetch_sub(1);
+  costs_->prefill_epoch_.fetch_add(1);
+}
+
+// A prefill that overlaps the interval from the mark to the check either runs
+// at the mark (-1), runs at the check, or started or ended between them (the
+// epoch moved).
+int64_t SpecCosts::QuietMark() const { return prefills_.load() > 0 ? -1 : prefill_epoch_.load(); }
+
+bool SpecCosts::QuietSince(int64_t mark) const {
+  return mark >= 0 && prefills_.load() == 0 && prefill_epoch_.load() == mark;
 }
 
 int64_t SpecCosts::VerifyCount(int drafted) const {
@@ -326,6 +354,17 @@ void AcceptancePrior::Observe(int k, int drafted, int accepted) {
   std::lock_guard<std::mutex> l(mu_);
   est_.Observe(k, drafted, accepted, ewma_);
   ++steps_;
+  target_only_ = 0;
+}
+
+void AcceptancePrior::ObserveTargetOnly() {
+  std::lock_guard<std::mutex> l(mu_);
+  ++target_only_;
+}
+
+int64_t AcceptancePrior::TargetOnlySinceDraft() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return target_only_;
 }
 
 PositionEstimates AcceptancePrior::Snapshot() const {
@@ -343,6 +382,7 @@ void AcceptancePrior::Reset() {
   est_ = PositionEstimates(est_.size());
   conf_ = ConfidenceBins{};
   steps_ = 0;
+  target_only_ = 0;
 }
 
 std::string AcceptancePrior::ToString() const {
@@ -557,7 +597,12 @@ bool SpecPolicy::CouldPay(const CostTable& t, int kmax) {
 }
 
 int SpecPolicy::Next(int k, int limit) {
-  if (observed_ > 0 && !observed_last_) ++behind_;
+  // (A request the draft never proposed for is behind by every step: its
+  // draft first prefills them.)
+  if (nexts_++ > 0 && !observed_last_) {
+    ++behind_;
+    if (prior_ && o_.adaptive) prior_->ObserveTargetOnly();
+  }
   observed_last_ = false;
   if (k <= 0 || limit <= 0) return 0;
   if (!o_.adaptive) return std::min(k, limit);
@@ -609,8 +654,18 @@ int SpecPolicy::Next(int k, int limit) {
   // costs say drafting cannot pay, probe (rarely) so that stale costs get
   // measured again.
   ++idle_;
+  // In a shared batch the members probe together, once none of them has
+  // run the draft for as many of the batch's steps as one stream would wait
+  // (the prior's count, which every member reads alike): a member probing
+  // alone holds the others for its proposal, and each member had probed on
+  // its own count, a new request within its first 8 steps, catching its
+  // draft up on them (round 21).
+  const int members = std::max(batch_members_, 1);
+  auto idle_for = [&](int steps) {
+    return shared ? prior_->TargetOnlySinceDraft() >= int64_t{steps} * members : idle_ >= steps;
+  };
   if (!could_pay) {
-    if (idle_ < 4 * o_.probe_max) return 0;
+    if (!idle_for(4 * o_.probe_max)) return 0;
     idle_ = 0;
     return 1;
   }
@@ -624,7 +679,10 @@ int SpecPolicy::Next(int k, int limit) {
   const double loss =
       ExpectedTokens(probe) / probe_rate / t0 - ExpectedTokens(probe) + t.Resume(behind_ + 1) / t0;
   const int wait = std::clamp(std::max(probe_wait_, static_cast<int>(loss / 0.03)), o_.probe_after, o_.probe_max);
-  if (idle_ < wait) return 0;
+  // (The batch's wait is not capped at probe_max: its probe catches every
+  // member's draft up, and the cap made six CPU streams probe every 128
+  // steps, each probe prefilling ~150 tokens a member: 12-17% of their time.)
+  if (!idle_for(shared ? std::clamp(static_cast<int>(loss / 0.01), o_.probe_after, 4 * o_.probe_max) : wait)) return 0;
   idle_ = 0;
   probe_wait_ = std::clamp(2 * probe_wait_, o_.probe_after, o_.probe_max);  // doubles while probes lose
   return probe;

@@ -48,6 +48,7 @@
 #pragma once
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <mutex>
 #include <optional>
@@ -140,6 +141,27 @@ class SpecCosts {
   // Ignore further observations (benchmarks: costs calibrated once, so that
   // the policy's choices depend only on the text).
   void Freeze();
+
+  // A prefill (a request's target or draft Open) running beside the steps of
+  // the requests that share this table, from construction to destruction: a
+  // forward timed meanwhile shared the device (or the CPU cores) with it, so
+  // it is not what its length costs, and the loop counts it as cold (six CPU
+  // streams learned target-only steps at 2-3x their cost while new requests
+  // prefilled, then drafted at 0.7x of target-only: round 21).
+  class Prefill {
+   public:
+    explicit Prefill(SpecCosts* costs);
+    ~Prefill();
+    Prefill(const Prefill&) = delete;
+    Prefill& operator=(const Prefill&) = delete;
+
+   private:
+    SpecCosts* costs_;
+  };
+  // A mark taken as a step starts (-1 while a prefill runs), and whether no
+  // prefill ran since it was taken.
+  int64_t QuietMark() const;
+  bool QuietSince(int64_t mark) const;
   // "verify[0]=1.2ms verify[4]=1.9ms draft[4]=0.4ms draft[6x4]=1.1ms ... overhead[1]=0.1ms" (cells that
   // count; draft[m x f]: f forwards of m sequences; overhead[0]: target-only steps, overhead[1]: drafting).
   std::string ToString() const;
@@ -179,6 +201,8 @@ class SpecCosts {
   std::vector<std::vector<Cell>> draft_ =
       std::vector<std::vector<Cell>>(kMaxMembers + 1, std::vector<Cell>(kMaxLen + 1));
   bool frozen_ = false;
+  std::atomic<int> prefills_{0};           // running now
+  std::atomic<int64_t> prefill_epoch_{0};  // prefill starts and ends so far
 };
 
 // Per draft position i (1-based): pi_i, the draft went on to position i, and
@@ -229,6 +253,11 @@ class AcceptancePrior {
   PositionEstimates Snapshot() const;
   ConfidenceBins Confidence() const;
   int64_t steps() const;  // observed speculative steps
+  // A target-only step of a request sharing the prior; the count since the
+  // last speculative step of any of them (how long the pair's draft has not
+  // been run: the shared batch's probes follow it).
+  void ObserveTargetOnly();
+  int64_t TargetOnlySinceDraft() const;
   void Reset();           // a new draft: its acceptance is not the old one's
   // "steps=562 alpha[1]=0.81 alpha[2]=0.70 ... pi[2]=0.95 ... conf[0.9]=0.97/120 ..."
   // (observed positions; confidence bins as acceptance/observations).
@@ -244,6 +273,7 @@ class AcceptancePrior {
   PositionEstimates est_;
   ConfidenceBins conf_;
   int64_t steps_ = 0;
+  int64_t target_only_ = 0;  // since the last Observe
 };
 
 // The confidence threshold adaptive mode uses until it has learned one: none.
@@ -341,6 +371,7 @@ class SpecPolicy {
   bool informed_ = false;
   int idle_ = 0;        // target-only steps since the last probe
   int behind_ = 0;      // target-only steps since the draft last proposed (tokens it must catch up on)
+  int64_t nexts_ = 0;   // Next calls
   bool observed_last_ = false;  // the step before this Next used the draft
   int probe_wait_ = 0;
   int64_t steps_ = 0;   // Next calls while no target-only step is measured

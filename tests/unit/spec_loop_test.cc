@@ -892,6 +892,34 @@ TEST_F(SpecLoopTest, ColdForwardsDoNotFeedTheCostCells) {
   EXPECT_NE(unreported.costs, warm.costs);
 }
 
+// A step that ran beside another request's prefill (a SpecCosts::Prefill
+// held here as the loop holds one around each open) teaches no costs: its
+// forwards shared the device or the CPU with that prefill. The same slow
+// forwards with nothing beside them are learned.
+TEST_F(SpecLoopTest, StepsBesideAPrefillDoNotFeedTheCostCells) {
+  const std::vector<int32_t> prompt = tok().Encode("def main():\n    return 0", true, false);
+  const std::vector<int32_t> ref = ReferenceGreedy(prompt, 40);
+  SpecCosts costs;
+  auto run = [&](bool slow, int32_t seq) {
+    ColdShapes shapes{slow, false, {}};  // slow: every third call of a length 5x, not said to be cold
+    PricedTarget target(target_.get(), &shapes);
+    PricedDraft draft(draft_.get(), &shapes);
+    const SpecResult r = RunSpeculative(AdaptiveRequest(seq, prompt, 40, &costs), tok(), target, &draft, nullptr);
+    EXPECT_TRUE(r.status.ok()) << r.status;
+    EXPECT_EQ(r.tokens, ref);
+    EXPECT_GT(r.stats.steps, 4);
+  };
+  run(false, 40);
+  const std::string learned = costs.ToString();
+  {
+    const SpecCosts::Prefill beside(&costs);
+    run(true, 41);
+  }
+  EXPECT_EQ(costs.ToString(), learned);
+  run(true, 42);
+  EXPECT_NE(costs.ToString(), learned);
+}
+
 // The cells' keying rule: alone (or not reported), a call's own length; shared, the batch's tokens (a
 // verify) or forwards (a proposal).
 TEST(CostCells, AloneOwnLengthSharedTheBatchs) {

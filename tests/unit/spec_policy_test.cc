@@ -156,6 +156,47 @@ TEST(SpecCosts, AnUnmeasuredOverheadReadsAsTheOthers) {
   EXPECT_DOUBLE_EQ(c.Table(4).overhead_draft, 0.002);
 }
 
+// A target-only step makes a subset of a drafting step's calls: an overhead
+// learned above the drafting one's (under other load, e.g. the first steps,
+// and never measured again while the steps draft) reads as the drafting one's.
+TEST(SpecCosts, TargetOnlyOverheadIsAtMostTheDraftingOnes) {
+  SpecCosts c;
+  c.ObserveVerify(0, 0.010);
+  c.ObserveDraft(1, 0.001);
+  c.ObserveOverhead(false, 0.0022);
+  c.ObserveOverhead(true, 0.0010);
+  EXPECT_DOUBLE_EQ(c.Table(4).overhead_target, 0.0010);
+  EXPECT_DOUBLE_EQ(c.Table(4).overhead_draft, 0.0010);
+  EXPECT_DOUBLE_EQ(c.Table(4).TargetOnly(), 0.010 + 0.0010);
+}
+
+// Prefills running beside the steps (SpecCosts::Prefill): a step whose
+// interval overlapped one, in any way, is not quiet.
+TEST(SpecCosts, AStepBesideAPrefillIsNotQuiet) {
+  SpecCosts c;
+  const int64_t before = c.QuietMark();
+  ASSERT_GE(before, 0);
+  EXPECT_TRUE(c.QuietSince(before));
+  int64_t during = 0;
+  {
+    const SpecCosts::Prefill p(&c);
+    EXPECT_FALSE(c.QuietSince(before));  // started since the mark
+    during = c.QuietMark();
+    EXPECT_EQ(during, -1);  // a step starting now runs beside it
+  }
+  EXPECT_FALSE(c.QuietSince(before));  // started and ended since the mark
+  EXPECT_FALSE(c.QuietSince(during));
+  const int64_t after = c.QuietMark();
+  EXPECT_TRUE(c.QuietSince(after));
+  {
+    const SpecCosts::Prefill a(&c), b(&c);
+  }
+  EXPECT_FALSE(c.QuietSince(after));
+  EXPECT_TRUE(c.QuietSince(c.QuietMark()));
+  const SpecCosts::Prefill none(nullptr);  // no table: nothing to tell
+  EXPECT_TRUE(c.QuietSince(c.QuietMark()));
+}
+
 TEST(SpecCosts, LoadsWhatToStringWrites) {
   SpecCosts a;
   a.ObserveVerify(0, 0.000299);
@@ -756,6 +797,11 @@ struct Lockstep {
   // The loop's rule for a proposal whose members ran different lengths:
   // true: it counts as cold (DraftCell::plain); false: as warm (round 19).
   bool plain_rule = true;
+  // A position is accepted with this probability.
+  double accept = 0.9;
+  // A member's proposal after target-only steps first catches the draft up
+  // on their tokens, this long a token (the draft's prefill).
+  double catch_up_ms = 0;
 };
 
 LockstepRun RunLockstep(const Lockstep& ls) {
@@ -770,6 +816,7 @@ LockstepRun RunLockstep(const Lockstep& ls) {
   struct Stream {
     std::unique_ptr<SpecPolicy> policy;
     int left = 0, done = 0, asked = -1, resting = 0;
+    int behind = 0;  // tokens since the member's last proposal (the draft's catch-up)
     std::mt19937 rng;
   };
   std::array<Stream, kStreams> streams;
@@ -824,7 +871,9 @@ LockstepRun RunLockstep(const Lockstep& ls) {
       for (const Stream& s : streams) held += s.asked >= j ? 1 : 0;
       draft_ms += ls.member_draft ? 0.7 + 0.125 * held : 1.7;
     }
-    const double draft_s = 1e-3 * draft_ms * draft_x,
+    double catch_up_ms = 0;
+    for (const Stream& s : streams) catch_up_ms += s.asked > 0 ? ls.catch_up_ms * s.behind : 0.0;
+    const double draft_s = 1e-3 * (draft_ms * draft_x + catch_up_ms),
                  verify_s = (gaps ? tiers : 0.0049 + 0.00066 * scored) * verify_x;
     const bool draft_warm = cold != ColdShapes::kReported || !draft_cold;
     const bool verify_warm = cold != ColdShapes::kReported || !verify_cold;
@@ -838,7 +887,7 @@ LockstepRun RunLockstep(const Lockstep& ls) {
       costs.ObserveVerify(batch_aware ? VerifyCostCell(vf, s.asked) : s.asked, verify_s, verify_warm);
       if (batch_aware) s.policy->set_batch(members);
       int acc = 0;
-      while (acc < s.asked && u(s.rng) < 0.9) ++acc;
+      while (acc < s.asked && u(s.rng) < ls.accept) ++acc;
       if (s.asked > 0) {
         ProposeFigures pf;
         pf.forwards = s.asked;
@@ -851,16 +900,20 @@ LockstepRun RunLockstep(const Lockstep& ls) {
         } else {
           costs.ObserveDraft(s.asked, draft_s, draft_warm);
         }
+        if (s.behind > 0) costs.ObserveResume(s.behind, 1e-3 * ls.catch_up_ms * s.behind);
+        s.behind = 0;
         s.policy->Observe(s.asked, s.asked, acc);
       }
       asked += s.asked;
       ++member_steps;
       const int appended = std::min(acc + 1, s.left);
+      if (s.asked == 0) s.behind += appended;
       tokens += appended;
       s.left -= appended;
       if (s.left == 0 && ++s.done < kRequests) {  // the stream's next request
         s.policy = std::make_unique<SpecPolicy>(o, &costs, &prior);
         s.left = kTokens;
+        s.behind = 0;  // (the draft's prefill of a request's prompt is not a step's)
         if (gaps) s.resting = 5 + 9 * static_cast<int>(&s - streams.data());
       }
     }
@@ -998,6 +1051,29 @@ TEST(SpecPolicy, InLockstepExplorationsDoNotMakeTheNextLengthLookCheap) {
   EXPECT_LT(cheapest, 0.95) << why;  // the mixed rule's cells: some length looks cheap
   EXPECT_GE(plain.tokens_per_second, 0.97 * best) << why;
   EXPECT_NEAR(plain.mean_k, best_k, 1.0) << why;
+}
+
+// A pair whose drafts do not pay at six streams (accepted 50% a position:
+// target-only is the best fixed k). Adaptive verifies target-only and probes
+// the draft now and then; a probe by one member holds the whole batch, so the
+// members probe members x less often each, as one stream would.
+TEST(SpecPolicy, InLockstepWhereDraftsDoNotPayTheBatchProbesAsOneStream) {
+  double best = 0;
+  int best_k = -1;
+  std::string fixed;
+  for (int k = 0; k <= 8; ++k) {
+    const double tps = RunLockstep({.k = k, .accept = 0.5, .catch_up_ms = 0.1}).tokens_per_second;
+    fixed += absl::StrFormat(" k%d=%.1f", k, tps);
+    if (tps > best) {
+      best = tps;
+      best_k = k;
+    }
+  }
+  const LockstepRun a = RunLockstep({.adaptive = true, .accept = 0.5, .catch_up_ms = 0.1});
+  const std::string why = absl::StrFormat("adaptive %.1f tok/s, mean k %.3f; best fixed k %d; fixed%s; %s",
+                                          a.tokens_per_second, a.mean_k, best_k, fixed, a.costs);
+  EXPECT_EQ(best_k, 0) << why;
+  EXPECT_GE(a.tokens_per_second, 0.97 * best) << why;
 }
 
 }  // namespace
