@@ -15,7 +15,8 @@
 #                              --profile-step; KV q8_0, or f16 as specd bench), summed per kernel; the
 #                              CSV into $O/ncu_sSEQStTOKENS[KV].csv.xz
 #   gpu_checks FLAG...         gpu_check with each flag in turn (--no-matmul, --spec, ...): rc and the
-#                              SUMMARY/FAIL lines, the log into $O/check_FLAG.log.xz
+#                              SUMMARY/FAIL lines, the log into $O/check_FLAG.log.xz; GPU_CHECK=gpu_check.V
+#                              runs that build instead (log $O/check_V_FLAG.log.xz)
 #   ncu_full TAG REGEX SKIP COUNT ARGS...  ncu --set full of the kernels matching REGEX (after SKIP
 #                              launches, COUNT of them) in `gpu_check --profile-step ARGS`: the headline
 #                              metrics, $O/TAG_details.txt.xz and the SASS source counters $O/TAG_sass.csv.xz
@@ -76,13 +77,16 @@ ncu_step() {
   xz -9 "$O/ncu_$tag.csv"
 }
 gpu_checks() {
-  local f
+  local f b=${GPU_CHECK:-gpu_check} v log
+  v=${b#gpu_check}
+  v=${v#.}
   for f in "$@"; do
-    stamp "gpu_check $f"
-    timeout 150 "$C/bin/gpu_check" "$f" > "$O/check_${f#--}.log" 2>&1
+    stamp "$b $f"
+    log="$O/check_${v:+${v}_}${f#--}.log"
+    timeout 150 "$C/bin/$b" "$f" > "$log" 2>&1
     echo "rc=$?"
-    grep -E "^FAIL|SUMMARY" "$O/check_${f#--}.log" | head -20
-    xz -9 "$O/check_${f#--}.log"
+    grep -E "^FAIL|SUMMARY" "$log" | head -20
+    xz -9 "$log"
   done
 }
 ncu_full() {

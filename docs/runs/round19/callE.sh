@@ -14,11 +14,7 @@ set -u
 device_setup
 tar -xJf .devpackY/y.tar.xz
 make_pair "$M6" & mkpid=$!
-for v in r2c1 r2c2; do
-  stamp "gpu_check.$v --matmul-only"
-  timeout 150 "$C/bin/gpu_check.$v" --matmul-only > "$O/check_$v.log" 2>&1; echo "rc=$?"
-  grep -E "^FAIL|SUMMARY" "$O/check_$v.log" | head; xz -9 "$O/check_$v.log"
-done
+for v in r2c1 r2c2; do GPU_CHECK=gpu_check.$v gpu_checks --matmul-only; done
 wait $mkpid
 bench_multi 2 specd specd.r2c1 specd.r2c2
 stamp done
