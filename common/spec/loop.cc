@@ -258,9 +258,16 @@ SpecResult RunSpeculative(const SpecRequest& req, const Tokenizer& tok, Verifier
           const SpecCosts::Prefill prefill(costs);
           st = draft->Open(seq, committed, req.sampling, req.deadline);
         }
-        quiet_mark = costs->QuietMark();  // (this step's own prefill ran before its forwards)
         draft_open = since(to);
         ds.ever_opened = true;
+        if (st.ok()) {
+          // The open prefilled what a resume catches up on: the policy's
+          // price of drafting again after target-only steps (a resume cell
+          // holds up to kMaxLen tokens; a longer open counts pro rata).
+          const int n = static_cast<int>(committed.size()), cell = std::min(n, SpecCosts::kMaxLen);
+          costs->ObserveResume(cell, draft_open * cell / std::max(n, 1), costs->QuietSince(quiet_mark, 1));
+        }
+        quiet_mark = costs->QuietMark();  // (this step's own prefill ran before its forwards)
         if (st.ok()) {
           ds.open = true;
           ds.last = ExchangeRef{};
@@ -312,7 +319,9 @@ SpecResult RunSpeculative(const SpecRequest& req, const Tokenizer& tok, Verifier
             // a cost of resuming, not of drafting.
             caught_up = static_cast<int>(fresh.size());
             const std::optional<double> normal = costs->Draft(cell.forwards, cell.members);
-            if (normal) costs->ObserveResume(caught_up, secs - *normal, warm);
+            // (Not plain by its catch-up alone: what a resume costs.)
+            if (normal)
+              costs->ObserveResume(caught_up, secs - *normal, !prop.figures.cold && costs->QuietSince(quiet_mark));
           }
           r.stats.draft_seconds += draft_call;
         } else {

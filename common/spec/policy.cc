@@ -202,8 +202,8 @@ SpecCosts::Prefill::~Prefill() {
 // epoch moved).
 int64_t SpecCosts::QuietMark() const { return prefills_.load() > 0 ? -1 : prefill_epoch_.load(); }
 
-bool SpecCosts::QuietSince(int64_t mark) const {
-  return mark >= 0 && prefills_.load() == 0 && prefill_epoch_.load() == mark;
+bool SpecCosts::QuietSince(int64_t mark, int own) const {
+  return mark >= 0 && prefills_.load() == 0 && prefill_epoch_.load() == mark + 2 * own;
 }
 
 int64_t SpecCosts::VerifyCount(int drafted) const {
@@ -627,8 +627,10 @@ int SpecPolicy::Next(int k, int limit) {
   if (!informed_ && observed_ < o_.warmup_steps && could_pay) return std::min(k, kmax);
   // Resuming after target-only steps first costs the draft's catch-up:
   // charged to the decision, spread over the steps a resume is expected to
-  // draft, it keeps the policy from flipping at break-even.
-  const double resume = t.Resume(behind_) / o_.resume_horizon;
+  // draft (no more than the request has left), it keeps the policy from
+  // flipping at break-even.
+  const double steps_left = std::max(1.0, limit / std::max(ExpectedTokens(kmax), 1.0));
+  const double resume = t.Resume(behind_) / std::min<double>(o_.resume_horizon, steps_left);
   auto [best, best_rate] = BestDrafting(t, kmax, resume);
   // While drafting, stop only when target-only is clearly faster: near
   // break-even the estimates' noise would otherwise decide.

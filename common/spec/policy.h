@@ -159,9 +159,9 @@ class SpecCosts {
     SpecCosts* costs_;
   };
   // A mark taken as a step starts (-1 while a prefill runs), and whether no
-  // prefill ran since it was taken.
+  // prefill ran since it was taken (but `own` of the caller's, which ended).
   int64_t QuietMark() const;
-  bool QuietSince(int64_t mark) const;
+  bool QuietSince(int64_t mark, int own = 0) const;
   // "verify[0]=1.2ms verify[4]=1.9ms draft[4]=0.4ms draft[6x4]=1.1ms ... overhead[1]=0.1ms" (cells that
   // count; draft[m x f]: f forwards of m sequences; overhead[0]: target-only steps, overhead[1]: drafting).
   std::string ToString() const;

@@ -5,6 +5,7 @@
 #include <future>
 #include <cmath>
 #include <map>
+#include <regex>
 #include <random>
 #include <thread>
 
@@ -880,7 +881,9 @@ TEST_F(SpecLoopTest, ColdForwardsDoNotFeedTheCostCells) {
     if (cold) {
       EXPECT_GT(cold_calls, 3);
     }
-    out.costs = costs.ToString();
+    // (Without the resume cells: the draft's open, which a resume is priced
+    // from, is timed on the clock, not priced by the shapes.)
+    out.costs = std::regex_replace(costs.ToString(), std::regex(R"(resume\[\d+\]=[0-9.]+ms ?)"), "");
     out.verify4 = costs.Verify(4).value_or(0);
     return out;
   };
