@@ -220,7 +220,13 @@ class DirLock {
     }
   }
   ~DirLock() {
-    if (fd_ >= 0) close(fd_);  // releases the lock
+    if (fd_ < 0) return;
+    // Unlocked explicitly: closing alone leaves the lock held while a process
+    // forked meanwhile keeps the inherited descriptor open (O_CLOEXEC acts on
+    // exec only), and every other List() then waits for that process to exit
+    // (memory_test's forked children held it for 10 s under load).
+    flock(fd_, LOCK_UN);
+    close(fd_);
   }
   const absl::Status& status() const { return st_; }
 

@@ -13,7 +13,9 @@
 #include <chrono>
 #include <cstring>
 #include <fstream>
+#include <future>
 #include <map>
+#include <memory>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -231,6 +233,31 @@ TEST(DeviceRegistry, EntriesOfGoneProcessesAreIgnoredAndRemoved) {
       << "a dead process's entry is removed";
   EXPECT_NE(access(absl::StrCat((*reg)->dir(), "/", reused.pid, "-0.entry").c_str(), F_OK), 0)
       << "an entry of a reused pid is removed";
+}
+
+// A process forked while another thread holds the registry's lock (a
+// worker that forks a helper) must not keep the lock: with the lock released
+// only by closing its descriptor, the child's inherited copy held it until the
+// child exited, and every List() waited (ExporterWatch's test, 10 s under load).
+TEST(DeviceRegistry, AProcessForkedWhileTheLockIsHeldDoesNotKeepIt) {
+  TempDir dir;
+  auto reg = DeviceRegistry::Open(dir.path(), "GPU-x");
+  ASSERT_TRUE(reg.ok());
+  std::atomic<bool> stop{false};
+  auto lister = std::async(std::launch::async, [&] {
+    while (!stop.load()) (void)(*reg)->List();
+  });
+  std::vector<std::unique_ptr<Child>> children;
+  for (int i = 0; i < 40; ++i) children.push_back(std::make_unique<Child>());
+  stop.store(true);
+  const auto ready = [](auto& f) { return f.wait_for(std::chrono::seconds(5)) == std::future_status::ready; };
+  const bool lister_done = ready(lister);
+  auto listed = std::async(std::launch::async, [&] { return (*reg)->List().ok(); });
+  const bool listed_done = ready(listed);
+  children.clear();  // (kills them: a List stuck behind an inherited lock then returns)
+  lister.get();
+  EXPECT_TRUE(listed.get());
+  EXPECT_TRUE(lister_done && listed_done) << "List() waited for the forked children";
 }
 
 TEST(DeviceRegistry, TwoEnginesStartingAtOnceCannotBothTakeTheLastBytes) {
