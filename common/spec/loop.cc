@@ -260,15 +260,14 @@ SpecResult RunSpeculative(const SpecRequest& req, const Tokenizer& tok, Verifier
         }
         draft_open = since(to);
         ds.ever_opened = true;
+        const bool open_quiet = costs->QuietSince(quiet_mark, 1);
+        quiet_mark = costs->QuietMark();  // (this step's own prefill ran before its forwards)
         if (st.ok()) {
           // The open prefilled what a resume catches up on: the policy's
           // price of drafting again after target-only steps (a resume cell
           // holds up to kMaxLen tokens; a longer open counts pro rata).
           const int n = static_cast<int>(committed.size()), cell = std::min(n, SpecCosts::kMaxLen);
-          costs->ObserveResume(cell, draft_open * cell / std::max(n, 1), costs->QuietSince(quiet_mark, 1));
-        }
-        quiet_mark = costs->QuietMark();  // (this step's own prefill ran before its forwards)
-        if (st.ok()) {
+          costs->ObserveResume(cell, draft_open * cell / std::max(n, 1), open_quiet);
           ds.open = true;
           ds.last = ExchangeRef{};
           ds.synced = static_cast<int64_t>(committed.size());
@@ -309,7 +308,9 @@ SpecResult RunSpeculative(const SpecRequest& req, const Tokenizer& tok, Verifier
           // (A cold proposal's time stands in for its cell only until a warm one is known: SpecCosts.)
           const double secs = prop.figures.forward_seconds;
           const DraftCell cell = DraftCostCell(prop.figures);
-          const bool warm = !prop.figures.cold && cell.plain && costs->QuietSince(quiet_mark);
+          // (A catch-up is not plain by its catch-up alone: its resume counts without `plain`.)
+          const bool warm_call = !prop.figures.cold && costs->QuietSince(quiet_mark);
+          const bool warm = warm_call && cell.plain;
           if (forwards == 0) {
             // nothing to learn about the draft's forward costs
           } else if (ds.proposed_last || fresh.empty()) {
@@ -319,9 +320,7 @@ SpecResult RunSpeculative(const SpecRequest& req, const Tokenizer& tok, Verifier
             // a cost of resuming, not of drafting.
             caught_up = static_cast<int>(fresh.size());
             const std::optional<double> normal = costs->Draft(cell.forwards, cell.members);
-            // (Not plain by its catch-up alone: what a resume costs.)
-            if (normal)
-              costs->ObserveResume(caught_up, secs - *normal, !prop.figures.cold && costs->QuietSince(quiet_mark));
+            if (normal) costs->ObserveResume(caught_up, secs - *normal, warm_call);
           }
           r.stats.draft_seconds += draft_call;
         } else {
