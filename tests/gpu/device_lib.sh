@@ -13,7 +13,7 @@
 #                              draft at 64; a line each, the outputs into $O/bench.log.xz
 #   ncu_step SEQS TOKENS CTX [KV]  ncu's per-kernel GPU time of one 27B-class forward (gpu_check
 #                              --profile-step; KV q8_0, or f16 as specd bench), summed per kernel; the
-#                              CSV into $O/ncu_sSEQStTOKENS[KV].csv.xz
+#                              CSV into $O/ncu_sSEQStTOKENS[KV][.V].csv.xz (GPU_CHECK=gpu_check.V: that build)
 #   gpu_checks FLAG...         gpu_check with each flag in turn (--no-matmul, --spec, ...): rc and the
 #                              SUMMARY/FAIL lines, the log into $O/check_FLAG.log.xz; GPU_CHECK=gpu_check.V
 #                              runs that build instead (log $O/check_V_FLAG.log.xz)
@@ -66,11 +66,14 @@ bench_against() {
   rm -f "$O"/*.ctx64.*.txt "$O"/*.depth.*.txt "$O"/*.draft.*.txt
 }
 ncu_step() {
-  local tag=s$1t$2${4:-} ncu
+  local b=${GPU_CHECK:-gpu_check} v tag ncu
+  v=${b#gpu_check}
+  v=${v#.}
+  tag=s$1t$2${4:-}${v:+.$v}
   ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2> /dev/null | head -1)
-  stamp "ncu: $1 sequences x $2 tokens at $3 (KV ${4:-q8_0})"
+  stamp "ncu ($b): $1 sequences x $2 tokens at $3 (KV ${4:-q8_0})"
   timeout 200 "$ncu" --clock-control none --cache-control none --profile-from-start off \
-    --metrics gpu__time_duration.sum --csv --print-units base "$C/bin/gpu_check" --profile-step "$1" "$2" "$3" "${4:-q8_0}" \
+    --metrics gpu__time_duration.sum --csv --print-units base "$C/bin/$b" --profile-step "$1" "$2" "$3" "${4:-q8_0}" \
     > "$O/ncu_$tag.csv" 2> "$O/ncu_$tag.err"
   echo "rc=$?"
   python3 tests/gpu/ncu_kernels.py "$O/ncu_$tag.csv" --top 14

@@ -312,7 +312,12 @@ __device__ __forceinline__ void SplitHiLo(float x0, float x1, uint32_t& hi, uint
 
 template <int HD, bool kQ8>
 struct V2Layout {
-  static constexpr int kRS = HD + 8;                       // shared row stride in halves (conflict-free)
+  // Rows of HD >= 64 are unpadded, their 16-byte chunks XOR-swizzled by the
+  // row's low 3 bits (the MMA fragment loads and ldmatrix stay conflict-free):
+  // at HD = 128 an F16 block holds 72 KiB, three blocks an SM instead of two
+  // (padded rows: 76 KiB). HD = 32 (4 chunks a row) keeps 8 halves of padding.
+  static constexpr bool kSwz = HD >= 64;
+  static constexpr int kRS = kSwz ? HD : HD + 8;  // shared row stride in halves
   static constexpr int kNB = HD / 32;                      // Q8_0 blocks per row
   static constexpr int kRB = kNB * 34;                     // Q8_0 row bytes
   static constexpr int kQfBytes = (HD / 16) * 32 * 8 * 4;  // Q hi/lo fragments
@@ -327,6 +332,8 @@ struct V2Layout {
   static constexpr int kSlotFloats = (HD / 2 + 4) * 32;  // a warp's merge state
   static_assert(kSlotFloats * 4 <= kWarpBytes, "merge slot must fit in the warp's region");
   static_assert(kWarpBytes % 16 == 0 && kQfBytes % 16 == 0, "16-byte aligned regions");
+  // Offset in halves of row j's 16-byte chunk c (halves 8c .. 8c + 7).
+  __device__ static __forceinline__ int Chunk(int j, int c) { return j * kRS + (kSwz ? c ^ (j & 7) : c) * 8; }
 };
 
 // Merge of two softmax states of one row: mode 0 keeps a (b empty), 1 takes
@@ -395,8 +402,8 @@ __device__ __forceinline__ void IssueRows(const AttnArgs& a, unsigned long long 
     const int j = p / PR, c = p - (p / PR) * PR;
     const unsigned long long off = __shfl_sync(kFull, myoff, j) + static_cast<unsigned long long>(c * E);
     if constexpr (!kQ8) {
-      __half* kd = Ks + j * Lay::kRS + c * 8;
-      __half* vd = Vs + j * Lay::kRS + c * 8;
+      __half* kd = Ks + Lay::Chunk(j, c);
+      __half* vd = Vs + Lay::Chunk(j, c);
       if (j < nlive) {
         CpAsync16(kd, a.kv.k + off);
         CpAsync16(vd, a.kv.v + off);
@@ -427,11 +434,11 @@ template <int HD>
 __device__ __forceinline__ void ConvertQ8Rows(const uint8_t* rawK, const uint8_t* rawV, __half* Ks, __half* Vs,
                                               __half* Vl, float* Ksc, int nlive, int lane) {
   using Lay = V2Layout<HD, true>;
-  constexpr int NB = Lay::kNB, RS = Lay::kRS, RB = Lay::kRB;
+  constexpr int NB = Lay::kNB, RB = Lay::kRB;
 #pragma unroll
   for (int p = lane; p < 32 * NB; p += 32) {
     const int j = p / NB, b = p % NB;
-    uint4* kd = reinterpret_cast<uint4*>(Ks + j * RS + b * 32);
+
     if (j < nlive) {
       const uint8_t* blk = rawK + j * RB + b * 34;
       Ksc[j * NB + b] = H2F(*reinterpret_cast<const uint16_t*>(blk));
@@ -442,12 +449,12 @@ __device__ __forceinline__ void ConvertQ8Rows(const uint8_t* rawK, const uint8_t
         uint4 q;
         S8x4ToHalf2(w[2 * i], q.x, q.y);
         S8x4ToHalf2(w[2 * i + 1], q.z, q.w);
-        kd[i] = q;
+        *reinterpret_cast<uint4*>(Ks + Lay::Chunk(j, 4 * b + i)) = q;
       }
     } else {
       Ksc[j * NB + b] = 0.0f;
 #pragma unroll
-      for (int i = 0; i < 4; ++i) kd[i] = make_uint4(0, 0, 0, 0);
+      for (int i = 0; i < 4; ++i) *reinterpret_cast<uint4*>(Ks + Lay::Chunk(j, 4 * b + i)) = make_uint4(0, 0, 0, 0);
     }
   }
   constexpr int kHalfPieces = 16 * NB, kPer = (kHalfPieces + 31) / 32;
@@ -459,7 +466,6 @@ __device__ __forceinline__ void ConvertQ8Rows(const uint8_t* rawK, const uint8_t
       const int p = lane + 32 * i;
       if (p >= kHalfPieces) continue;
       const int j = hf * 16 + p / NB, b = p % NB;
-      uint4* vd = reinterpret_cast<uint4*>(Vs + j * RS + b * 32);
       if (j < nlive) {
         const uint8_t* blk = rawV + j * RB + b * 34;
         const uint32_t s2 = static_cast<uint32_t>(*reinterpret_cast<const uint16_t*>(blk)) * 0x10001u;
@@ -475,11 +481,12 @@ __device__ __forceinline__ void ConvertQ8Rows(const uint8_t* rawK, const uint8_t
           ScaleHiLo(q1, s2, h.y, lo[i][c].y);
           ScaleHiLo(q2, s2, h.z, lo[i][c].z);
           ScaleHiLo(q3, s2, h.w, lo[i][c].w);
-          vd[c] = h;
+          *reinterpret_cast<uint4*>(Vs + Lay::Chunk(j, 4 * b + c)) = h;
         }
       } else {
 #pragma unroll
-        for (int c = 0; c < 4; ++c) vd[c] = lo[i][c] = make_uint4(0, 0, 0, 0);
+        for (int c = 0; c < 4; ++c)
+          *reinterpret_cast<uint4*>(Vs + Lay::Chunk(j, 4 * b + c)) = lo[i][c] = make_uint4(0, 0, 0, 0);
       }
     }
     __syncwarp();
@@ -488,18 +495,46 @@ __device__ __forceinline__ void ConvertQ8Rows(const uint8_t* rawK, const uint8_t
       const int p = lane + 32 * i;
       if (p >= kHalfPieces) continue;
       const int j = hf * 16 + p / NB, b = p % NB;
-      uint4* vl = reinterpret_cast<uint4*>(Vl + j * RS + b * 32);
 #pragma unroll
-      for (int c = 0; c < 4; ++c) vl[c] = lo[i][c];
+      for (int c = 0; c < 4; ++c) *reinterpret_cast<uint4*>(Vl + Lay::Chunk(j, 4 * b + c)) = lo[i][c];
     }
   }
   __syncwarp();
 }
 
+// D consecutive floats (16-byte aligned for D >= 4) by L2-only vector loads, and stored back.
+template <int D>
+__device__ __forceinline__ void LdcgVec(const float* p, float (&v)[D]) {
+  if constexpr (D % 4 == 0) {
+#pragma unroll
+    for (int i = 0; i < D / 4; ++i) {
+      const float4 x = __ldcg(reinterpret_cast<const float4*>(p) + i);
+      v[4 * i] = x.x, v[4 * i + 1] = x.y, v[4 * i + 2] = x.z, v[4 * i + 3] = x.w;
+    }
+  } else if constexpr (D == 2) {
+    const float2 x = __ldcg(reinterpret_cast<const float2*>(p));
+    v[0] = x.x, v[1] = x.y;
+  } else {
+    v[0] = __ldcg(p);
+  }
+}
+template <int D>
+__device__ __forceinline__ void StVec(float* p, const float (&v)[D]) {
+  if constexpr (D % 4 == 0) {
+#pragma unroll
+    for (int i = 0; i < D / 4; ++i)
+      reinterpret_cast<float4*>(p)[i] = make_float4(v[4 * i], v[4 * i + 1], v[4 * i + 2], v[4 * i + 3]);
+  } else if constexpr (D == 2) {
+    *reinterpret_cast<float2*>(p) = make_float2(v[0], v[1]);
+  } else {
+    p[0] = v[0];
+  }
+}
+
 template <int HD, bool kQ8>
 __global__ void __launch_bounds__(256, 1) AttnSplitV2Kernel(AttnArgs a) {
   using Lay = V2Layout<HD, kQ8>;
-  constexpr int KS = HD / 16, NB = Lay::kNB, RS = Lay::kRS, NT = HD / 8;
+  constexpr int KS = HD / 16, NB = Lay::kNB, NT = HD / 8;
   extern __shared__ __align__(16) uint8_t smem[];
   const AttnPlan& pl = a.plan;
   // Before griddepcontrol.wait: the batch metadata (no kernel writes it) and
@@ -596,8 +631,9 @@ __global__ void __launch_bounds__(256, 1) AttnSplitV2Kernel(AttnArgs a) {
         const uint4 ql = *reinterpret_cast<const uint4*>(Qf + (ks * 32 + lane) * 8 + 4);
 #pragma unroll
         for (int nt = 0; nt < 4; ++nt) {
-          const __half* kr = Ks + (nt * 8 + g) * RS + ks * 16 + 2 * t;
-          const uint32_t b0 = *reinterpret_cast<const uint32_t*>(kr), b1 = *reinterpret_cast<const uint32_t*>(kr + 8);
+          const int kr = nt * 8 + g;
+          const uint32_t b0 = *reinterpret_cast<const uint32_t*>(Ks + Lay::Chunk(kr, 2 * ks) + 2 * t);
+          const uint32_t b1 = *reinterpret_cast<const uint32_t*>(Ks + Lay::Chunk(kr, 2 * ks + 1) + 2 * t);
           MmaF16(s[nt], qh.x, qh.y, qh.z, qh.w, b0, b1);
           MmaF16(s[nt], ql.x, ql.y, ql.z, ql.w, b0, b1);
         }
@@ -615,8 +651,9 @@ __global__ void __launch_bounds__(256, 1) AttnSplitV2Kernel(AttnArgs a) {
           const uint4 ql = *reinterpret_cast<const uint4*>(Qf + (ks * 32 + lane) * 8 + 4);
 #pragma unroll
           for (int nt = 0; nt < 4; ++nt) {
-            const __half* kr = Ks + (nt * 8 + g) * RS + ks * 16 + 2 * t;
-            const uint32_t b0 = *reinterpret_cast<const uint32_t*>(kr), b1 = *reinterpret_cast<const uint32_t*>(kr + 8);
+            const int kr = nt * 8 + g;
+            const uint32_t b0 = *reinterpret_cast<const uint32_t*>(Ks + Lay::Chunk(kr, 2 * ks) + 2 * t);
+            const uint32_t b1 = *reinterpret_cast<const uint32_t*>(Ks + Lay::Chunk(kr, 2 * ks + 1) + 2 * t);
             MmaF16(c[nt], qh.x, qh.y, qh.z, qh.w, b0, b1);
             MmaF16(c[nt], ql.x, ql.y, ql.z, ql.w, b0, b1);
           }
@@ -676,7 +713,7 @@ __global__ void __launch_bounds__(256, 1) AttnSplitV2Kernel(AttnArgs a) {
     for (int kk = 0; kk < 2; ++kk) {
 #pragma unroll
       for (int dn = 0; dn < HD / 16; ++dn) {
-        const int off = (kk * 16 + mr + (mi & 1) * 8) * RS + dn * 16 + (mi >> 1) * 8;
+        const int off = Lay::Chunk(kk * 16 + mr + (mi & 1) * 8, 2 * dn + (mi >> 1));
         uint32_t b0, b1, b2, b3;
         LdMatrixX4Trans(b0, b1, b2, b3, Vs + off);
         MmaF16(o[2 * dn], ph[kk], b0, b1);
@@ -762,13 +799,14 @@ __global__ void __launch_bounds__(256, 1) AttnSplitV2Kernel(AttnArgs a) {
                           maxpos / pl.split_len + 1))
       return;
     // Lanes take the splits for the maxima, weights and L (fixed butterfly
-    // order), each weight is then broadcast to the lanes that own the output
-    // dims; a warp merges two rows at once so that their loads overlap.
-    constexpr int ES = HD + 4, PER = (HD + 31) / 32, RP = 2;
+    // order), each weight is then broadcast to the lanes, each of which owns
+    // HD / 32 consecutive output dims (vector loads); a warp merges two rows
+    // at once and requests 8 splits' partials ahead, so that their loads overlap.
+    constexpr int ES = HD + 4, D = HD / 32, RP = 2;
     for (int r0 = warp; r0 < R; r0 += RP * nw) {
       int tok[RP], ns[RP];
       const float* base[RP];
-      float mx[RP], L[RP], acc[RP][PER];
+      float mx[RP], L[RP], acc[RP][D];
 #pragma unroll
       for (int i = 0; i < RP; ++i) {
         const int r = r0 + i * nw;
@@ -787,7 +825,7 @@ __global__ void __launch_bounds__(256, 1) AttnSplitV2Kernel(AttnArgs a) {
         mx[i] = WarpMax(mx[i]);
         L[i] = 0.0f;
 #pragma unroll
-        for (int j = 0; j < PER; ++j) acc[i][j] = 0.0f;
+        for (int j = 0; j < D; ++j) acc[i][j] = 0.0f;
       }
       const int ns_max = max(ns[0], ns[1]);
       for (int c0 = 0; c0 < ns_max; c0 += 32) {
@@ -802,16 +840,16 @@ __global__ void __launch_bounds__(256, 1) AttnSplitV2Kernel(AttnArgs a) {
           }
         }
         const int n = min(32, ns_max - c0);
-#pragma unroll 4
+#pragma unroll 8
         for (int q = 0; q < n; ++q) {
 #pragma unroll
           for (int i = 0; i < RP; ++i) {
             const float ws = __shfl_sync(kFull, w[i], q);
             if (c0 + q >= ns[i]) continue;
-            const float* e = base[i] + static_cast<size_t>(c0 + q) * ES;
+            float v[D];
+            LdcgVec<D>(base[i] + static_cast<size_t>(c0 + q) * ES + lane * D, v);
 #pragma unroll
-            for (int j = 0; j < PER; ++j)
-              if (32 * j + lane < HD) acc[i][j] = __fmaf_rn(__ldcg(e + 32 * j + lane), ws, acc[i][j]);
+            for (int j = 0; j < D; ++j) acc[i][j] = __fmaf_rn(v[j], ws, acc[i][j]);
           }
         }
       }
@@ -820,10 +858,10 @@ __global__ void __launch_bounds__(256, 1) AttnSplitV2Kernel(AttnArgs a) {
         const int r = r0 + i * nw;
         const float Ls = WarpSum(L[i]);
         if (r >= R) continue;
-        float* o = a.out + (static_cast<size_t>(tok[i]) * a.n_heads + kvh * pl.group + gh0 + r % ng) * HD;
+        float* o = a.out + (static_cast<size_t>(tok[i]) * a.n_heads + kvh * pl.group + gh0 + r % ng) * HD + lane * D;
 #pragma unroll
-        for (int j = 0; j < PER; ++j)
-          if (32 * j + lane < HD) o[32 * j + lane] = __fdiv_rn(acc[i][j], Ls);
+        for (int j = 0; j < D; ++j) acc[i][j] = __fdiv_rn(acc[i][j], Ls);
+        StVec<D>(o, acc[i]);
       }
     }
   }  // one split / several

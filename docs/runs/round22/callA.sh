@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Round 22 call A: the attention's F16 blocks in three an SM (rows unpadded, 16-byte chunks XOR-swizzled:
+# 72 KiB a block at head_dim 128 instead of 76) and the split merge's partials read as float4 by lanes
+# owning 4 consecutive dims, 8 splits ahead. Bit-identical by construction: gpu_check --attn-only (decode ==
+# verify == batch, both KV types), --no-matmul, --spec; ncu per-kernel time of the decode step and the
+# 7-token pass at 4096 (KV f16), round 21's gpu_check.base and this one; specd bench of round 21's specd
+# (specd.base), this one and specd.e2 (the merge change alone), alternating, twice (bench_against), six sequences (bench_multi) and KV Q8_0
+# (bench_q8_prefill). Pack: bash docs/runs/round22/pack.sh, then
+#   run(command="bash docs/runs/round22/callA.sh", carry=[".devpackA"], kind="nvidia-h200")
+set -u
+export DEVPACK=.devpackA/devcarry.tar.xz
+. tests/gpu/device_lib.sh
+device_setup
+nvidia-smi --query-gpu=name,clocks.max.sm,clocks.max.mem --format=csv,noheader
+make_pair "$M6" & mkpid=$!
+gpu_checks --attn-only --no-matmul --spec
+for v in gpu_check.base gpu_check; do GPU_CHECK=$v ncu_step 1 1 4096 f16; done
+for v in gpu_check.base gpu_check; do GPU_CHECK=$v ncu_step 1 7 4096 f16; done
+wait $mkpid
+bench_against 2 specd.base specd specd.e2
+bench_multi 1 specd.base specd
+bench_q8_prefill specd.base specd
+stamp done
