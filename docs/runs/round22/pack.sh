@@ -29,3 +29,7 @@ strip .devcarry/bin/specd .devcarry/bin/gpu_check .devcarry/bin/specd-*
 mkdir -p .devpackA
 XZ_OPT=-6 tar -cJf .devpackA/devcarry.tar.xz .devcarry
 du -sh .devpackA/devcarry.tar.xz
+# Call B's pack: this tree's specd and the libraries alone (carried beside .peer within 64 MiB).
+mkdir -p .devpackB
+tar -cJf .devpackB/devcarry.tar.xz .devcarry/bin/specd .devcarry/lib
+du -sh .devpackB/devcarry.tar.xz
