@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Round 22's device pack, .devpackA/devcarry.tar.xz (carry [".devpackA"], DEVPACK=.devpackA/devcarry.tar.xz):
-# .devcarry/bin = this tree's specd, gpu_check and the three services (build-cuda, sm_90, Release);
+# .devcarry/bin = this tree's specd and gpu_check (build-cuda, sm_90, Release);
 # specd.base / gpu_check.base = round 21's pack (.devpack/devcarry.tar.xz: c222527, the kernels of 4ea2d97)
 # and its libraries; specd.e2 = this tree with the padded rows (kSwz = false: the merge change alone).
-# Idempotent; a few minutes with a built tree.
+# Carried beside .peer/llama-cuda.tar.xz (42 MiB): within 64 MiB together. Idempotent; a few minutes.
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 K=common/backend/cuda/k_attention.cu
@@ -13,7 +13,7 @@ sed -i 's/  static constexpr bool kSwz = HD >= 64;/  static constexpr bool kSwz 
 ninja -C build-cuda specd
 cp build-cuda/cli/specd /tmp/specd.e2
 git checkout -- "$K"
-ninja -C build-cuda specd gpu_check specd-coordinator specd-draft-worker specd-target-worker
+ninja -C build-cuda specd gpu_check
 st=$(mktemp -d)
 trap 'rm -rf "$st"; git checkout -- "$K"' EXIT
 tar -C "$st" -xJf .devpack/devcarry.tar.xz
@@ -22,14 +22,8 @@ mkdir -p .devcarry/bin
 cp -r "$st/.devcarry/lib" .devcarry/
 cp "$st/.devcarry/bin/specd" .devcarry/bin/specd.base
 cp "$st/.devcarry/bin/gpu_check" .devcarry/bin/gpu_check.base
-cp build-cuda/cli/specd build-cuda/tests/gpu/gpu_check build-cuda/coordinator/specd-coordinator \
-  build-cuda/draft_worker/specd-draft-worker build-cuda/target_worker/specd-target-worker .devcarry/bin/
-cp /tmp/specd.e2 .devcarry/bin/
-strip .devcarry/bin/specd .devcarry/bin/gpu_check .devcarry/bin/specd-*
+cp build-cuda/cli/specd build-cuda/tests/gpu/gpu_check /tmp/specd.e2 .devcarry/bin/
+strip .devcarry/bin/specd .devcarry/bin/gpu_check .devcarry/bin/specd.e2
 mkdir -p .devpackA
-XZ_OPT=-6 tar -cJf .devpackA/devcarry.tar.xz .devcarry
+XZ_OPT=-9 tar -cJf .devpackA/devcarry.tar.xz .devcarry
 du -sh .devpackA/devcarry.tar.xz
-# Call B's pack: this tree's specd and the libraries alone (carried beside .peer within 64 MiB).
-mkdir -p .devpackB
-tar -cJf .devpackB/devcarry.tar.xz .devcarry/bin/specd .devcarry/lib
-du -sh .devpackB/devcarry.tar.xz
