@@ -2,7 +2,8 @@
 # Round 22 call A: the attention's F16 blocks in three an SM (rows unpadded, 16-byte chunks XOR-swizzled:
 # 72 KiB a block at head_dim 128 instead of 76) and the split merge's partials read as float4 by lanes
 # owning 4 consecutive dims, 8 splits ahead. Bit-identical by construction. In one call:
-#  1. gpu_check --attn-only (decode == verify == batch, both KV types), --no-matmul (--spec at the end);
+#  1. gpu_check --attn-only (decode == verify == batch, both KV types), then after 2. --no-matmul (--spec
+#     at the end);
 #  2. specd bench of round 21's specd (specd.base), this one and specd.e2 (the merge change alone),
 #     alternating, twice (bench_against: 6-layer pair's target at context 64 and 4200, the draft);
 #  3. issue 11's side-by-side table with this tree's specd (tests/gpu/peer_bench.sh; llama.cpp from
@@ -19,10 +20,11 @@ device_setup
 before() { [ $(( $(date +%s) - t0 )) -lt "$1" ] || { stamp "skipped (past $1 s): ${*:2}"; return 1; }; }
 nvidia-smi --query-gpu=name,clocks.max.sm,clocks.max.mem --format=csv,noheader
 make_pair "$M6" & mkpid=$!
-gpu_checks --attn-only --no-matmul
+gpu_checks --attn-only
 wait $mkpid
 bench_against 2 specd.base specd specd.e2
-if before 300 peer_bench; then
+before 330 no-matmul && gpu_checks --no-matmul
+if before 360 peer_bench; then
   stamp "peer_bench (this tree's specd)"
   SPECD_BIN=$C/bin/specd SPEC_NS=3 PEER_BUDGET_S=150 OUT=$O/peer timeout 160 bash tests/gpu/peer_bench.sh > /dev/null 2>&1
   echo "rc=$?"
