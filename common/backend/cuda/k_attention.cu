@@ -438,7 +438,6 @@ __device__ __forceinline__ void ConvertQ8Rows(const uint8_t* rawK, const uint8_t
 #pragma unroll
   for (int p = lane; p < 32 * NB; p += 32) {
     const int j = p / NB, b = p % NB;
-
     if (j < nlive) {
       const uint8_t* blk = rawK + j * RB + b * 34;
       Ksc[j * NB + b] = H2F(*reinterpret_cast<const uint16_t*>(blk));
@@ -557,9 +556,9 @@ __global__ void __launch_bounds__(256, 1) AttnSplitV2Kernel(AttnArgs a) {
   const int g = lane >> 2, t = lane & 3;
   uint32_t* Qf = reinterpret_cast<uint32_t*>(smem);  // [KS][lane][hi a0..a3, lo a0..a3]
   uint8_t* wreg = smem + Lay::kQfBytes + warp * Lay::kWarpBytes;
-  __half* Ks = reinterpret_cast<__half*>(wreg);                // [32][RS]
-  __half* Vs = Ks + Lay::kKvHalves;                            // [32][RS]
-  __half* Vl = Vs + Lay::kKvHalves;                            // Q8_0: V lo [32][RS]
+  __half* Ks = reinterpret_cast<__half*>(wreg);                // [32][kRS] (Lay::Chunk)
+  __half* Vs = Ks + Lay::kKvHalves;                            // [32][kRS]
+  __half* Vl = Vs + Lay::kKvHalves;                            // Q8_0: V lo [32][kRS]
   float* Ksc = reinterpret_cast<float*>(reinterpret_cast<uint8_t*>(Vl + Lay::kKvHalves) + Lay::kRawExtra);  // [32][NB]
   [[maybe_unused]] uint8_t* const rawK = reinterpret_cast<uint8_t*>(Vl);  // Q8_0: staged rows [32][kRB]
   [[maybe_unused]] uint8_t* const rawV = rawK + 32 * Lay::kRB;
