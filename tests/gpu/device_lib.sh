@@ -25,6 +25,8 @@
 #   bench_multi REPS BIN...    with each binary in turn, REPS times: batch 6 and 8 decode and six sequences'
 #                              verify 4 at 1024, verify 6 at 4200 ($M6's target; a line each)
 #   table_tps LABEL FILE       the tok/s of row LABEL in the table tests/gpu/batch_spec.sh printed to FILE
+#   bundle_out                 everything under $O into one $O/out.tar.xz (the device tool returns at most
+#                              8 files): a call script's last step
 M6=/tmp/peer_models/qwen3-27b-Q4_K_S-d6-Q4_K_M
 M8=/tmp/peer_models/qwen3-27b-g0.05-Q4_K_S-d6-Q4_K_M
 device_setup() {
@@ -37,6 +39,12 @@ device_setup() {
 }
 stamp() { echo "== [$(( $(date +%s) - t0 )) s] $*"; }
 table_tps() { sed -n "s/^| $1 | \([0-9.]*\) |\$/\1/p" "$2" | tail -1; }
+bundle_out() {
+  local t
+  t=$(mktemp /tmp/out.XXXXXX.tar.xz)
+  tar -C "$O" -cJf "$t" . && find "$O" -mindepth 1 -delete && mv "$t" "$O/out.tar.xz"
+  stamp "bundled into out.tar.xz ($(du -h "$O/out.tar.xz" | cut -f1))"
+}
 make_pair() {
   local d=$1
   shift

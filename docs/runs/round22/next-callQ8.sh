@@ -30,3 +30,4 @@ for rep in 1 2; do
 done
 for v in gpu_check gpu_check.q8v; do GPU_CHECK=$v ncu_step 1 7 4096 q8_0; done
 stamp done
+bundle_out
