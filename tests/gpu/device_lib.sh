@@ -25,6 +25,8 @@
 #   bench_multi REPS BIN...    with each binary in turn, REPS times: batch 6 and 8 decode and six sequences'
 #                              verify 4 at 1024, verify 6 at 4200 ($M6's target; a line each)
 #   table_tps LABEL FILE       the tok/s of row LABEL in the table tests/gpu/batch_spec.sh printed to FILE
+#   before SECONDS WHAT        true while the call is younger than SECONDS, else says WHAT is skipped (stages
+#                              of a call that may be cut short: `before 300 ncu && ncu_step ...`)
 #   bundle_out                 everything under $O into one $O/out.tar.xz (the device tool returns at most
 #                              8 files): a call script's last step
 M6=/tmp/peer_models/qwen3-27b-Q4_K_S-d6-Q4_K_M
@@ -39,6 +41,7 @@ device_setup() {
 }
 stamp() { echo "== [$(( $(date +%s) - t0 )) s] $*"; }
 table_tps() { sed -n "s/^| $1 | \([0-9.]*\) |\$/\1/p" "$2" | tail -1; }
+before() { [ $(( $(date +%s) - t0 )) -lt "$1" ] || { stamp "skipped (past $1 s): ${*:2}"; return 1; }; }
 bundle_out() {
   local t
   t=$(mktemp /tmp/out.XXXXXX.tar.xz)

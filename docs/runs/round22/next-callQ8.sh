@@ -6,7 +6,8 @@
 #    --no-matmul, --spec; 2. specd bench with KV Q8_0 (the services' default) of this tree (specd), the
 #    patch at three blocks an SM (specd.q8v) and at two (specd.q8v2), alternating, twice: the target at
 #    4200 (decode, verify 1, 4, 7), six sequences at 1024 (batch 6, 8; verify 4 of six), context 64;
-#    3. ncu of the Q8_0 7-token pass at 4096, this tree and the patch.
+#    3. ncu of the Q8_0 7-token pass at 4096, this tree and the patch; ncu --set full of the F16 decode's
+#    attention at context 64; everything bundled into out.tar.xz.
 # Keep the patch if its checks pass and Q8_0 verifies and batches gain without losing decode.
 set -u
 export DEVPACK=.devpackQ/devcarry.tar.xz
@@ -28,6 +29,9 @@ for rep in 1 2; do
     done
   done
 done
-for v in gpu_check gpu_check.q8v; do GPU_CHECK=$v ncu_step 1 7 4096 q8_0; done
+before 420 ncu && for v in gpu_check gpu_check.q8v; do GPU_CHECK=$v ncu_step 1 7 4096 q8_0; done
+# Where the decode's attention spends 13 us at context 64 (F16, one split, 8 blocks): stall reasons by
+# SASS line ($O/attn64_sass.csv.xz) and the headline metrics.
+before 470 ncu-full && ncu_full attn64 AttnSplitV2 0 2 1 1 64 f16
 stamp done
 bundle_out
