@@ -2,7 +2,7 @@
 #   . tests/gpu/device_lib.sh
 #   device_setup               O=$OUT (or /tmp/device_out), stamp(), the carried
 #                              .devcarry unpacked (from $DEVPACK, default
-#                              .devpack/devcarry.tar.xz), C=.devcarry, LD_LIBRARY_PATH
+#                              .devpack/devcarry.tar.xz), C=.devcarry, LD_LIBRARY_PATH; prints the card
 #   make_pair DIR [ARGS...]    the 27B-class Q4_K_S target + 6-layer Q4_K_M derived
 #                              draft (random valid blocks) into DIR unless there,
 #                              extra make-model ARGS (e.g. --residual-gain 0.05)
@@ -38,6 +38,7 @@ device_setup() {
   [ -d .devcarry ] || tar -xJf "${DEVPACK:-.devpack/devcarry.tar.xz}"
   C=$(pwd)/.devcarry
   export LD_LIBRARY_PATH="$C/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+  nvidia-smi --query-gpu=name,clocks.max.sm,clocks.max.mem --format=csv,noheader 2> /dev/null  # the lent card
 }
 stamp() { echo "== [$(( $(date +%s) - t0 )) s] $*"; }
 table_tps() { sed -n "s/^| $1 | \([0-9.]*\) |\$/\1/p" "$2" | tail -1; }

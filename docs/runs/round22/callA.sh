@@ -18,7 +18,6 @@ export DEVPACK=.devpackA/devcarry.tar.xz
 device_setup
 # The session's device time was short: each later stage runs only if the call is younger than its bound
 # (`before`, now in device_lib.sh; this call ran with the same function defined here).
-nvidia-smi --query-gpu=name,clocks.max.sm,clocks.max.mem --format=csv,noheader
 make_pair "$M6" & mkpid=$!
 gpu_checks --attn-only
 wait $mkpid

@@ -13,7 +13,6 @@ set -u
 export DEVPACK=.devpackQ/devcarry.tar.xz
 . tests/gpu/device_lib.sh
 device_setup
-nvidia-smi --query-gpu=name,clocks.max.sm,clocks.max.mem --format=csv,noheader
 make_pair "$M6" & mkpid=$!
 GPU_CHECK=gpu_check.q8v gpu_checks --attn-only --no-matmul --spec
 wait $mkpid
