@@ -38,7 +38,7 @@ device_setup() {
   [ -d .devcarry ] || tar -xJf "${DEVPACK:-.devpack/devcarry.tar.xz}"
   C=$(pwd)/.devcarry
   export LD_LIBRARY_PATH="$C/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
-  nvidia-smi --query-gpu=name,clocks.max.sm,clocks.max.mem --format=csv,noheader 2> /dev/null  # the lent card
+  nvidia-smi --query-gpu=name,clocks.max.sm,clocks.max.mem --format=csv,noheader 2> /dev/null || true  # the card
 }
 stamp() { echo "== [$(( $(date +%s) - t0 )) s] $*"; }
 table_tps() { sed -n "s/^| $1 | \([0-9.]*\) |\$/\1/p" "$2" | tail -1; }
