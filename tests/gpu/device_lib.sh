@@ -42,6 +42,7 @@ device_setup() {
 }
 stamp() { echo "== [$(( $(date +%s) - t0 )) s] $*"; }
 table_tps() { sed -n "s/^| $1 | \([0-9.]*\) |\$/\1/p" "$2" | tail -1; }
+variant() { local v=${1#gpu_check}; echo "${v#.}"; }  # gpu_check.V -> V (gpu_check -> empty)
 before() { [ $(( $(date +%s) - t0 )) -lt "$1" ] || { stamp "skipped (past $1 s): ${*:2}"; return 1; }; }
 bundle_out() {
   local t
@@ -79,8 +80,7 @@ bench_against() {
 }
 ncu_step() {
   local b=${GPU_CHECK:-gpu_check} v tag ncu
-  v=${b#gpu_check}
-  v=${v#.}
+  v=$(variant "$b")
   tag=s$1t$2${4:-}${v:+.$v}
   ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2> /dev/null | head -1)
   stamp "ncu ($b): $1 sequences x $2 tokens at $3 (KV ${4:-q8_0})"
@@ -93,8 +93,7 @@ ncu_step() {
 }
 gpu_checks() {
   local f b=${GPU_CHECK:-gpu_check} v log
-  v=${b#gpu_check}
-  v=${v#.}
+  v=$(variant "$b")
   for f in "$@"; do
     stamp "$b $f"
     log="$O/check_${v:+${v}_}${f#--}.log"

@@ -334,6 +334,11 @@ struct V2Layout {
   static_assert(kWarpBytes % 16 == 0 && kQfBytes % 16 == 0, "16-byte aligned regions");
   // Offset in halves of row j's 16-byte chunk c (halves 8c .. 8c + 7).
   __device__ static __forceinline__ int Chunk(int j, int c) { return j * kRS + (kSwz ? c ^ (j & 7) : c) * 8; }
+  // K row r's B fragment of k-step ks for lane quad t: halves 16 ks + 2t, + 1 and those + 8.
+  __device__ static __forceinline__ void KFrag(const __half* K, int r, int ks, int t, uint32_t& b0, uint32_t& b1) {
+    b0 = *reinterpret_cast<const uint32_t*>(K + Chunk(r, 2 * ks) + 2 * t);
+    b1 = *reinterpret_cast<const uint32_t*>(K + Chunk(r, 2 * ks + 1) + 2 * t);
+  }
 };
 
 // Merge of two softmax states of one row: mode 0 keeps a (b empty), 1 takes
@@ -630,9 +635,8 @@ __global__ void __launch_bounds__(256, 1) AttnSplitV2Kernel(AttnArgs a) {
         const uint4 ql = *reinterpret_cast<const uint4*>(Qf + (ks * 32 + lane) * 8 + 4);
 #pragma unroll
         for (int nt = 0; nt < 4; ++nt) {
-          const int kr = nt * 8 + g;
-          const uint32_t b0 = *reinterpret_cast<const uint32_t*>(Ks + Lay::Chunk(kr, 2 * ks) + 2 * t);
-          const uint32_t b1 = *reinterpret_cast<const uint32_t*>(Ks + Lay::Chunk(kr, 2 * ks + 1) + 2 * t);
+          uint32_t b0, b1;
+          Lay::KFrag(Ks, nt * 8 + g, ks, t, b0, b1);
           MmaF16(s[nt], qh.x, qh.y, qh.z, qh.w, b0, b1);
           MmaF16(s[nt], ql.x, ql.y, ql.z, ql.w, b0, b1);
         }
@@ -650,9 +654,8 @@ __global__ void __launch_bounds__(256, 1) AttnSplitV2Kernel(AttnArgs a) {
           const uint4 ql = *reinterpret_cast<const uint4*>(Qf + (ks * 32 + lane) * 8 + 4);
 #pragma unroll
           for (int nt = 0; nt < 4; ++nt) {
-            const int kr = nt * 8 + g;
-            const uint32_t b0 = *reinterpret_cast<const uint32_t*>(Ks + Lay::Chunk(kr, 2 * ks) + 2 * t);
-            const uint32_t b1 = *reinterpret_cast<const uint32_t*>(Ks + Lay::Chunk(kr, 2 * ks + 1) + 2 * t);
+            uint32_t b0, b1;
+            Lay::KFrag(Ks, nt * 8 + g, ks, t, b0, b1);
             MmaF16(c[nt], qh.x, qh.y, qh.z, qh.w, b0, b1);
             MmaF16(c[nt], ql.x, ql.y, ql.z, ql.w, b0, b1);
           }
