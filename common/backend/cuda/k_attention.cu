@@ -267,9 +267,10 @@ __global__ void AttnCombineKernel(const float* part, int n_heads, int hd, int ma
 //    converted) before griddepcontrol.wait, overlapping the producer of Q;
 //  * Q is kept near FP32 as two F16 parts (hi = f16(q), lo = f16(q - hi)):
 //    S = Q_hi K + Q_lo K; the probabilities likewise (P_hi + P_lo) for PV.
-//    F16 K/V are exact; Q8_0 K is used as its integer quants with the per-32
-//    scale applied to each 32-dim partial dot in FP32; Q8_0 V is kept as
-//    V_hi + V_lo of the exact dequantized value (three MMAs per step);
+//    F16 K/V are exact; Q8_0 K and V are used as their integer quants: K's
+//    per-32 scale applied to each 32-dim partial dot in FP32, V's folded
+//    into the probabilities of its 32 dims (P s, then hi + lo), so a Q8_0
+//    block holds no dequantized copy and runs three an SM at head_dim 128;
 //  * each warp computes its chunk's softmax state (max, sum, O) for the 16
 //    rows (no running state), the warps' states are merged by a fixed binary
 //    tree through shared memory (warp w + s into w), warp 0 writes the split's
@@ -322,16 +323,17 @@ struct V2Layout {
   static constexpr int kRB = kNB * 34;                     // Q8_0 row bytes
   static constexpr int kQfBytes = (HD / 16) * 32 * 8 * 4;  // Q hi/lo fragments
   static constexpr int kKvHalves = 32 * kRS;
-  // Q8_0: the warp's raw K and V rows are staged in its V lo region (free
-  // until the V conversion writes it), plus what does not fit (HD = 256).
-  static constexpr int kRawBytes = 2 * 32 * kRB;
-  static constexpr int kRawExtra =
-      kQ8 && kRawBytes > kKvHalves * 2 ? (kRawBytes - kKvHalves * 2 + 15) / 16 * 16 : 0;
-  // per warp: K, V (hi), [V lo, raw overflow, K scales]
-  static constexpr int kWarpBytes = (kQ8 ? 3 : 2) * kKvHalves * 2 + (kQ8 ? kRawExtra + 32 * kNB * 4 : 0);
+  // Q8_0: K and V are kept as their exact quants in F16 with each 32-dim
+  // block's scale (F16 bits) beside them; the raw rows are staged at the end
+  // of their own tile and converted in place (ConvertQ8Rows).
+  static constexpr int kRawOff = kKvHalves * 2 - 32 * kRB;  // raw rows' byte offset in a tile
+  static constexpr int kScaleBytes = 32 * kNB * 2;
+  // per warp: K, V, [K scales, V scales]
+  static constexpr int kWarpBytes = 2 * kKvHalves * 2 + (kQ8 ? 2 * kScaleBytes : 0);
   static constexpr int kSlotFloats = (HD / 2 + 4) * 32;  // a warp's merge state
   static_assert(kSlotFloats * 4 <= kWarpBytes, "merge slot must fit in the warp's region");
   static_assert(kWarpBytes % 16 == 0 && kQfBytes % 16 == 0, "16-byte aligned regions");
+  static_assert(!kQ8 || (kRawOff >= 0 && kRawOff % 16 == 0), "raw Q8_0 rows must fit, aligned, in a tile");
   // Offset in halves of row j's 16-byte chunk c (halves 8c .. 8c + 7).
   __device__ static __forceinline__ int Chunk(int j, int c) { return j * kRS + (kSwz ? c ^ (j & 7) : c) * 8; }
   // K row r's B fragment of k-step ks for lane quad t: halves 16 ks + 2t, + 1 and those + 8.
@@ -375,14 +377,6 @@ __device__ __forceinline__ void S8x4ToHalf2(uint32_t w, uint32_t& h01, uint32_t&
   const uint32_t u = w ^ 0x80808080u;
   asm("sub.rn.f16x2 %0, %1, %2;" : "=r"(h01) : "r"(__byte_perm(u, 0x64646464u, 0x4140)), "r"(0x64806480u));
   asm("sub.rn.f16x2 %0, %1, %2;" : "=r"(h23) : "r"(__byte_perm(u, 0x64646464u, 0x4342)), "r"(0x64806480u));
-}
-// hi = f16(q s), lo = f16(q s - hi) for a pair of exact quants and the scale
-// pair: q s is exact in f32 (8 x 11 bits) and so is q s - hi, so these are
-// the bits of __float2half_rn(q * s) and of the remainder in f32 (one
-// correctly rounded product, one fused remainder).
-__device__ __forceinline__ void ScaleHiLo(uint32_t q, uint32_t s2, uint32_t& hi, uint32_t& lo) {
-  asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(hi) : "r"(q), "r"(s2));
-  asm("fma.rn.f16x2 %0, %1, %2, %3;" : "=r"(lo) : "r"(q), "r"(s2), "r"(hi ^ 0x80008000u));
 }
 // The 32 quants of a staged Q8_0 block (2-byte aligned) as 8 words.
 __device__ __forceinline__ void LoadQ8Quants(const uint8_t* blk, uint32_t (&w)[8]) {
@@ -430,80 +424,52 @@ __device__ __forceinline__ void IssueRows(const AttnArgs& a, unsigned long long 
   CpAsyncCommit();
 }
 
-// The staged Q8_0 rows to F16 (after CpAsyncWait and __syncwarp): K as its
-// exact quants (the scale is applied to each 32-dim partial dot), V as hi +
-// lo of q s. V lo overwrites the staging area: the raw K is spent after the
-// K pass, and each half of the rows keeps its lo in registers until the
-// warp has read that half's raw V. Rows j >= nlive are zero.
+// The staged Q8_0 rows to F16 (after CpAsyncWait and __syncwarp): K and V
+// as their exact quants (int8 -> F16), each 32-dim block's scale as F16 bits
+// in Ksc / Vsc (the K scale is applied to each 32-dim partial dot, the V
+// scale to the probabilities: PV of one dim block is sum_j (p_j s_jb) q_jd).
+// The raw rows sit at the end of their own tile (kRawOff) and are converted
+// in place: round i (lanes' blocks p = lane + 32 i, rows of 2 HD bytes at
+// HD >= 64) writes tile bytes [2048 i, 2048 i + 2048), and the raw rows not
+// yet read start at or after 960 NB + 1088 (i + 1) >= 2048 (i + 1) for
+// i < NB, so a round overwrites only rows read in it or before (HD = 32: one
+// round); each round reads all its blocks into registers before any write.
+// Rows j >= nlive are zero.
 template <int HD>
-__device__ __forceinline__ void ConvertQ8Rows(const uint8_t* rawK, const uint8_t* rawV, __half* Ks, __half* Vs,
-                                              __half* Vl, float* Ksc, int nlive, int lane) {
+__device__ __forceinline__ void ConvertQ8Rows(__half* Ks, __half* Vs, uint16_t* Ksc, uint16_t* Vsc, int nlive,
+                                              int lane) {
   using Lay = V2Layout<HD, true>;
   constexpr int NB = Lay::kNB, RB = Lay::kRB;
+  const uint8_t* rawK = reinterpret_cast<const uint8_t*>(Ks) + Lay::kRawOff;
+  const uint8_t* rawV = reinterpret_cast<const uint8_t*>(Vs) + Lay::kRawOff;
 #pragma unroll
   for (int p = lane; p < 32 * NB; p += 32) {
     const int j = p / NB, b = p % NB;
+    uint32_t wk[8] = {}, wv[8] = {};
+    uint16_t sk = 0, sv = 0;
     if (j < nlive) {
-      const uint8_t* blk = rawK + j * RB + b * 34;
-      Ksc[j * NB + b] = H2F(*reinterpret_cast<const uint16_t*>(blk));
-      uint32_t w[8];
-      LoadQ8Quants(blk, w);
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        uint4 q;
-        S8x4ToHalf2(w[2 * i], q.x, q.y);
-        S8x4ToHalf2(w[2 * i + 1], q.z, q.w);
-        *reinterpret_cast<uint4*>(Ks + Lay::Chunk(j, 4 * b + i)) = q;
-      }
-    } else {
-      Ksc[j * NB + b] = 0.0f;
-#pragma unroll
-      for (int i = 0; i < 4; ++i) *reinterpret_cast<uint4*>(Ks + Lay::Chunk(j, 4 * b + i)) = make_uint4(0, 0, 0, 0);
-    }
-  }
-  constexpr int kHalfPieces = 16 * NB, kPer = (kHalfPieces + 31) / 32;
-#pragma unroll
-  for (int hf = 0; hf < 2; ++hf) {
-    uint4 lo[kPer][4];
-#pragma unroll
-    for (int i = 0; i < kPer; ++i) {
-      const int p = lane + 32 * i;
-      if (p >= kHalfPieces) continue;
-      const int j = hf * 16 + p / NB, b = p % NB;
-      if (j < nlive) {
-        const uint8_t* blk = rawV + j * RB + b * 34;
-        const uint32_t s2 = static_cast<uint32_t>(*reinterpret_cast<const uint16_t*>(blk)) * 0x10001u;
-        uint32_t w[8];
-        LoadQ8Quants(blk, w);
-#pragma unroll
-        for (int c = 0; c < 4; ++c) {
-          uint32_t q0, q1, q2, q3;
-          S8x4ToHalf2(w[2 * c], q0, q1);
-          S8x4ToHalf2(w[2 * c + 1], q2, q3);
-          uint4 h;
-          ScaleHiLo(q0, s2, h.x, lo[i][c].x);
-          ScaleHiLo(q1, s2, h.y, lo[i][c].y);
-          ScaleHiLo(q2, s2, h.z, lo[i][c].z);
-          ScaleHiLo(q3, s2, h.w, lo[i][c].w);
-          *reinterpret_cast<uint4*>(Vs + Lay::Chunk(j, 4 * b + c)) = h;
-        }
-      } else {
-#pragma unroll
-        for (int c = 0; c < 4; ++c)
-          *reinterpret_cast<uint4*>(Vs + Lay::Chunk(j, 4 * b + c)) = lo[i][c] = make_uint4(0, 0, 0, 0);
-      }
+      const uint8_t* bk = rawK + j * RB + b * 34;
+      const uint8_t* bv = rawV + j * RB + b * 34;
+      sk = *reinterpret_cast<const uint16_t*>(bk);
+      sv = *reinterpret_cast<const uint16_t*>(bv);
+      LoadQ8Quants(bk, wk);
+      LoadQ8Quants(bv, wv);
     }
     __syncwarp();
+    Ksc[j * NB + b] = sk;
+    Vsc[j * NB + b] = sv;
 #pragma unroll
-    for (int i = 0; i < kPer; ++i) {
-      const int p = lane + 32 * i;
-      if (p >= kHalfPieces) continue;
-      const int j = hf * 16 + p / NB, b = p % NB;
-#pragma unroll
-      for (int c = 0; c < 4; ++c) *reinterpret_cast<uint4*>(Vl + Lay::Chunk(j, 4 * b + c)) = lo[i][c];
+    for (int i = 0; i < 4; ++i) {
+      uint4 q;
+      S8x4ToHalf2(wk[2 * i], q.x, q.y);
+      S8x4ToHalf2(wk[2 * i + 1], q.z, q.w);
+      *reinterpret_cast<uint4*>(Ks + Lay::Chunk(j, 4 * b + i)) = q;
+      S8x4ToHalf2(wv[2 * i], q.x, q.y);
+      S8x4ToHalf2(wv[2 * i + 1], q.z, q.w);
+      *reinterpret_cast<uint4*>(Vs + Lay::Chunk(j, 4 * b + i)) = q;
     }
+    __syncwarp();
   }
-  __syncwarp();
 }
 
 // D consecutive floats (16-byte aligned for D >= 4) by L2-only vector loads, and stored back.
@@ -535,8 +501,9 @@ __device__ __forceinline__ void StVec(float* p, const float (&v)[D]) {
   }
 }
 
+// Q8_0 at HD <= 128: 74 KiB a block at HD = 128, registers capped for three an SM.
 template <int HD, bool kQ8>
-__global__ void __launch_bounds__(256, 1) AttnSplitV2Kernel(AttnArgs a) {
+__global__ void __launch_bounds__(kQ8 && HD <= 128 ? 128 : 256, kQ8 && HD <= 128 ? 3 : 1) AttnSplitV2Kernel(AttnArgs a) {
   using Lay = V2Layout<HD, kQ8>;
   constexpr int KS = HD / 16, NB = Lay::kNB, NT = HD / 8;
   extern __shared__ __align__(16) uint8_t smem[];
@@ -563,10 +530,10 @@ __global__ void __launch_bounds__(256, 1) AttnSplitV2Kernel(AttnArgs a) {
   uint8_t* wreg = smem + Lay::kQfBytes + warp * Lay::kWarpBytes;
   __half* Ks = reinterpret_cast<__half*>(wreg);                // [32][kRS] (Lay::Chunk)
   __half* Vs = Ks + Lay::kKvHalves;                            // [32][kRS]
-  __half* Vl = Vs + Lay::kKvHalves;                            // Q8_0: V lo [32][kRS]
-  float* Ksc = reinterpret_cast<float*>(reinterpret_cast<uint8_t*>(Vl + Lay::kKvHalves) + Lay::kRawExtra);  // [32][NB]
-  [[maybe_unused]] uint8_t* const rawK = reinterpret_cast<uint8_t*>(Vl);  // Q8_0: staged rows [32][kRB]
-  [[maybe_unused]] uint8_t* const rawV = rawK + 32 * Lay::kRB;
+  uint16_t* Ksc = reinterpret_cast<uint16_t*>(Vs + Lay::kKvHalves);  // Q8_0: F16 scales [32][NB]
+  uint16_t* Vsc = Ksc + 32 * NB;
+  [[maybe_unused]] uint8_t* const rawK = reinterpret_cast<uint8_t*>(Ks) + Lay::kRawOff;  // Q8_0: staged rows
+  [[maybe_unused]] uint8_t* const rawV = reinterpret_cast<uint8_t*>(Vs) + Lay::kRawOff;
   const int32_t* bt = a.b.blocks + static_cast<size_t>(tile.seq) * a.b.bt_stride;
   const int jc = jb + warp * 32;
   const bool active = jc <= maxpos;
@@ -581,7 +548,7 @@ __global__ void __launch_bounds__(256, 1) AttnSplitV2Kernel(AttnArgs a) {
     if constexpr (kQ8) {
       CpAsyncWait<0>();
       __syncwarp();
-      ConvertQ8Rows<HD>(rawK, rawV, Ks, Vs, Vl, Ksc, nlive, lane);
+      ConvertQ8Rows<HD>(Ks, Vs, Ksc, Vsc, nlive, lane);
     }
   }
   GridDepWait();  // programmatic dependent launch: inputs are ready after this
@@ -623,7 +590,7 @@ __global__ void __launch_bounds__(256, 1) AttnSplitV2Kernel(AttnArgs a) {
     CpAsyncWait<0>();
     __syncwarp();
     if constexpr (kQ8)
-      if (!early) ConvertQ8Rows<HD>(rawK, rawV, Ks, Vs, Vl, Ksc, nlive, lane);  // 2b
+      if (!early) ConvertQ8Rows<HD>(Ks, Vs, Ksc, Vsc, nlive, lane);  // 2b
     // 3. S = Q K^T for the chunk's 32 positions (4 n-tiles of 8 positions).
     float s[4][4];
 #pragma unroll
@@ -662,7 +629,7 @@ __global__ void __launch_bounds__(256, 1) AttnSplitV2Kernel(AttnArgs a) {
         }
 #pragma unroll
         for (int nt = 0; nt < 4; ++nt) {
-          const float sc0 = Ksc[(nt * 8 + 2 * t) * NB + b], sc1 = Ksc[(nt * 8 + 2 * t + 1) * NB + b];
+          const float sc0 = H2F(Ksc[(nt * 8 + 2 * t) * NB + b]), sc1 = H2F(Ksc[(nt * 8 + 2 * t + 1) * NB + b]);
           s[nt][0] = __fmaf_rn(c[nt][0], sc0, s[nt][0]);
           s[nt][1] = __fmaf_rn(c[nt][1], sc1, s[nt][1]);
           s[nt][2] = __fmaf_rn(c[nt][2], sc0, s[nt][2]);
@@ -701,32 +668,54 @@ __global__ void __launch_bounds__(256, 1) AttnSplitV2Kernel(AttnArgs a) {
     sum1 = __fadd_rn(sum1, __shfl_xor_sync(kFull, sum1, 1));
     sum1 = __fadd_rn(sum1, __shfl_xor_sync(kFull, sum1, 2));
     m0 = mx0, m1 = mx1, l0 = sum0, l1 = sum1;
-    // 5. O = P V: the S accumulators of n-tiles 2kk, 2kk+1 form the A fragment of k-step kk.
-    uint32_t ph[2][4], plo[2][4];
-#pragma unroll
-    for (int kk = 0; kk < 2; ++kk) {
-      SplitHiLo(s[2 * kk][0], s[2 * kk][1], ph[kk][0], plo[kk][0]);
-      SplitHiLo(s[2 * kk][2], s[2 * kk][3], ph[kk][1], plo[kk][1]);
-      SplitHiLo(s[2 * kk + 1][0], s[2 * kk + 1][1], ph[kk][2], plo[kk][2]);
-      SplitHiLo(s[2 * kk + 1][2], s[2 * kk + 1][3], ph[kk][3], plo[kk][3]);
-    }
+    // 5. O = P V: the S accumulators of n-tiles 2kk, 2kk+1 form the A fragment of k-step kk
+    // (this lane's positions kk * 16 + 2t, + 1, + 8, + 9), as hi + lo F16 parts.
     const int mi = lane >> 3, mr = lane & 7;  // ldmatrix: this lane's matrix and row
+    if constexpr (!kQ8) {
+      uint32_t ph[2][4], plo[2][4];
 #pragma unroll
-    for (int kk = 0; kk < 2; ++kk) {
+      for (int kk = 0; kk < 2; ++kk) {
+        SplitHiLo(s[2 * kk][0], s[2 * kk][1], ph[kk][0], plo[kk][0]);
+        SplitHiLo(s[2 * kk][2], s[2 * kk][3], ph[kk][1], plo[kk][1]);
+        SplitHiLo(s[2 * kk + 1][0], s[2 * kk + 1][1], ph[kk][2], plo[kk][2]);
+        SplitHiLo(s[2 * kk + 1][2], s[2 * kk + 1][3], ph[kk][3], plo[kk][3]);
+      }
 #pragma unroll
-      for (int dn = 0; dn < HD / 16; ++dn) {
-        const int off = Lay::Chunk(kk * 16 + mr + (mi & 1) * 8, 2 * dn + (mi >> 1));
-        uint32_t b0, b1, b2, b3;
-        LdMatrixX4Trans(b0, b1, b2, b3, Vs + off);
-        MmaF16(o[2 * dn], ph[kk], b0, b1);
-        MmaF16(o[2 * dn], plo[kk], b0, b1);
-        MmaF16(o[2 * dn + 1], ph[kk], b2, b3);
-        MmaF16(o[2 * dn + 1], plo[kk], b2, b3);
-        if constexpr (kQ8) {
-          uint32_t c0, c1, c2, c3;
-          LdMatrixX4Trans(c0, c1, c2, c3, Vl + off);
-          MmaF16(o[2 * dn], ph[kk], c0, c1);
-          MmaF16(o[2 * dn + 1], ph[kk], c2, c3);
+      for (int kk = 0; kk < 2; ++kk) {
+#pragma unroll
+        for (int dn = 0; dn < HD / 16; ++dn) {
+          uint32_t b0, b1, b2, b3;
+          LdMatrixX4Trans(b0, b1, b2, b3, Vs + Lay::Chunk(kk * 16 + mr + (mi & 1) * 8, 2 * dn + (mi >> 1)));
+          MmaF16(o[2 * dn], ph[kk], b0, b1);
+          MmaF16(o[2 * dn], plo[kk], b0, b1);
+          MmaF16(o[2 * dn + 1], ph[kk], b2, b3);
+          MmaF16(o[2 * dn + 1], plo[kk], b2, b3);
+        }
+      }
+    } else {
+      // Q8_0: V holds exact quants; dim block b's scales go into the
+      // probabilities, p_j s_jb (one rounding in FP32), then hi + lo.
+#pragma unroll
+      for (int kk = 0; kk < 2; ++kk) {
+        const int j0 = kk * 16 + 2 * t;
+#pragma unroll
+        for (int b = 0; b < NB; ++b) {
+          const float v0 = H2F(Vsc[j0 * NB + b]), v1 = H2F(Vsc[(j0 + 1) * NB + b]);
+          const float v2 = H2F(Vsc[(j0 + 8) * NB + b]), v3 = H2F(Vsc[(j0 + 9) * NB + b]);
+          uint32_t ph[4], plo[4];
+          SplitHiLo(__fmul_rn(s[2 * kk][0], v0), __fmul_rn(s[2 * kk][1], v1), ph[0], plo[0]);
+          SplitHiLo(__fmul_rn(s[2 * kk][2], v0), __fmul_rn(s[2 * kk][3], v1), ph[1], plo[1]);
+          SplitHiLo(__fmul_rn(s[2 * kk + 1][0], v2), __fmul_rn(s[2 * kk + 1][1], v3), ph[2], plo[2]);
+          SplitHiLo(__fmul_rn(s[2 * kk + 1][2], v2), __fmul_rn(s[2 * kk + 1][3], v3), ph[3], plo[3]);
+#pragma unroll
+          for (int dn = 2 * b; dn < 2 * b + 2; ++dn) {
+            uint32_t b0, b1, b2, b3;
+            LdMatrixX4Trans(b0, b1, b2, b3, Vs + Lay::Chunk(kk * 16 + mr + (mi & 1) * 8, 2 * dn + (mi >> 1)));
+            MmaF16(o[2 * dn], ph, b0, b1);
+            MmaF16(o[2 * dn], plo, b0, b1);
+            MmaF16(o[2 * dn + 1], ph, b2, b3);
+            MmaF16(o[2 * dn + 1], plo, b2, b3);
+          }
         }
       }
     }
@@ -934,6 +923,8 @@ int AttnCounters(const AttnPlan& plan, int tiles, int n_kv_heads) { return tiles
 
 int AttnKernelFor(GgmlType kv_type, int head_dim, int split_len) {
   if (GetTuning().attn_kernel != 2 || split_len < 32 || split_len % 32 != 0 || split_len / 32 > 8) return 1;
+  // Q8_0 at head_dim <= 128 is compiled for three blocks an SM (4 warps: splits of 128).
+  if (kv_type == GgmlType::Q8_0 && head_dim <= 128 && split_len > 128) return 1;
   const size_t bytes = AttnV2SmemBytes(kv_type, head_dim, split_len);
   if (bytes == 0 || bytes > static_cast<size_t>(GetDeviceInfo().smem_optin)) return 1;
   return 2;
