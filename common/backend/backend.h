@@ -257,7 +257,6 @@ struct BackendOptions {
   int device = 0;       // cuda: device ordinal
   bool cuda_graphs = true;
   bool cuda_pdl = true;  // programmatic dependent launch between kernels (sm_90)
-  int cuda_smem_carveout = -1;  // percent of L1/shared as shared memory for every step kernel (-1: per kernel)
   // Positions per attention split (a multiple of kAttnSplitStep up to
   // kAttnSplitMax: one warp per 32 positions, at most 8 in the tensor-core
   // kernel); 0: the built-in default. Fixed per process: decode, verify and

@@ -56,10 +56,6 @@ void EngineOptions::AddFlags(Config* c, const std::string& p) {
                          " up to ", BackendOptions::kAttnSplitMax,
                          " (0: the built-in 128); longer splits mean fewer blocks to merge at long contexts"),
             0, BackendOptions::kAttnSplitMax);
-  c->AddInt(p + "cuda-smem-carveout", -1,
-            "CUDA: percent of each SM's L1/shared memory given to shared memory, one value for every step "
-            "kernel (-1: the driver picks per kernel)",
-            -1, 100);
   c->AddString(p + "device-registry", "auto",
                "where the processes on a device record what they hold, so that they share one budget: auto ("
                "GPU backends: /dev/shm/specd-registry-UID; cpu: off), off, or a directory");
@@ -86,7 +82,6 @@ BackendOptions EngineOptions::BackendFromConfig(const Config& c, const std::stri
   b.cpu_float_activations = c.GetString(p + "cpu-float-activations");
   b.device = static_cast<int>(c.GetInt(p + "device"));
   b.cuda_attn_split = static_cast<int>(c.GetInt(p + "cuda-attn-split"));
-  b.cuda_smem_carveout = static_cast<int>(c.GetInt(p + "cuda-smem-carveout"));
   return b;
 }
 

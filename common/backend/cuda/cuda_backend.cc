@@ -500,7 +500,6 @@ absl::Status CudaBackend::Init(const BackendOptions& opts) {
   }
   cuda::Tuning tuning = cuda::GetTuning();  // process-wide: tests set the attention fields before
   tuning.pdl = opts.cuda_pdl;
-  tuning.smem_carveout = opts.cuda_smem_carveout;
   static_assert(BackendOptions::kAttnSplitStep == cuda::kAttnSub &&
                 BackendOptions::kAttnSplitMax == 8 * cuda::kAttnSub);
   if (opts.cuda_attn_split != 0) tuning.attn_split = opts.cuda_attn_split;  // checked by CreateBackend
@@ -510,7 +509,6 @@ absl::Status CudaBackend::Init(const BackendOptions& opts) {
                   << Kv("multiprocessors", info.sm_count) << Kv("graphs", graphs_on_ ? "on" : "off")
                   << Kv("pdl", cuda::GetTuning().pdl && prop.major >= 9 ? "on" : "off")
                   << Kv("attn_kernel", cuda::GetTuning().attn_kernel) << Kv("attn_split", cuda::GetTuning().attn_split)
-                  << Kv("smem_carveout", cuda::GetTuning().smem_carveout)
                   << Kv("sampling", device_sampling_ ? "device" : "host");
   SPECD_CUDA_RETURN(cuda::PrepareMatvecKernels(), "preparing the matvec kernels");
   SPECD_CUDA_RETURN(cuda::PrepareAttentionKernels(), "preparing the attention kernels");

@@ -243,10 +243,6 @@ struct Tuning {
   bool pdl = true;              // programmatic dependent launch between kernels (sm_90)
   int attn_kernel = 2;          // 2: tensor-core split kernel where it applies, 1: FP32 everywhere
   int attn_split = kAttnSplit;  // positions per attention split (multiple of 32)
-  // Percent of each SM's L1/shared memory given to shared memory for every
-  // step kernel (-1: the driver picks per kernel). One value for all keeps an
-  // SM from draining to reconfigure between kernels of different needs.
-  int smem_carveout = -1;
 };
 void SetTuning(const Tuning& t);
 const Tuning& GetTuning();

@@ -10,7 +10,8 @@
 #     pair's target at context 64 and 4200, the draft (bench_against); six sequences (bench_multi);
 #     KV Q8_0 at 4200 and 64;
 #  3. issue 11's side-by-side table (tests/gpu/peer_bench.sh, llama.cpp from .peer/llama-cuda.tar.xz).
-# Pack: bash docs/runs/round23/pack.sh, then
+# The flag is not kept (slower; docs/PERFORMANCE.md "Round 23"): it ran at 56f6d99, now
+# docs/runs/round23/exp-smem-carveout.patch. Pack: bash docs/runs/round23/pack.sh, then
 #   run(command="bash docs/runs/round23/callB.sh", carry=[".devpackB", ".peer"], kind="nvidia-h200")
 set -u
 export DEVPACK=.devpackB/devcarry.tar.xz

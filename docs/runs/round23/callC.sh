@@ -7,6 +7,7 @@
 set -u
 export DEVPACK=.devpackX/devcarry.tar.xz
 T00=$(date +%s)
+rm -rf .devcarry  # a warm machine keeps the previous call's unpacked binaries
 SETS=new MODES="k4 adaptive" bash docs/runs/round17/callCohort.sh
 . tests/gpu/device_lib.sh
 device_setup
