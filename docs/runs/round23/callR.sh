@@ -3,7 +3,8 @@
 # pack-regcap.sh). In one call:
 #  1. gpu_check.k80k2 --matmul-only: every weight type's matvec against mmv::Emulate bit for bit and the
 #     CPU backend, n = 1 .. 40 (a cap changes registers, not arithmetic);
-#  2. specd bench of this tree and the four capped builds, alternating, twice (KV f16): batch 1 and 8 at
+#  2. specd bench of this tree and the capped builds ($BINS: this tree, k80, k80k2; the pack also holds
+#     k88 and k2), alternating, twice (KV f16): batch 1 and 8 at
 #     context 64 (verify 1, 4), verify 4 and 7 at 4200, batch 6 / 8 and six sequences' verify 4 at 1024;
 #  3. if the call is young enough, call D's profiles (ncu of one layer's matvecs, the draft's kernels).
 # Pack: bash docs/runs/round23/pack-regcap.sh, then
@@ -17,7 +18,7 @@ make_pair "$M6" & mkpid=$!
 GPU_CHECK=gpu_check.k80k2 gpu_checks --matmul-only
 wait $mkpid
 for rep in 1 2; do
-  for b in specd specd.k80 specd.k88 specd.k2 specd.k80k2; do
+  for b in ${BINS:-specd specd.k80 specd.k80k2}; do
     stamp "$b (rep $rep): ctx 64 batch 1, 8, verify 1, 4 | ctx 4200 verify 4, 7 | ctx 1024 batch 6, 8, six sequences' verify 4"
     for args in "--ctx 64 --prefill 16 --batches 1,8 --verify-k 1,4" "--ctx 4200 --prefill 4096 --batches 1 --verify-k 4,7" \
       "--ctx 1024 --prefill 64 --batches 6,8 --verify-k 4 --verify-seqs 6"; do
@@ -28,11 +29,11 @@ for rep in 1 2; do
     done
   done
 done
-if before 400 ncu-mmv; then
+if before 300 ncu-mmv; then
   ncu_full mmvdec MmvKernel 40 4 1 1 64 f16
   ncu_full mmv7 MmvKernel 40 4 1 7 4096 f16
 fi
-if before 470 ncu-draft; then
+if before 380 ncu-draft; then
   stamp "ncu: specd bench of the draft (decode at context 64), GPU time per kernel"
   ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2> /dev/null | head -1)
   timeout 100 "$ncu" --clock-control none --cache-control none --metrics gpu__time_duration.sum --csv \
