@@ -557,7 +557,7 @@ __device__ __forceinline__ void CopyRecord(uint8_t* slot, const uint8_t* rec, in
 // Block = one tile, warp j of tile_warps takes groups [j gpw, (j + 1) gpw),
 // streamed through its ring of slots; the warps' sums are added in warp order.
 template <GgmlType T, int C>
-__global__ void __launch_bounds__(32 * kTileMaxWarps) MmvKernel(const __grid_constant__ MmvParams p) {
+__device__ __forceinline__ void MmvBody(const MmvParams& p) {
   constexpr int NT = Tiles(C);
   constexpr int kRec = mmv::LayoutOf(T).rec;
   constexpr int kS = MmvStages<T, C>();
@@ -628,6 +628,22 @@ __global__ void __launch_bounds__(32 * kTileMaxWarps) MmvKernel(const __grid_con
     }
   }
   StoreTile<C>(p, tile, acc, lane);
+}
+
+template <GgmlType T, int C>
+__global__ void __launch_bounds__(32 * kTileMaxWarps) MmvKernel(const __grid_constant__ MmvParams p) {
+  MmvBody<T, C>(p);
+}
+// The 5-8-column kernel under the paired kernel's register budget: the plan
+// sizes each launch's waves by the paired kernel's residency (78-80
+// registers), and at its own 97-110 registers this kernel kept fewer warps
+// resident, so launches planned as one wave ran a partial second one (round
+// 23, an H100: batch 6-8 decode 4-6% and verify 7 at 4200 4% faster at 80;
+// ptxas spills nothing for Q4_K, 16-32 bytes for Q5_K/Q6_K). The 9-16-column
+// kernel at 112 of its 128 registers was 8% slower on 30 columns: not capped.
+template <GgmlType T>
+__global__ void __maxnreg__(80) MmvKernel5to8(const __grid_constant__ MmvParams p) {
+  MmvBody<T, 1>(p);
 }
 
 // ---- activation quantization (standalone pass; the producers fuse it: k_common.cuh's quantizers) ----
@@ -848,11 +864,11 @@ size_t MmvPackedBytes(GgmlType type, int64_t rows, int64_t k) { return mmv::Pack
 namespace {
 // Per GgmlType (low 6 bits) and warps per block w = 1..16: warps of the
 // paired (decode) MmvKernel the device runs at once. The split must not depend
-// on n (decode and verify sum in the same order), so the tile kernels, with
-// more registers, run the decode's plan: at 8-warp blocks 2 blocks per SM
-// against the paired kernel's 3, a partial second wave (round 11: passes of
-// 5-8 columns ~8% slower than with their own plan; 9-16 columns still ~18%
-// faster than before the ring).
+// on n (decode and verify sum in the same order), so the tile kernels run
+// the decode's plan: the 5-8-column one under the paired kernel's register
+// budget (MmvKernel5to8), the 9-16-column one at its 128 registers with a
+// partial second wave where the paired kernel has one (round 11: passes of
+// 5-8 columns were ~8% slower than with their own plan).
 int64_t g_resident[64][kTileMaxWarps + 1] = {};
 // A warp's fixed cost (first load's latency, launch, sums) in units of one
 // group's streaming time, fitted on the H200 (device call 4: a 25600 x 5120
@@ -922,7 +938,7 @@ cudaError_t LaunchMmv(GgmlType type, const MmvMatrix* mats, int n_mats, int64_t 
     const dim3 grid(static_cast<unsigned>(tiles)), block(static_cast<unsigned>(32 * p.plan.tile_warps));
     const size_t w = static_cast<size_t>(p.plan.tile_warps);
     err = n <= 4   ? LaunchPdl(MmvKernel<T, kPaired>, grid, block, w * MmvSmemPerWarp<T, kPaired>(), s, p)
-          : n <= 8 ? LaunchPdl(MmvKernel<T, 1>, grid, block, w * MmvSmemPerWarp<T, 1>(), s, p)
+          : n <= 8 ? LaunchPdl(MmvKernel5to8<T>, grid, block, w * MmvSmemPerWarp<T, 1>(), s, p)
                    : LaunchPdl(MmvKernel<T, 2>, grid, block, w * MmvSmemPerWarp<T, 2>(), s, p);
   });
   return err;
@@ -936,7 +952,7 @@ cudaError_t PrepareMatvecKernels() {
     DispatchPacked(t, [&]<GgmlType T>() {
       // The ring of a whole block of warps may pass the default 48 KiB.
       const int most = static_cast<int>(kTileMaxWarps * MmvSmemPerWarp<T, kPaired>());
-      for (auto* k : {MmvKernel<T, kPaired>, MmvKernel<T, 1>, MmvKernel<T, 2>})
+      for (auto* k : {MmvKernel<T, kPaired>, MmvKernel5to8<T>, MmvKernel<T, 2>})
         if (e == cudaSuccess) e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, most);
       for (int w = 1; w <= kTileMaxWarps && e == cudaSuccess; ++w) {
         int b = 0;
