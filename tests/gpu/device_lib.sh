@@ -24,6 +24,7 @@
 #                              tokens (a line each)
 #   bench_multi REPS BIN...    with each binary in turn, REPS times: batch 6 and 8 decode and six sequences'
 #                              verify 4 at 1024, verify 6 at 4200 ($M6's target; a line each)
+#   bench_row BIN ARGS...      one line of `specd bench` rows (BIN of .devcarry/bin on $M6's target, --reps 5)
 #   table_tps LABEL FILE       the tok/s of row LABEL in the table tests/gpu/batch_spec.sh printed to FILE
 #   before SECONDS WHAT        true while the call is younger than SECONDS, else says WHAT is skipped (stages
 #                              of a call that may be cut short: `before 300 ncu && ncu_step ...`)
@@ -41,6 +42,13 @@ device_setup() {
   nvidia-smi --query-gpu=name,clocks.max.sm,clocks.max.mem --format=csv,noheader 2> /dev/null || true  # the card
 }
 stamp() { echo "== [$(( $(date +%s) - t0 )) s] $*"; }
+bench_row() {
+  local b=$1
+  shift
+  timeout 60 "$C/bin/$b" bench --backend cuda --model "$M6/target.gguf" "$@" --reps 5 2>&1 |
+    grep -E "^ +[0-9]" | tr -s ' ' | tr '\n' '|'
+  echo
+}
 table_tps() { sed -n "s/^| $1 | \([0-9.]*\) |\$/\1/p" "$2" | tail -1; }
 variant() { local v=${1#gpu_check}; echo "${v#.}"; }  # gpu_check.V -> V (gpu_check -> empty)
 before() { [ $(( $(date +%s) - t0 )) -lt "$1" ] || { stamp "skipped (past $1 s): ${*:2}"; return 1; }; }

@@ -6,7 +6,8 @@
 #  2. specd bench of this tree and the capped builds ($BINS: this tree, k80, k80k2; the pack also holds
 #     k88 and k2), alternating, twice (KV f16): batch 1 and 8 at
 #     context 64 (verify 1, 4), verify 4 and 7 at 4200, batch 6 / 8 and six sequences' verify 4 at 1024;
-#  3. if the call is young enough, call D's profiles (ncu of one layer's matvecs, the draft's kernels).
+#  3. if the call is young enough, profiles: ncu --set full of one layer's four matvecs (decode at 64,
+#     the 7-token pass at 4096) and the draft's per-kernel GPU time in specd bench.
 # Pack: bash docs/runs/round23/pack-regcap.sh, then
 #   run(command="bash docs/runs/round23/callR.sh", carry=[".devpackR"], kind="nvidia-h200")
 set -u

@@ -13,12 +13,8 @@ make_pair "$M6"
 for rep in 1 2; do
   for b in specd.base specd; do
     stamp "$b (rep $rep): ctx 64 batch 1, 8, verify 4 | ctx 4200 verify 7"
-    for args in "--ctx 64 --prefill 16 --batches 1,8 --verify-k 4" "--ctx 4200 --prefill 4096 --batches 1 --verify-k 7"; do
-      # shellcheck disable=SC2086
-      timeout 40 "$C/bin/$b" bench --backend cuda --model "$M6/target.gguf" $args --reps 5 2>&1 |
-        grep -E "^ +[0-9]" | tr -s ' ' | tr '\n' '|'
-      echo
-    done
+    bench_row "$b" --ctx 64 --prefill 16 --batches 1,8 --verify-k 4
+    bench_row "$b" --ctx 4200 --prefill 4096 --batches 1 --verify-k 7
   done
 done
 stamp done
