@@ -630,6 +630,7 @@ __device__ __forceinline__ void MmvBody(const MmvParams& p) {
   StoreTile<C>(p, tile, acc, lane);
 }
 
+// The paired (1-4 columns) and 16-column kernels.
 template <GgmlType T, int C>
 __global__ void __launch_bounds__(32 * kTileMaxWarps) MmvKernel(const __grid_constant__ MmvParams p) {
   MmvBody<T, C>(p);
