@@ -16,10 +16,11 @@
 #                              CSV into $O/ncu_sSEQStTOKENS[KV][.V].csv.xz (GPU_CHECK=gpu_check.V: that build)
 #   gpu_checks FLAG...         gpu_check with each flag in turn (--no-matmul, --spec, ...): rc and the
 #                              SUMMARY/FAIL lines, the log into $O/check_FLAG.log.xz; GPU_CHECK=gpu_check.V
-#                              runs that build instead (log $O/check_V_FLAG.log.xz)
+#                              runs that build instead (log $O/check_V_FLAG.log.xz); CHECK_TIMEOUT s each (150)
 #   ncu_full TAG REGEX SKIP COUNT ARGS...  ncu --set full of the kernels matching REGEX (after SKIP
 #                              launches, COUNT of them) in `gpu_check --profile-step ARGS`: the headline
 #                              metrics, $O/TAG_details.txt.xz and the SASS source counters $O/TAG_sass.csv.xz
+#                              (GPU_CHECK=gpu_check.V: that build)
 #   bench_q8_prefill BIN...    with each binary: KV Q8_0 decode / verify 4 at 4200, prefill of 512 and 128
 #                              tokens (a line each)
 #   bench_multi REPS BIN...    with each binary in turn, REPS times: batch 6 and 8 decode and six sequences'
@@ -105,7 +106,7 @@ gpu_checks() {
   for f in "$@"; do
     stamp "$b $f"
     log="$O/check_${v:+${v}_}${f#--}.log"
-    timeout 150 "$C/bin/$b" "$f" > "$log" 2>&1
+    timeout "${CHECK_TIMEOUT:-150}" "$C/bin/$b" "$f" > "$log" 2>&1
     echo "rc=$?"
     grep -E "^FAIL|SUMMARY" "$log" | head -20
     xz -9 "$log"
@@ -117,7 +118,7 @@ ncu_full() {
   ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2> /dev/null | head -1)
   stamp "ncu --set full: $re, gpu_check --profile-step $*"
   timeout 120 "$ncu" --clock-control none --profile-from-start off --set full --import-source no -k "regex:$re" \
-    --launch-skip "$skip" --launch-count "$count" -o "$O/$tag" "$C/bin/gpu_check" --profile-step "$@" \
+    --launch-skip "$skip" --launch-count "$count" -o "$O/$tag" "$C/bin/${GPU_CHECK:-gpu_check}" --profile-step "$@" \
     > "$O/$tag.log" 2>&1
   echo "rc=$?"
   "$ncu" -i "$O/$tag.ncu-rep" --page details > "$O/${tag}_details.txt" 2>&1

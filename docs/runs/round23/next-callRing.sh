@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Prepared for the next device session (not run): the paired matvec's ring depth (next-pack-ring.sh).
+#  1. gpu_check.p6 --matmul-only (the kernel == mmv::Emulate under its own plan, every type, n = 1..40);
+#  2. bench_against 2 over this tree and specd.p3 / p6 / p8: the 27B-class target at context 64 and 4200,
+#     the 6-layer draft (decode is where the paired kernel runs);
+#  3. ncu --set full of one decode layer's matvecs of the p6 build (call R has this tree's), if the call
+#     is young enough.
+# Pack: bash docs/runs/round23/next-pack-ring.sh, then
+#   run(command="bash docs/runs/round23/next-callRing.sh", carry=[".devpackY"], kind="nvidia-h200")
+set -u
+export DEVPACK=.devpackY/devcarry.tar.xz
+rm -rf .devcarry  # a warm machine keeps the previous call's unpacked binaries
+. tests/gpu/device_lib.sh
+device_setup
+make_pair "$M6" & mkpid=$!
+CHECK_TIMEOUT=300 GPU_CHECK=gpu_check.p6 gpu_checks --matmul-only
+wait $mkpid
+CTX64_VERIFY=1 bench_against 2 specd specd.p3 specd.p6 specd.p8
+before 420 ncu && GPU_CHECK=gpu_check.p6 ncu_full mmvdec_p6 MmvKernel 40 4 1 1 64 f16
+stamp done
+bundle_out
