@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Builds variants of this tree for one device call and packs them beside this tree's binaries:
+#   tests/gpu/pack_variants.sh PACKDIR PATCH FILE VARIANT...
+# VARIANT is TAG[:MACRO=VALUE[,MACRO=VALUE...][:+gpu_check]]. For each, FILE is restored, PATCH applied,
+# the macros #defined at FILE's top, and specd (with +gpu_check also gpu_check) built in build-cuda and kept
+# as .devcarry/bin/specd.TAG (gpu_check.TAG); this tree's specd and gpu_check come from
+# tests/gpu/make_carry.sh. Writes PACKDIR/devcarry.tar.xz (carry ["PACKDIR"]); FILE is restored at the end.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+[ $# -ge 4 ] || { echo "usage: $0 PACKDIR PATCH FILE TAG[:MACRO=VALUE,...[:+gpu_check]]..." >&2; exit 2; }
+out=$1 patch=$2 file=$3
+shift 3
+git diff --quiet -- "$file" || { echo "pack_variants: $file has local changes; commit or stash them first" >&2; exit 2; }
+tmp=$(mktemp -d)
+trap 'git checkout -- "$file"; rm -rf "$tmp"' EXIT
+for v in "$@"; do
+  IFS=: read -r tag defs extra <<< "$v"
+  git checkout -- "$file"
+  git apply "$patch"
+  IFS=, read -ra ds <<< "${defs:-}"
+  for d in "${ds[@]}"; do sed -i "1i #define ${d%%=*} ${d#*=}" "$file"; done
+  targets=specd
+  [ "${extra:-}" = +gpu_check ] && targets="specd gpu_check"
+  # shellcheck disable=SC2086
+  ninja -C build-cuda $targets > /dev/null
+  cp build-cuda/cli/specd "$tmp/specd.$tag"
+  [ "${extra:-}" = +gpu_check ] && cp build-cuda/tests/gpu/gpu_check "$tmp/gpu_check.$tag"
+done
+git checkout -- "$file"
+BUILD_DIR=build-cuda CARRY_MODELS=0 CARRY_BINS="specd gpu_check" tests/gpu/make_carry.sh > /dev/null
+cp "$tmp"/* .devcarry/bin/
+strip .devcarry/bin/*
+mkdir -p "$out"
+XZ_OPT=-9 tar -cJf "$out/devcarry.tar.xz" .devcarry
+du -sh "$out/devcarry.tar.xz"
