@@ -1,8 +1,9 @@
 # Shared preamble of the device-call scripts (docs/runs/round*/call*.sh), sourced:
 #   . tests/gpu/device_lib.sh
 #   device_setup               O=$OUT (or /tmp/device_out), stamp(), the carried
-#                              .devcarry unpacked (from $DEVPACK, default
-#                              .devpack/devcarry.tar.xz), C=.devcarry, LD_LIBRARY_PATH; prints the card
+#                              .devcarry unpacked (from $DEVPACK, afresh; default
+#                              .devpack/devcarry.tar.xz if none is there), C=.devcarry, LD_LIBRARY_PATH;
+#                              prints the card
 #   make_pair DIR [ARGS...]    the 27B-class Q4_K_S target + 6-layer Q4_K_M derived
 #                              draft (random valid blocks) into DIR unless there,
 #                              extra make-model ARGS (e.g. --residual-gain 0.05)
@@ -37,6 +38,8 @@ device_setup() {
   O=${OUT:-/tmp/device_out}
   mkdir -p "$O"
   t0=$(date +%s)
+  # A warm machine keeps the previous call's unpacked binaries: a named pack is always unpacked afresh.
+  [ -n "${DEVPACK:-}" ] && rm -rf .devcarry
   [ -d .devcarry ] || tar -xJf "${DEVPACK:-.devpack/devcarry.tar.xz}"
   C=$(pwd)/.devcarry
   export LD_LIBRARY_PATH="$C/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"

@@ -6,7 +6,6 @@
 #   run(command="bash docs/runs/round23/callS.sh", carry=[".devpackS"], kind="nvidia-h200")
 set -u
 export DEVPACK=.devpackS/devcarry.tar.xz
-rm -rf .devcarry  # a warm machine keeps the previous call's unpacked binaries
 . tests/gpu/device_lib.sh
 device_setup
 make_pair "$M6"

@@ -10,7 +10,6 @@
 #   run(command="bash docs/runs/round23/next-callRing.sh", carry=[".devpackY"], kind="nvidia-h200")
 set -u
 export DEVPACK=.devpackY/devcarry.tar.xz
-rm -rf .devcarry  # a warm machine keeps the previous call's unpacked binaries
 . tests/gpu/device_lib.sh
 device_setup
 make_pair "$M6" & mkpid=$!
