@@ -1,24 +1,27 @@
 #!/usr/bin/env bash
 # Builds variants of this tree for one device call and packs them beside this tree's binaries:
-#   tests/gpu/pack_variants.sh PACKDIR PATCH FILE VARIANT...
-# VARIANT is TAG[:MACRO=VALUE[,MACRO=VALUE...][:+gpu_check]]. For each, FILE is restored, PATCH applied,
+#   tests/gpu/pack_variants.sh PACKDIR PATCH[,PATCH...] FILE[,FILE...] VARIANT...
+# VARIANT is TAG[:MACRO=VALUE[,MACRO=VALUE...][:+gpu_check]]. For each, the FILEs (those the patches
+# touch; the first takes the macros) are restored, the PATCHes applied,
 # the macros #defined at FILE's top, and specd (with +gpu_check also gpu_check) built in build-cuda and kept
 # as .devcarry/bin/specd.TAG (gpu_check.TAG); this tree's specd and gpu_check come from
-# tests/gpu/make_carry.sh. Writes PACKDIR/devcarry.tar.xz (carry ["PACKDIR"]); FILE is restored at the end.
+# tests/gpu/make_carry.sh. Writes PACKDIR/devcarry.tar.xz (carry ["PACKDIR"]); the FILEs are restored.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-[ $# -ge 4 ] || { echo "usage: $0 PACKDIR PATCH FILE TAG[:MACRO=VALUE,...[:+gpu_check]]..." >&2; exit 2; }
-out=$1 patch=$2 file=$3
+[ $# -ge 4 ] || { echo "usage: $0 PACKDIR PATCH[,PATCH...] FILE[,FILE...] TAG[:MACRO=VALUE,...[:+gpu_check]]..." >&2; exit 2; }
+out=$1
+IFS=, read -ra patches <<< "$2"
+IFS=, read -ra files <<< "$3"
 shift 3
-git diff --quiet -- "$file" || { echo "pack_variants: $file has local changes; commit or stash them first" >&2; exit 2; }
+git diff --quiet -- "${files[@]}" || { echo "pack_variants: ${files[*]} have local changes; commit or stash them first" >&2; exit 2; }
 tmp=$(mktemp -d)
-trap 'git checkout -- "$file"; rm -rf "$tmp"' EXIT
+trap 'git checkout -- "${files[@]}"; rm -rf "$tmp"' EXIT
 for v in "$@"; do
   IFS=: read -r tag defs extra <<< "$v"
-  git checkout -- "$file"
-  git apply "$patch"
+  git checkout -- "${files[@]}"
+  git apply "${patches[@]}"
   IFS=, read -ra ds <<< "${defs:-}"
-  for d in "${ds[@]}"; do sed -i "1i #define ${d%%=*} ${d#*=}" "$file"; done
+  for d in "${ds[@]}"; do sed -i "1i #define ${d%%=*} ${d#*=}" "${files[0]}"; done
   targets=specd
   [ "${extra:-}" = +gpu_check ] && targets="specd gpu_check"
   # shellcheck disable=SC2086
@@ -26,7 +29,7 @@ for v in "$@"; do
   cp build-cuda/cli/specd "$tmp/specd.$tag"
   [ "${extra:-}" = +gpu_check ] && cp build-cuda/tests/gpu/gpu_check "$tmp/gpu_check.$tag"
 done
-git checkout -- "$file"
+git checkout -- "${files[@]}"
 BUILD_DIR=build-cuda CARRY_MODELS=0 CARRY_BINS="specd gpu_check" tests/gpu/make_carry.sh > /dev/null
 cp "$tmp"/* .devcarry/bin/
 strip .devcarry/bin/*
