@@ -26,7 +26,8 @@
 #                              tokens (a line each)
 #   bench_multi REPS BIN...    with each binary in turn, REPS times: batch 6 and 8 decode and six sequences'
 #                              verify 4 at 1024, verify 6 at 4200 ($M6's target; a line each)
-#   bench_row BIN ARGS...      one line of `specd bench` rows (BIN of .devcarry/bin on $M6's target, --reps 5)
+#   bench_row BIN ARGS...      one line of `specd bench` rows (BIN of .devcarry/bin on $M6's target, --reps 5,
+#                              BENCH_TIMEOUT s: 60)
 #   table_tps LABEL FILE       the tok/s of row LABEL in the table tests/gpu/batch_spec.sh printed to FILE
 #   before SECONDS WHAT        true while the call is younger than SECONDS, else says WHAT is skipped (stages
 #                              of a call that may be cut short: `before 300 ncu && ncu_step ...`)
@@ -49,7 +50,7 @@ stamp() { echo "== [$(( $(date +%s) - t0 )) s] $*"; }
 bench_row() {
   local b=$1
   shift
-  timeout 60 "$C/bin/$b" bench --backend cuda --model "$M6/target.gguf" "$@" --reps 5 2>&1 |
+  timeout "${BENCH_TIMEOUT:-60}" "$C/bin/$b" bench --backend cuda --model "$M6/target.gguf" "$@" --reps 5 2>&1 |
     grep -E "^ +[0-9]" | tr -s ' ' | tr '\n' '|'
   echo
 }
@@ -151,12 +152,8 @@ bench_multi() {
   for rep in $(seq "$reps"); do
     for b in "$@"; do
       stamp "$b (rep $rep): batch 6, 8 decode and six sequences' verify 4 at 1024; verify 6 at 4200"
-      timeout 40 "$C/bin/$b" bench --backend cuda --model "$M6/target.gguf" --ctx 1024 --prefill 64 --batches 6,8 \
-        --verify-k 4 --verify-seqs 6 --reps 5 2>&1 | grep -E "^ +[0-9]" | tr -s ' ' | tr '\n' '|'
-      echo
-      timeout 40 "$C/bin/$b" bench --backend cuda --model "$M6/target.gguf" --ctx 4200 --prefill 4096 --batches 1 \
-        --verify-k 6 --reps 5 2>&1 | grep -E "^ +[0-9]" | tr -s ' ' | tr '\n' '|'
-      echo
+      BENCH_TIMEOUT=40 bench_row "$b" --ctx 1024 --prefill 64 --batches 6,8 --verify-k 4 --verify-seqs 6
+      BENCH_TIMEOUT=40 bench_row "$b" --ctx 4200 --prefill 4096 --batches 1 --verify-k 6
     done
   done
 }
