@@ -7,7 +7,7 @@
 // one tile; its warps split the tile's groups (MmvPlan: the split that makes
 // the launch's waves cheapest, from the shapes and the device only), and the
 // warps' sums are added in warp order. Each warp streams its records through
-// a ring of MmvStages shared-memory slots with cp.async, so several groups
+// a ring of MmvStages shared-memory slots with cp.async, so the next groups
 // are in flight per warp while registers hold only the current one (ncu,
 // round 10: with the next group prefetched in registers the kernel took 125
 // registers, ~20% occupancy and 39-51% of DRAM bandwidth). Per group and unit
@@ -530,16 +530,19 @@ __device__ __forceinline__ void Group(const WRegs& w, XView<C>& xv, const MmvPar
   else GroupLegacy<T, C>(w, xv, lane, acc);
 }
 
-// Shared-memory slots per warp: about 10 KiB of records, 2 to 4 of them;
-// at most 3 for the kernel of 5-8 columns (C = 1), which also adds the
-// warps' sums in their rings instead of static shared memory: more of its
-// blocks fit per SM (round 14: verifies of 5-8 tokens 8% faster, batch 8
-// 9%). The same for the decode's paired kernel made the 27B step slower
-// (7.82 -> 8.63-8.75 ms), for the 16-column one the six-stream verify of 30
-// columns (25.1 -> 29.4 ms).
+// Shared-memory slots per warp. The decode's paired kernel and the 5-8-column
+// one keep two (one record in flight while the other is used): the fewer
+// bytes a warp holds, the more warps an SM runs, and that wins (round 24,
+// H100: the 27B decode at context 64 -3%, the 7-token pass -2 to -5%; round
+// 23: 6 and 8 slots 9-24% slower than 4). The 16-column kernel keeps about
+// 10 KiB of records (2 to 4). The 5-8-column kernel also adds the warps' sums
+// in their rings instead of static shared memory: more of its blocks fit per
+// SM (round 14: verifies of 5-8 tokens 8% faster, batch 8 9%); the same made
+// the paired kernel slower (the 27B step 7.82 -> 8.63-8.75 ms), the 16-column
+// one too (the six-stream verify of 30 columns 25.1 -> 29.4 ms).
 template <GgmlType T, int C>
 constexpr int MmvStages() {
-  return std::clamp(10240 / mmv::LayoutOf(T).rec, 2, C == 1 ? 3 : 4);
+  return C == 2 ? std::clamp(10240 / mmv::LayoutOf(T).rec, 2, 4) : 2;
 }
 template <GgmlType T, int C>
 constexpr size_t MmvSmemPerWarp() {
@@ -952,7 +955,8 @@ cudaError_t PrepareMatvecKernels() {
                      GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K})
     DispatchPacked(t, [&]<GgmlType T>() {
       // The ring of a whole block of warps may pass the default 48 KiB.
-      const int most = static_cast<int>(kTileMaxWarps * MmvSmemPerWarp<T, kPaired>());
+      const int most = static_cast<int>(
+          kTileMaxWarps * std::max({MmvSmemPerWarp<T, kPaired>(), MmvSmemPerWarp<T, 1>(), MmvSmemPerWarp<T, 2>()}));
       for (auto* k : {MmvKernel<T, kPaired>, MmvKernel5to8<T>, MmvKernel<T, 2>})
         if (e == cudaSuccess) e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, most);
       for (int w = 1; w <= kTileMaxWarps && e == cudaSuccess; ++w) {
