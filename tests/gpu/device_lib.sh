@@ -146,6 +146,14 @@ bench_q8_prefill() {
     echo
   done
 }
+# Issue 11's side-by-side table with this pack's specd and llama.cpp (.peer/llama-cuda.tar.xz, carried
+# beside the pack) into $O/peer; $1 says which tree or card, for the log.
+peer_table() {
+  stamp "peer_bench ($1)"
+  SPECD_BIN=$C/bin/specd SPEC_NS=3 PEER_BUDGET_S=150 OUT=$O/peer timeout 160 bash tests/gpu/peer_bench.sh > /dev/null 2>&1
+  echo "rc=$?"
+  cat "$O/peer/table.md" 2> /dev/null
+}
 bench_multi() {
   local reps=$1 rep b
   shift

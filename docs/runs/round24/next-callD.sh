@@ -18,11 +18,7 @@ GPU_CHECK=gpu_check.pe gpu_checks --attn-only --no-matmul --spec
 wait $mkpid
 CTX64_VERIFY=1,7 bench_against 2 specd specd.pe specd.r72 specd.r72m
 before 400 multi && bench_multi 1 specd specd.pe specd.r72 specd.r72m
-if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 && before 420 peer_bench; then
-  stamp "peer_bench (this tree's specd, H200)"
-  SPECD_BIN=$C/bin/specd SPEC_NS=3 PEER_BUDGET_S=150 OUT=$O/peer timeout 160 bash tests/gpu/peer_bench.sh > /dev/null 2>&1
-  echo "rc=$?"
-  cat "$O/peer/table.md" 2> /dev/null
-fi
+nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 && before 420 peer_bench &&
+  peer_table "this tree's specd, H200"
 stamp done
 bundle_out
