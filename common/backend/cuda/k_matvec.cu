@@ -533,8 +533,8 @@ __device__ __forceinline__ void Group(const WRegs& w, XView<C>& xv, const MmvPar
 // Shared-memory slots per warp. The decode's paired kernel and the 5-8-column
 // one keep two (one record in flight while the other is used): the fewer
 // bytes a warp holds, the more warps an SM runs, and that wins (round 24,
-// H100: the 27B decode at context 64 -3%, the 7-token pass -2 to -5%; round
-// 23: 6 and 8 slots 9-24% slower than 4). The 16-column kernel keeps about
+// H100: the 27B decode 3% and the 7-token pass 4% faster than at 4 and 3
+// slots; 6 and 8 slots 9-24% slower than 4). The 16-column kernel keeps about
 // 10 KiB of records (2 to 4). The 5-8-column kernel also adds the warps' sums
 // in their rings instead of static shared memory: more of its blocks fit per
 // SM (round 14: verifies of 5-8 tokens 8% faster, batch 8 9%); the same made
