@@ -28,16 +28,9 @@ for b in specd specd.c100; do
   stamp "$b: KV q8_0 at 4200 (decode, verify 1, 4, 7); context 64"
   for args in "--ctx 4200 --prefill 4096 --batches 1 --verify-k 1,4,7" "--ctx 64 --prefill 16 --batches 1 --verify-k 1,4"; do
     # shellcheck disable=SC2086
-    timeout 60 "$C/bin/$b" bench --backend cuda --model "$M6/target.gguf" --kv-type q8_0 $args --reps 5 2>&1 |
-      grep -E "^ +[0-9]" | tr -s ' ' | tr '\n' '|'
-    echo
+    bench_row "$b" --kv-type q8_0 $args
   done
 done
-if before 400 peer_bench; then
-  stamp "peer_bench (this tree's specd)"
-  SPECD_BIN=$C/bin/specd SPEC_NS=3 PEER_BUDGET_S=150 OUT=$O/peer timeout 160 bash tests/gpu/peer_bench.sh > /dev/null 2>&1
-  echo "rc=$?"
-  cat "$O/peer/table.md" 2> /dev/null
-fi
+before 400 peer_bench && peer_table "this tree's specd"
 stamp done
 bundle_out

@@ -24,9 +24,7 @@ for rep in 1 2; do
     for args in "--ctx 64 --prefill 16 --batches 1,8 --verify-k 1,4" "--ctx 4200 --prefill 4096 --batches 1 --verify-k 4,7" \
       "--ctx 1024 --prefill 64 --batches 6,8 --verify-k 4 --verify-seqs 6"; do
       # shellcheck disable=SC2086
-      timeout 60 "$C/bin/$b" bench --backend cuda --model "$M6/target.gguf" $args --reps 5 2>&1 |
-        grep -E "^ +[0-9]" | tr -s ' ' | tr '\n' '|'
-      echo
+      bench_row "$b" $args
     done
   done
 done

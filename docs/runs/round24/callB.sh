@@ -16,11 +16,6 @@ gpu_checks --spec
 wait $mkpid
 CTX64_VERIFY=1,7 bench_against 2 specd.old specd
 bench_multi 1 specd.old specd specd.m2
-if before 440 peer_bench; then
-  stamp "peer_bench (this tree's specd)"
-  SPECD_BIN=$C/bin/specd SPEC_NS=3 PEER_BUDGET_S=150 OUT=$O/peer timeout 160 bash tests/gpu/peer_bench.sh > /dev/null 2>&1
-  echo "rc=$?"
-  cat "$O/peer/table.md" 2> /dev/null
-fi
+before 440 peer_bench && peer_table "this tree's specd"
 stamp done
 bundle_out
