@@ -643,7 +643,7 @@ __global__ void __launch_bounds__(32 * kTileMaxWarps) MmvKernel(const __grid_con
 // registers), and at its own 97-110 registers this kernel kept fewer warps
 // resident, so launches planned as one wave ran a partial second one (round
 // 23, an H100: batch 6-8 decode 4-6% and verify 7 at 4200 4% faster at 80;
-// ptxas spills nothing for Q4_K, 12-32 bytes for Q5_K/Q6_K/Q8_0). The 9-16-column
+// with two ring slots ptxas spills 8 bytes for Q4_K, 12-40 for Q5_K/Q6_K/Q8_0). The 9-16-column
 // kernel at 112 of its 128 registers was 8% slower on 30 columns: not capped.
 template <GgmlType T>
 __global__ void __maxnreg__(80) MmvKernel5to8(const __grid_constant__ MmvParams p) {
