@@ -579,6 +579,17 @@ __device__ __forceinline__ void MmvBody(const MmvParams& p) {
     if (g0 + s < g1) CopyRecord<kRec>(ring + s * kRec, base + static_cast<size_t>(g0 + s) * kRec, lane);
     CpAsyncCommit();
   }
+  // The 9-16-column kernel also requests the record after the ring's next
+  // into L2 (no shared memory held for it): more bytes in flight at the same
+  // warps an SM (round 25, H100: six sequences' verify of 30 columns 7%
+  // faster). In the paired kernel 1-4 records ahead made the decode 14-32%
+  // slower; in the 5-8-column one batch 6-8 gained ~1.5%, but its spills
+  // under 80 registers grew (Q4_1 0 -> 64 bytes): neither does it.
+  auto l2_ahead = [&](int64_t g) {
+    if (C == 2 && g < g1)
+      for (int off = 128 * lane; off < kRec; off += 32 * 128) PrefetchL2(base + static_cast<size_t>(g) * kRec + off);
+  };
+  l2_ahead(g0 + kS - 1);
   GridDepWait();  // the activations come from the previous kernel
   XView<C> xv = MakeXView<C>(p, lane);
   float acc[NT][4];
@@ -595,6 +606,7 @@ __device__ __forceinline__ void MmvBody(const MmvParams& p) {
     const int fill = slot == 0 ? kS - 1 : slot - 1;
     if (g + kS - 1 < g1) CopyRecord<kRec>(ring + fill * kRec, base + static_cast<size_t>(g + kS - 1) * kRec, lane);
     CpAsyncCommit();
+    l2_ahead(g + kS);
     slot = slot == kS - 1 ? 0 : slot + 1;
     Group<T, C>(w, xv, p, g, lane, acc);
   }
@@ -633,18 +645,38 @@ __device__ __forceinline__ void MmvBody(const MmvParams& p) {
   StoreTile<C>(p, tile, acc, lane);
 }
 
-// The paired (1-4 columns) and 16-column kernels.
-template <GgmlType T, int C>
-__global__ void __launch_bounds__(32 * kTileMaxWarps) MmvKernel(const __grid_constant__ MmvParams p) {
-  MmvBody<T, C>(p);
+// The 16-column kernel.
+template <GgmlType T>
+__global__ void __launch_bounds__(32 * kTileMaxWarps) MmvKernel9to16(const __grid_constant__ MmvParams p) {
+  MmvBody<T, 2>(p);
 }
-// The 5-8-column kernel under the paired kernel's register budget: the plan
-// sizes each launch's waves by the paired kernel's residency (78-80
-// registers), and at its own 97-110 registers this kernel kept fewer warps
-// resident, so launches planned as one wave ran a partial second one (round
-// 23, an H100: batch 6-8 decode 4-6% and verify 7 at 4200 4% faster at 80;
-// with two ring slots ptxas spills 8 bytes for Q4_K, 12-40 for Q5_K/Q6_K/Q8_0). The 9-16-column
-// kernel at 112 of its 128 registers was 8% slower on 30 columns: not capped.
+// The paired (decode, 1-4 columns) kernel. Where ptxas gives it more than 72
+// registers (Q4_K 76, Q6_K and Q8_0 80) it is capped at 72: with two ring
+// slots registers limit its warps an SM (28 at 72 instead of 25) and the
+// decode is 3% faster (round 25, H100: 7.78 -> 7.52 ms at context 64, 8.76
+// -> 8.56 at 4200); at 64 Q5_K/Q6_K/Q8_0 spilled, with no gain. The others
+// (58-64) keep launch bounds: under __maxnreg__ ptxas spends the whole cap.
+template <GgmlType T>
+__global__ void __launch_bounds__(32 * kTileMaxWarps) MmvKernelPaired(const __grid_constant__ MmvParams p) {
+  MmvBody<T, kPaired>(p);
+}
+template <GgmlType T>
+__global__ void __maxnreg__(72) MmvKernelPaired72(const __grid_constant__ MmvParams p) {
+  MmvBody<T, kPaired>(p);
+}
+template <GgmlType T>
+constexpr auto PairedKernel() {
+  if constexpr (T == GgmlType::Q4_K || T == GgmlType::Q6_K || T == GgmlType::Q8_0) return MmvKernelPaired72<T>;
+  else return MmvKernelPaired<T>;
+}
+// The 5-8-column kernel near the paired kernel's register budget: the plan
+// sizes each launch's waves by the smaller residency of the two, and at its
+// own 97-110 registers this kernel kept fewer warps resident, so launches
+// planned as one wave ran a partial second one (round 23, an H100: batch 6-8
+// decode 4-6% and verify 7 at 4200 4% faster at 80; with two ring slots
+// ptxas spills 8 bytes for Q4_K, 12-32 for Q5_K/Q6_K/Q8_0, 116 for Q5_1).
+// The 9-16-column kernel at 112 of its 128 registers was 8% slower on 30
+// columns: not capped.
 template <GgmlType T>
 __global__ void __maxnreg__(80) MmvKernel5to8(const __grid_constant__ MmvParams p) {
   MmvBody<T, 1>(p);
@@ -866,13 +898,15 @@ bool MmvSupported(GgmlType type) { return mmv::HasLayout(type); }
 size_t MmvPackedBytes(GgmlType type, int64_t rows, int64_t k) { return mmv::PackedBytes(type, rows, k); }
 
 namespace {
-// Per GgmlType (low 6 bits) and warps per block w = 1..16: warps of the
-// paired (decode) MmvKernel the device runs at once. The split must not depend
-// on n (decode and verify sum in the same order), so the tile kernels run
-// the decode's plan: the 5-8-column one under the paired kernel's register
-// budget (MmvKernel5to8), the 9-16-column one at its 128 registers with a
-// partial second wave where the paired kernel has one (round 11: passes of
-// 5-8 columns were ~8% slower than with their own plan).
+// Per GgmlType (low 6 bits) and warps per block w = 1..kTileMaxWarps: warps
+// the device runs at once of the paired (decode) kernel or the 5-8-column
+// one, whichever is fewer. The split must not depend on n (decode and verify
+// sum in the same order), so every kernel runs one plan: sized by the smaller
+// residency, neither the decode nor a verify of 5-8 tokens plans a wave it
+// cannot run (round 25: the paired kernel's own residency at 72 registers
+// made 5-8-column verifies 2-3% slower); the 9-16-column one at its 128
+// registers runs a partial second wave where those have one (round 11:
+// passes of 5-8 columns were ~8% slower than with their own plan).
 int64_t g_resident[64][kTileMaxWarps + 1] = {};
 // A warp's fixed cost (first load's latency, launch, sums) in units of one
 // group's streaming time, fitted on the H200 (device call 4: a 25600 x 5120
@@ -941,9 +975,9 @@ cudaError_t LaunchMmv(GgmlType type, const MmvMatrix* mats, int n_mats, int64_t 
   DispatchPacked(type, [&]<GgmlType T>() {
     const dim3 grid(static_cast<unsigned>(tiles)), block(static_cast<unsigned>(32 * p.plan.tile_warps));
     const size_t w = static_cast<size_t>(p.plan.tile_warps);
-    err = n <= 4   ? LaunchPdl(MmvKernel<T, kPaired>, grid, block, w * MmvSmemPerWarp<T, kPaired>(), s, p)
+    err = n <= 4   ? LaunchPdl(PairedKernel<T>(), grid, block, w * MmvSmemPerWarp<T, kPaired>(), s, p)
           : n <= 8 ? LaunchPdl(MmvKernel5to8<T>, grid, block, w * MmvSmemPerWarp<T, 1>(), s, p)
-                   : LaunchPdl(MmvKernel<T, 2>, grid, block, w * MmvSmemPerWarp<T, 2>(), s, p);
+                   : LaunchPdl(MmvKernel9to16<T>, grid, block, w * MmvSmemPerWarp<T, 2>(), s, p);
   });
   return err;
 }
@@ -957,13 +991,16 @@ cudaError_t PrepareMatvecKernels() {
       // The ring of a whole block of warps may pass the default 48 KiB.
       const int most = static_cast<int>(
           kTileMaxWarps * std::max({MmvSmemPerWarp<T, kPaired>(), MmvSmemPerWarp<T, 1>(), MmvSmemPerWarp<T, 2>()}));
-      for (auto* k : {MmvKernel<T, kPaired>, MmvKernel5to8<T>, MmvKernel<T, 2>})
+      for (auto* k : {PairedKernel<T>(), MmvKernel5to8<T>, MmvKernel9to16<T>})
         if (e == cudaSuccess) e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, most);
       for (int w = 1; w <= kTileMaxWarps && e == cudaSuccess; ++w) {
-        int b = 0;
-        e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, MmvKernel<T, kPaired>, 32 * w,
+        int paired = 0, five = 0;
+        e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&paired, PairedKernel<T>(), 32 * w,
                                                           w * MmvSmemPerWarp<T, kPaired>());
-        g_resident[static_cast<int>(T) & 63][w] = int64_t{b} * w * sms;
+        if (e == cudaSuccess)
+          e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&five, MmvKernel5to8<T>, 32 * w,
+                                                            w * MmvSmemPerWarp<T, 1>());
+        g_resident[static_cast<int>(T) & 63][w] = int64_t{std::min(paired, five)} * w * sms;
       }
     });
   return e;
