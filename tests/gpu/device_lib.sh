@@ -6,7 +6,8 @@
 #                              prints the card
 #   make_pair DIR [ARGS...]    the 27B-class Q4_K_S target + 6-layer Q4_K_M derived
 #                              draft (random valid blocks) into DIR unless there,
-#                              extra make-model ARGS (e.g. --residual-gain 0.05)
+#                              extra make-model ARGS (e.g. --residual-gain 0.05); its seconds
+#                              in DIR/make-model.seconds
 #   M6, M8                     the 6-layer pair's and the ~80% pair's folders
 #   bench_against REPS BIN...  specd bench of the 6-layer pair ($M6, made first) with each binary of
 #                              .devcarry/bin in turn, REPS times: the target at context 64 (batch 1, 8;
@@ -67,8 +68,15 @@ make_pair() {
   local d=$1
   shift
   [ -f "$d/target.gguf" ] && [ -f "$d/draft.gguf" ] && return 0
+  local s rc
+  s=$(date +%s)
   timeout 120 "$C/bin/specd" make-model --preset qwen3-27b --type Q4_K_S --fill blocks --sync=false --pair \
     --draft-layers 6 --draft-type Q4_K_M "$@" --out "$d" > "$O/mk.$(basename "$d").txt" 2>&1
+  rc=$?
+  # Beside the pair, for peer_bench's table (it finds the pair made and would print n/a).
+  [ $rc = 0 ] && echo "$(( $(date +%s) - s ))" > "$d/make-model.seconds"
+  echo "make-model: rc=$rc, $(( $(date +%s) - s )) s" >> "$O/mk.$(basename "$d").txt"
+  return $rc
 }
 bench_against() {
   local reps=$1 rep b

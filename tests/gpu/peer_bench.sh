@@ -176,6 +176,10 @@ D=$M/draft.gguf
 if [ -n "$S" ] && { [ ! -f "$T" ] || [ ! -f "$D" ]; }; then
   run "$SL" 300 make-model "$S" make-model "${MM[@]}" --type $TYPE --fill blocks --sync=false --pair \
     --draft-layers $DLAYERS --draft-type $DTYPE --out "$M"
+elif [ -f "$M/make-model.seconds" ]; then
+  # Made before this run (device_lib's make_pair, the same command): its time, for the table.
+  { echo "### make-model (before this run: device_lib.sh make_pair)"
+    echo "### end make-model rc=0 $(cat "$M/make-model.seconds") s"; } >> "$SL"
 fi
 ls -la "$M" >> "$LOG" 2>&1
 if [ ! -f "$T" ] || [ ! -f "$D" ]; then
