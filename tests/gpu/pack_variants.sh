@@ -14,6 +14,10 @@ IFS=, read -ra patches <<< "$2"
 IFS=, read -ra files <<< "$3"
 shift 3
 git diff --quiet -- "${files[@]}" || { echo "pack_variants: ${files[*]} have local changes; commit or stash them first" >&2; exit 2; }
+# make_carry.sh below configures build-cuda this way too (gpu_check needs the tests); a build dir left
+# without them (make_carry.sh for the services) would not know gpu_check.
+cmake -S . -B build-cuda -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 -DSPECD_BUILD_TESTS=ON \
+  > /dev/null
 tmp=$(mktemp -d)
 trap 'git checkout -- "${files[@]}"; rm -rf "$tmp"' EXIT
 for v in "$@"; do
