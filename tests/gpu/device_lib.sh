@@ -21,7 +21,8 @@
 #                              runs that build instead (log $O/check_V_FLAG.log.xz); CHECK_TIMEOUT s each (150)
 #   ncu_full TAG REGEX SKIP COUNT ARGS...  ncu --set full of the kernels matching REGEX (after SKIP
 #                              launches, COUNT of them) in `gpu_check --profile-step ARGS`: the headline
-#                              metrics, $O/TAG_details.txt.xz and the SASS source counters $O/TAG_sass.csv.xz
+#                              metrics, the warp stall samples by SASS region (ncu_sass_regions.py),
+#                              $O/TAG_details.txt.xz and the SASS source counters $O/TAG_sass.csv.xz
 #                              (GPU_CHECK=gpu_check.V: that build)
 #   bench_q8_prefill BIN...    with each binary: KV Q8_0 decode / verify 4 at 4200, prefill of 512 and 128
 #                              tokens (a line each)
@@ -137,6 +138,7 @@ ncu_full() {
   grep -E "Kernel|Duration|Registers Per|Warp Cycles Per Issued|Executed Instructions  |SM Active Cycles" \
     "$O/${tag}_details.txt" | head -24
   "$ncu" -i "$O/$tag.ncu-rep" --page source --print-source sass --csv > "$O/${tag}_sass.csv" 2>&1
+  python3 tests/gpu/ncu_sass_regions.py "$O/${tag}_sass.csv" --step 300 --top 6
   xz -9 "$O/${tag}_details.txt" "$O/${tag}_sass.csv"
   rm -f "$O/$tag.ncu-rep"
 }
