@@ -72,9 +72,12 @@ def main():
     ap.add_argument("--top", type=int, default=12)
     ap.add_argument("--reasons", type=int, default=6)
     a = ap.parse_args()
+    last = None
     for name, hdr, rows in launches(a.file):
-        if hdr and SAMPLES in hdr and EXECUTED in hdr:
+        # ncu's source page may list a launch twice: print each once.
+        if hdr and SAMPLES in hdr and EXECUTED in hdr and (name, rows) != last:
             report(name, hdr, rows, a.step, a.top, a.reasons)
+        last = (name, rows)
 
 
 if __name__ == "__main__":
