@@ -653,9 +653,10 @@ __global__ void __launch_bounds__(32 * kTileMaxWarps) MmvKernel9to16(const __gri
 // The paired (decode, 1-4 columns) kernel. Where ptxas gives it more than 72
 // registers (Q4_K 76, Q6_K and Q8_0 80) it is capped at 72: with two ring
 // slots registers limit its warps an SM (28 at 72 instead of 25) and the
-// decode is 3% faster (round 25 call A, H100: 7.78 -> 7.52 ms at context 64, 8.76
-// -> 8.56 at 4200); at 64 Q5_K/Q6_K/Q8_0 spilled, with no gain. The others
-// (58-64) keep launch bounds: under __maxnreg__ ptxas spends the whole cap.
+// decode is 3% faster (round 25 call A, H100: 7.78 -> 7.52 ms at context
+// 64, 8.76 -> 8.56 at 4200); at 64 Q5_K/Q6_K/Q8_0 spilled, with no gain. The
+// others (58-64) keep launch bounds: under __maxnreg__ ptxas spends the
+// whole cap.
 template <GgmlType T>
 __global__ void __launch_bounds__(32 * kTileMaxWarps) MmvKernelPaired(const __grid_constant__ MmvParams p) {
   MmvBody<T, kPaired>(p);
