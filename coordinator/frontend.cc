@@ -355,6 +355,9 @@ void Frontend::AddCollectors() {
       s.Add("specd_worker_cohort_timeouts_total",
             "Of those, batches that started before the whole cohort came (--cohort-wait-us).", Type::kCounter, r,
             static_cast<double>(i.cohort_timeouts()));
+      s.Add("specd_worker_prefill_ahead_seconds_total",
+            "Seconds of prefill slices that ran while a gathered batch of calls waited for them.", Type::kCounter, r,
+            i.prefill_ahead_seconds());
       s.Add("specd_worker_cold_forwards_total",
             "Forward batches run cold (CUDA: a batch shape's first eager run or its graph capture).", Type::kCounter,
             r, static_cast<double>(i.cold_forwards()));

@@ -173,6 +173,10 @@ class EngineThread {
   // other work needed the thread).
   int64_t cohort_batches() const { return cohort_batches_.load(); }
   int64_t cohort_timeouts() const { return cohort_timeouts_.load(); }
+  // Prefill slice rounds that ran while a gathered batch waited for them, and
+  // their time.
+  int64_t prefill_ahead_rounds() const { return prefill_ahead_rounds_.load(); }
+  double prefill_ahead_seconds() const { return static_cast<double>(prefill_ahead_ns_.load()) * 1e-9; }
   const SchedulerOptions& options() const { return opts_; }
 
  private:
@@ -246,7 +250,15 @@ class EngineThread {
         }
       }
       for (auto& t : tasks) t();
-      PrefillRound();
+      // A prefill slice runs ahead of the batch just gathered: its jobs wait
+      // for it (what the coordinator's step anatomy counts as wait).
+      const auto slice_start = std::chrono::steady_clock::now();
+      if (PrefillRound() && !batch.empty()) {
+        prefill_ahead_rounds_.fetch_add(1);
+        prefill_ahead_ns_.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                        std::chrono::steady_clock::now() - slice_start)
+                                        .count());
+      }
       if (batch.empty()) continue;
       std::vector<Job> jobs;
       jobs.reserve(batch.size());
@@ -307,7 +319,8 @@ class EngineThread {
 
   // One slice round over prefills_ (engine thread only): up to prefill_chunk
   // tokens, handed out from the front; the jobs served move to the back.
-  void PrefillRound() {
+  // Whether it fed any.
+  bool PrefillRound() {
     for (auto it = prefills_.begin(); it != prefills_.end();) {
       if ((*it)->cancelled && (*it)->cancelled()) {
         (*it)->done.set_value(absl::CancelledError("prefill cancelled"));
@@ -316,7 +329,7 @@ class EngineThread {
         ++it;
       }
     }
-    if (prefills_.empty()) return;
+    if (prefills_.empty()) return false;
     int64_t budget = opts_.prefill_chunk;
     std::vector<PrefillRequest> reqs;
     std::vector<std::shared_ptr<PrefillJob>> served;
@@ -350,6 +363,7 @@ class EngineThread {
       j.remaining = *res[i];
       prefills_.push_back(served[i]);
     }
+    return true;
   }
 
   BatchFn batch_;
@@ -368,6 +382,7 @@ class EngineThread {
   std::deque<uint64_t> taken_order_;
   std::atomic<int64_t> batches_{0}, batched_jobs_{0}, prefill_tokens_{0}, prefill_rounds_{0};
   std::atomic<int64_t> cohort_batches_{0}, cohort_timeouts_{0};
+  std::atomic<int64_t> prefill_ahead_rounds_{0}, prefill_ahead_ns_{0};
   std::atomic<int> max_seen_{0};
   std::thread thread_;
 };

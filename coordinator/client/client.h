@@ -46,6 +46,8 @@ struct WorkerStats {
   int kv_used_blocks = 0, kv_total_blocks = 0;
   int64_t forwards = 0, batches = 0, batched_requests = 0, model_loads = 0;
   int64_t cohort_batches = 0, cohort_timeouts = 0;
+  int64_t prefill_ahead_rounds = 0;    // prefill slices that ran while a gathered batch waited
+  double prefill_ahead_seconds = 0;
   int64_t cold_forwards = 0;  // forward batches run cold (CUDA: a shape's first run, its graph capture)  // batches gathering a lockstep cohort; started short of it
   int max_batch = 0;
   uint64_t memory_total = 0;

@@ -110,6 +110,8 @@ class WorkerBase : public Service {
     r->set_batch_limit(thread_->options().max_batch);
     r->set_cohort_batches(thread_->cohort_batches());
     r->set_cohort_timeouts(thread_->cohort_timeouts());
+    r->set_prefill_ahead_rounds(thread_->prefill_ahead_rounds());
+    r->set_prefill_ahead_seconds(thread_->prefill_ahead_seconds());
   }
   std::unique_ptr<EngineThread<Job, Out>> thread_;
 };

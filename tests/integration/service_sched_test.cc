@@ -346,6 +346,7 @@ TEST_F(ServiceSchedTest, StatsMetricsAndLogsShowTheService) {
   EXPECT_GT(Sample(body, "specd_worker_cohort_batches_total{role=\"target\"}"), 0);
   EXPECT_GT(Sample(body, "specd_worker_cohort_batches_total{role=\"draft\"}"), 0);
   EXPECT_GE(Sample(body, "specd_worker_cohort_timeouts_total{role=\"target\"}"), 0);
+  EXPECT_GE(Sample(body, "specd_worker_prefill_ahead_seconds_total{role=\"target\"}"), 0);
   EXPECT_GT(s.target.cohort_batches, 0);
   // The coordinator sent the cohorts' calls as one message per worker.
   EXPECT_GT(Sample(body, "specd_batch_messages_total{role=\"target\"}"), 0);

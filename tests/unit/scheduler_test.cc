@@ -123,6 +123,11 @@ TEST(Scheduler, LongPrefillIsChunkedBetweenBatches) {
   EXPECT_EQ(t->prefill_rounds(), 10);
   // (About 10 when the submitting thread keeps up; a loaded 2-core machine ran 4 with chunks of 5 ms.)
   EXPECT_GE(steps_during, 3) << "batches ran between the prefill's chunks";
+  // A slice that ran while a gathered job waited is counted with its time
+  // (each slice sleeps 10 ms).
+  EXPECT_GE(t->prefill_ahead_rounds(), 1);
+  EXPECT_LE(t->prefill_ahead_rounds(), t->prefill_rounds());
+  EXPECT_GE(t->prefill_ahead_seconds(), 0.009 * static_cast<double>(t->prefill_ahead_rounds()));
   // Never more than one chunk in a row while a job waits.
   int slices = 0;
   for (const std::string& s : rec.log) {
