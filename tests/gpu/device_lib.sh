@@ -74,9 +74,10 @@ make_pair() {
   timeout 120 "$C/bin/specd" make-model --preset qwen3-27b --type Q4_K_S --fill blocks --sync=false --pair \
     --draft-layers 6 --draft-type Q4_K_M "$@" --out "$d" > "$O/mk.$(basename "$d").txt" 2>&1
   rc=$?
+  s=$(( $(date +%s) - s ))
   # Beside the pair, for peer_bench's table (it finds the pair made and would print n/a).
-  [ $rc = 0 ] && echo "$(( $(date +%s) - s ))" > "$d/make-model.seconds"
-  echo "make-model: rc=$rc, $(( $(date +%s) - s )) s" >> "$O/mk.$(basename "$d").txt"
+  [ $rc = 0 ] && echo "$s" > "$d/make-model.seconds"
+  echo "make-model: rc=$rc, $s s" >> "$O/mk.$(basename "$d").txt"
   return $rc
 }
 bench_against() {

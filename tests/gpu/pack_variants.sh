@@ -14,12 +14,10 @@ IFS=, read -ra patches <<< "$2"
 IFS=, read -ra files <<< "$3"
 shift 3
 git diff --quiet -- "${files[@]}" || { echo "pack_variants: ${files[*]} have local changes; commit or stash them first" >&2; exit 2; }
-# make_carry.sh below configures build-cuda this way too (gpu_check needs the tests); a build dir left
-# without them (make_carry.sh for the services) would not know gpu_check.
-cmake -S . -B build-cuda -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 -DSPECD_BUILD_TESTS=ON \
-  > /dev/null
-tmp=$(mktemp -d)
-trap 'git checkout -- "${files[@]}"; rm -rf "$tmp"' EXIT
+# This tree's specd and gpu_check first: make_carry.sh configures build-cuda with the tests (so the
+# variants' gpu_check builds there too) and gathers the libraries every build shares.
+BUILD_DIR=build-cuda CARRY_MODELS=0 CARRY_BINS="specd gpu_check" tests/gpu/make_carry.sh > /dev/null
+trap 'git checkout -- "${files[@]}"' EXIT
 for v in "$@"; do
   IFS=: read -r tag defs extra <<< "$v"
   git checkout -- "${files[@]}"
@@ -30,12 +28,9 @@ for v in "$@"; do
   [ "${extra:-}" = +gpu_check ] && targets="specd gpu_check"
   # shellcheck disable=SC2086
   ninja -C build-cuda $targets > /dev/null
-  cp build-cuda/cli/specd "$tmp/specd.$tag"
-  [ "${extra:-}" = +gpu_check ] && cp build-cuda/tests/gpu/gpu_check "$tmp/gpu_check.$tag"
+  cp build-cuda/cli/specd ".devcarry/bin/specd.$tag"
+  [ "${extra:-}" = +gpu_check ] && cp build-cuda/tests/gpu/gpu_check ".devcarry/bin/gpu_check.$tag"
 done
-git checkout -- "${files[@]}"
-BUILD_DIR=build-cuda CARRY_MODELS=0 CARRY_BINS="specd gpu_check" tests/gpu/make_carry.sh > /dev/null
-cp "$tmp"/* .devcarry/bin/
 strip .devcarry/bin/*
 mkdir -p "$out"
 XZ_OPT=-9 tar -cJf "$out/devcarry.tar.xz" .devcarry
