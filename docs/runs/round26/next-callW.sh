@@ -4,10 +4,10 @@
 # group's records, ~2.4x the weight record's bytes an 8-column tile, from L2 at 25% occupancy); the
 # six-sequence verify of 30 columns runs two passes of ~1.6x a decode each, the bound of issue 12's six
 # streams. The wide kernel reads each group's records once a block of up to 8 tiles from shared memory
-# and takes 17-32 columns in one pass.
+# and takes 17-64 columns in one pass.
 #  1. gpu_check.w --matmul-only (every type: kernel == host emulation bit for bit for n = 1..64, each
 #     column the same whatever n), --spec, --no-matmul (models: verify == decode, six sequences);
-#  2. --bench-matvec with gpu_check and gpu_check.w: weight GB/s at n = 1..32 (the tree: n <= 16);
+#  2. --bench-matvec with gpu_check and gpu_check.w: weight GB/s at n = 1..64 (the tree: n <= 16);
 #  3. bench_multi 1 (batch 6/8 decode, six sequences' verify 4 at 1024 = 30 columns, verify 6 at 4200)
 #     with specd, .w, .w9, .w5 (the wide kernel from 5 columns), .w4, .s3;
 #  4. bench_q8_prefill (prefill 512 and 128) with specd, .w, .p128, .p512;

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Prepared for the next device session: the pack for next-callW.sh, .devpackW/devcarry.tar.xz (carry
 # [".devpackW"]): this tree's specd and gpu_check, and with docs/runs/round26/next-mmv-wide.patch (the wide
-# matvec: 17-32 columns a launch, a block's warps consecutive tiles sharing each group's activation records
+# matvec: 17-64 columns a launch, a block's warps consecutive tiles sharing each group's activation records
 # staged once in shared memory; the plan's parts across blocks, folded in part order by the last to arrive):
 #   specd.w + gpu_check.w    the wide kernel from 17 columns (a 30-column verify in one pass, not two of 16)
 #   specd.w9 + gpu_check.w9  ... from 9 columns (it replaces the 16-column kernel)
@@ -9,8 +9,8 @@
 #                            six streams' draft steps)
 #   specd.w4                 four warps (tiles) a wide block, not the fewest waves of 8 / 4 / 2
 #   specd.s3                 three pipeline stages (two groups in flight, not one)
-#   specd.p128, specd.p512   prompts of up to 128 / 512 tokens through wide passes instead of dequantized
-#                            F16 tiles + cuBLAS
+#   specd.p128, specd.p512   prompts of up to 128 / 512 tokens through wide passes of 64 columns instead
+#                            of dequantized F16 tiles + cuBLAS
 # (.devpackW is not in a fresh clone's .git/info/exclude: add "/.devpackW/" there.)
 exec "$(dirname "$0")/../../../tests/gpu/pack_variants.sh" .devpackW \
   docs/runs/round26/next-mmv-wide.patch \
