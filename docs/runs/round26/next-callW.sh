@@ -11,7 +11,8 @@
 #  3. bench_multi 1 (batch 6/8 decode, six sequences' verify 4 at 1024 = 30 columns, verify 6 at 4200)
 #     with specd, .w, .w9, .w5 (the wide kernel from 5 columns), .w4, .s3;
 #  4. bench_q8_prefill (prefill 512 and 128) with specd, .w, .p128, .p512;
-#  5. gpu_check.w9 --matmul-only if time is left (the wide kernel at 9-16 columns, bit for bit).
+#  5. if time is left: gpu_check.w9 --matmul-only (the wide kernel at 9-16 columns, bit for bit), ncu of
+#     the six-sequence verify (6 x 5 tokens at 1024) with gpu_check and gpu_check.w (per-kernel time).
 # Pack: bash docs/runs/round26/next-pack-w.sh, then
 #   run(command="bash docs/runs/round26/next-callW.sh", carry=[".devpackW"])
 set -u
@@ -28,5 +29,6 @@ wait $mkpid
 bench_multi 1 specd specd.w specd.w9 specd.w5 specd.w4 specd.s3
 before 480 prefill && bench_q8_prefill specd specd.w specd.p128 specd.p512
 before 470 "gpu_check.w9" && CHECK_TIMEOUT=110 GPU_CHECK=gpu_check.w9 gpu_checks --matmul-only
+before 520 ncu && ncu_step 6 5 1024 f16 && GPU_CHECK=gpu_check.w ncu_step 6 5 1024 f16
 stamp done
 bundle_out
