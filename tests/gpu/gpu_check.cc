@@ -607,7 +607,7 @@ void CheckMatMul(OpEnv& env, GgmlType type, int64_t rows, int64_t k) {
   std::vector<float> y1;
   CHECK_OK(gpu_mm(1, *xd, &y1));
   bool inv = true;
-  for (int n : {1, 2, 3, 4, 7, 8, 9, 16, 17, 31, 32, 33, 40}) {
+  for (int n : {1, 2, 3, 4, 7, 8, 9, 16, 17, 31, 32, 33, 40, 64}) {
     CHECK_OK(gpu_mm(n, *xd, &yg));
     for (int c = 0; c < n; ++c) worst = std::max(worst, RelErr(yg.data() + c * rows, yc.data() + c * rows, rows));
     inv = inv && BitEqual(yg.data(), y1.data(), rows);
@@ -616,15 +616,15 @@ void CheckMatMul(OpEnv& env, GgmlType type, int64_t rows, int64_t k) {
     CHECK_OK(gpu_mm(1, *xd + static_cast<size_t>(n - 1) * k, &ylast));
     inv = inv && BitEqual(yg.data() + static_cast<size_t>(n - 1) * rows, ylast.data(), rows);
   }
-  Check(worst <= bound, absl::StrCat(tag, ": n=1..40 vs CPU, max rel err ", Fmt(worst), " (bound ", Fmt(bound), ")"));
-  Check(inv, tag + ": each column bit-identical whatever the column count (1..40)");
+  Check(worst <= bound, absl::StrCat(tag, ": n=1..64 vs CPU, max rel err ", Fmt(worst), " (bound ", Fmt(bound), ")"));
+  Check(inv, tag + ": each column bit-identical whatever the column count (1..64)");
   if (packed) {  // the kernel computes exactly what the host emulation of its arithmetic computes
     const mmv::Plan plan = cuda::MmvPlan(type, mmv::Tiles(rows), k);
     bool same = true;
     int first_bad = -1;
-    // 1, 3, 4: paired levels (one MMA per unit, activations staged with the weights); 5, 7: one column
-    // tile; 9, 16: two; 30, 40: passes of 16.
-    for (int n : {1, 3, 4, 5, 7, 9, 16, 30, 40}) {
+    // 1, 3, 4: paired levels (one MMA per unit); 5, 7: one column tile; 9, 16: two; 17-32: the wide
+    // kernel (its parts folded by the last block); 40: 32 + 8; 64: two wide passes.
+    for (int n : {1, 3, 4, 5, 7, 9, 16, 17, 24, 30, 32, 40, 64}) {
       CHECK_OK(gpu_mm(n, *xd, &yg));
       const auto xq = mmv::QuantizeActivations(x.data(), n, k);
       std::vector<float> ye(static_cast<size_t>(n) * rows);
@@ -634,7 +634,8 @@ void CheckMatMul(OpEnv& env, GgmlType type, int64_t rows, int64_t k) {
         first_bad = n;
       }
     }
-    Check(same, absl::StrCat(tag, ": kernel == host emulation bit for bit for n = 1, 3, 4, 5, 7, 9, 16, 30, 40 (",
+    Check(same, absl::StrCat(tag, ": kernel == host emulation bit for bit for n = 1, 3, 4, 5, 7, 9, 16, 17, 24, 30, "
+                                  "32, 40, 64 (",
                              plan.tile_warps, " warps x ", plan.gpw, " groups per tile)",
                              first_bad > 0 ? absl::StrCat("; first difference at n=", first_bad) : ""));
   }
@@ -645,12 +646,62 @@ void CheckMatMul(OpEnv& env, GgmlType type, int64_t rows, int64_t k) {
   for (int c = 0; c < 5; ++c) e_ref = std::max(e_ref, RelErr(yg.data() + c * rows, yc.data() + c * rows, rows));
   env.ctl->SetMatMulPath(CudaBackendControl::MatMulPath::kAuto);
   Check(e_ref <= 1e-5, absl::StrCat(tag, ": reference (dequantize + FP32) path vs CPU, rel err ", Fmt(e_ref)));
-  CHECK_OK(gpu_mm(kMaxN, *xd, &yg));  // n > 64: cuBLAS
+  env.ctl->SetMatMulPath(CudaBackendControl::MatMulPath::kGemm);
+  CHECK_OK(gpu_mm(kMaxN, *xd, &yg));
+  env.ctl->SetMatMulPath(CudaBackendControl::MatMulPath::kAuto);
   double e_gemm = 0;
   for (int c = 0; c < kMaxN; ++c)
     e_gemm = std::max(e_gemm, RelErr(yg.data() + c * rows, yc.data() + c * rows, rows));
   const double gb = type == GgmlType::F32 ? 1e-5 : 3e-3;
   Check(e_gemm <= gb, absl::StrCat(tag, ": cuBLAS path (n=100) vs CPU, rel err ", Fmt(e_gemm), " (bound ", Fmt(gb), ")"));
+}
+
+// q/k/v-style grouping: three matrices of one type on the same activations run
+// as one launch (a wide block's tiles may span two of them); each matrix's
+// result must be bit-identical to its own launch.
+void CheckGroupedMatMul(OpEnv& env, GgmlType type, int64_t k) {
+  const std::string tag = absl::StrCat("grouped matmul ", std::string(TypeName(type)), " 200+40+40 x ", k);
+  Rng r(HashStr(tag));
+  const int64_t rows[3] = {200, 40, 40};
+  const int kN = 40;
+  const size_t rb = RowBytes(type, k);
+  std::vector<Weight> ws;
+  std::vector<float*> ys;
+  for (int m = 0; m < 3; ++m) {
+    std::vector<uint8_t> w(rb * rows[m]);
+    std::vector<float> row(k);
+    for (int64_t i = 0; i < rows[m]; ++i) {
+      for (auto& v : row) v = r.Gauss() * 0.05f;
+      CHECK_OK(QuantizeRow(type, row.data(), w.data() + rb * i, k));
+    }
+    auto wg = env.gpu->LoadWeight({absl::StrCat("g", m), type, k, rows[m], w.data(), w.size()});
+    CHECK_OK(wg.status());
+    ws.push_back(*wg);
+    auto y = env.gpu->AllocActivations(static_cast<size_t>(kN) * rows[m]);
+    CHECK_OK(y.status());
+    ys.push_back(*y);
+  }
+  std::vector<float> x(static_cast<size_t>(kN) * k);
+  for (auto& v : x) v = r.Gauss();
+  auto xd = env.gpu->AllocActivations(x.size());
+  CHECK_OK(xd.status());
+  CUDA_OK(cudaMemcpy(*xd, x.data(), x.size() * 4, cudaMemcpyHostToDevice));
+  bool same = true;
+  for (int n : {1, 7, 16, 24, 40}) {
+    std::vector<float> grouped[3], alone(1);
+    for (int m = 0; m < 3; ++m) env.gpu->MatMul(ws[m], nullptr, *xd, n, ys[m]);  // recorded together: one launch
+    for (int m = 0; m < 3; ++m) {
+      grouped[m].resize(static_cast<size_t>(n) * rows[m]);
+      CHECK_OK(env.gpu->ReadToHost(ys[m], grouped[m].data(), grouped[m].size()));
+    }
+    for (int m = 0; m < 3; ++m) {
+      env.gpu->MatMul(ws[m], nullptr, *xd, n, ys[m]);
+      alone.resize(static_cast<size_t>(n) * rows[m]);
+      CHECK_OK(env.gpu->ReadToHost(ys[m], alone.data(), alone.size()));
+      same = same && BitEqual(grouped[m].data(), alone.data(), alone.size());
+    }
+  }
+  Check(same, tag + ": each matrix of a grouped launch == its own launch bit for bit (n = 1, 7, 16, 24, 40)");
 }
 
 // ------------------------------------------------------------------ attention op
@@ -1551,15 +1602,15 @@ struct MatvecBench {
     for (int i = 0; i < 3; ++i) {
       SPECD_ASSIGN_OR_RETURN(Weight w, env.gpu->LoadWeight({absl::StrCat("bench.", i), type, k, rows, nullptr, 0}));
       ws.push_back(w);
-      SPECD_ASSIGN_OR_RETURN(float* x, env.gpu->AllocActivations(16 * k));
-      std::vector<float> h(16 * k);
+      SPECD_ASSIGN_OR_RETURN(float* x, env.gpu->AllocActivations(64 * k));
+      std::vector<float> h(64 * k);
       Rng r(5 + i);
       for (auto& v : h) v = r.Gauss();
       if (cudaMemcpy(x, h.data(), h.size() * 4, cudaMemcpyHostToDevice) != cudaSuccess)
         return absl::InternalError("upload");
       xs.push_back(x);
     }
-    SPECD_ASSIGN_OR_RETURN(y, env.gpu->AllocActivations(16 * rows));
+    SPECD_ASSIGN_OR_RETURN(y, env.gpu->AllocActivations(64 * rows));
     return absl::OkStatus();
   }
   double Ms(int n) {
@@ -1587,7 +1638,7 @@ void BenchMatvec(double copy_gbs, std::vector<GgmlType> types = {GgmlType::Q4_K,
       const mmv::Plan plan = cuda::MmvPlan(type, mmv::Tiles(m.rows), m.k);
       std::string line = absl::StrCat("  ", std::string(TypeName(type)), " ", m.rows, "x", m.k, " [",
                                       plan.tile_warps, " warps x ", plan.gpw, " groups per tile]:");
-      for (int n : {1, 2, 4, 7, 8, 9, 16}) {
+      for (int n : {1, 2, 4, 7, 8, 9, 16, 24, 30, 32}) {
         const double ms = mb.Ms(n);
         const double gbs = mb.ws[0].nbytes / (ms * 1e-3) / 1e9;
         absl::StrAppend(&line, absl::StrFormat("  n=%d %.0f (%.0f%%) %.1fus", n, gbs, 100.0 * gbs / copy_gbs, ms * 1e3));
@@ -2084,6 +2135,7 @@ int RunChecks(const char* self, bool quick, bool matmul, bool only_matmul) {
       if (!quick) CheckMatMul(env, t, 1030, 5120);
     }
     CheckMatMul(env, GgmlType::Q4_K, 25600, 5120);  // one warp per tile, several waves
+    for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q4_1}) CheckGroupedMatMul(env, t, 2048);
   }
   if (only_matmul) {
     std::printf("SUMMARY: %d checks, %d failed\n", g_checks, g_failures);

@@ -32,7 +32,6 @@ using cuda::AttnTile;
 using cuda::BatchDev;
 using cuda::KvDev;
 
-constexpr int kCustomMaxN = 64;      // matmuls up to this many columns use the batch-invariant kernels
 constexpr int kGraphMaxTokens = 64;  // batches replayed from CUDA graphs
 constexpr int kGraphMinContext = 1024;  // tokens the block tables cover at least
 constexpr size_t kMaxGraphs = 64;
@@ -354,6 +353,7 @@ class CudaBackend final : public Backend, public CudaBackendControl {
   void Record(const OpRec& op, std::initializer_list<Range> writes);
   void NoteWrite(const void* p, size_t bytes);
   void* GetXq(const float* x, int n, int64_t k);
+  absl::Status EnsureMmvScratch(GgmlType type, int64_t tiles, int64_t k, int n);
   const double* RopeTable(const RopeParams& p);
   AttnBatchPlan* GetAttnPlan(int n_heads, int n_kv_heads, int head_dim);
 
@@ -427,6 +427,10 @@ class CudaBackend final : public Backend, public CudaBackendControl {
   size_t attn_cnt_cap_ = 0;
   void* norm_cnt_ = nullptr;  // RMSNorm blocks done per row, zero between launches
   size_t norm_cnt_cap_ = 0;
+  void* mmv_part_ = nullptr;  // the wide matvec's partial sums
+  size_t mmv_part_cap_ = 0;
+  void* mmv_cnt_ = nullptr;  // wide matvec blocks done per tile range, zero between launches
+  size_t mmv_cnt_cap_ = 0;
   void* stage_ = nullptr;  // GGUF rows being packed (load time only; freed by InitKv)
   size_t stage_cap_ = 0;
   std::vector<void*> retired_;
@@ -538,6 +542,8 @@ CudaBackend::~CudaBackend() {
   cudaFree(attn_part_);
   cudaFree(attn_cnt_);
   cudaFree(norm_cnt_);
+  cudaFree(mmv_part_);
+  cudaFree(mmv_cnt_);
   cudaFree(stage_);
   cudaFree(accept_rows_);
   for (void* p : buffers_) cudaFree(p);
@@ -896,6 +902,14 @@ void CudaBackend::NoteWrite(const void* p, size_t bytes) {
   }
 }
 
+// The wide matvec's partial sums and counters for a launch of `tiles` (all
+// its matrices) at n columns, sized when the op is recorded.
+absl::Status CudaBackend::EnsureMmvScratch(GgmlType type, int64_t tiles, int64_t k, int n) {
+  if (!cuda::MmvWide(std::min(n, cuda::kMmvMaxCols))) return absl::OkStatus();
+  SPECD_RETURN_IF_ERROR(Grow(&mmv_part_, &mmv_part_cap_, cuda::MmvScratchBytes(type, tiles, k), "matvec partial sums"));
+  return GrowZeroed(&mmv_cnt_, &mmv_cnt_cap_, sizeof(int) * cuda::MmvScratchCounters(tiles), "matvec counters");
+}
+
 // Quantized activations of x for the tensor-core matvec: reused while x is
 // unchanged, fused into the op that produced x when it was the last one.
 void* CudaBackend::GetXq(const float* x, int n, int64_t k) {
@@ -1094,7 +1108,7 @@ void CudaBackend::MatMul(const Weight& w, const Weight* bias, const float* x, in
   op.i[6] = static_cast<int64_t>(row_bytes);
   int64_t path;
   if (forced_path_ == MatMulPath::kDequant) path = kPathDequant;
-  else if (forced_path_ == MatMulPath::kGemm || n > kCustomMaxN) path = kPathGemm;
+  else if (forced_path_ == MatMulPath::kGemm || n > cuda::kMmvMaxN) path = kPathGemm;
   else if (cuda::FmvSupported(w.type)) path = kPathFmv;
   else if (cuda::MmvSupported(w.type)) path = kPathMmv;
   else path = kPathDequant;
@@ -1116,9 +1130,15 @@ void CudaBackend::MatMul(const Weight& w, const Weight* bias, const float* x, in
         last.i[kMmRows[j]] = rows;
         last.i[kMmRowBytes[j]] = static_cast<int64_t>(row_bytes);
         last.i[7] = j + 1;
+        int64_t tiles = 0;
+        for (int i = 0; i <= j; ++i) tiles += mmv::Tiles(last.i[kMmRows[i]]);
+        if (const absl::Status st = EnsureMmvScratch(w.type, tiles, k, n); !st.ok()) return Fail(st);
         return NoteWrite(y, sizeof(float) * n * rows);
       }
     }
+  }
+  if (path == kPathMmv) {
+    if (const absl::Status st = EnsureMmvScratch(w.type, mmv::Tiles(rows), k, n); !st.ok()) return Fail(st);
   }
   if (path == kPathDequant || (path == kPathGemm && w.type != GgmlType::F32 && w.type != GgmlType::F16)) {
     const size_t row_f = static_cast<size_t>(k) * (path == kPathGemm ? 2 : 4);
@@ -1407,7 +1427,10 @@ void CudaBackend::ExecMatMul(const OpRec& op) {
                      static_cast<float*>(const_cast<void*>(op.p[kMmY[j]])) + c0 * r};
         }
         const auto* xq = static_cast<const uint8_t*>(op.p[4]) + (c0 / 8) * ct_bytes;
-        Fail(cuda::LaunchMmv(type, mats, nm, k, xq, std::min(cuda::kMmvMaxCols, n - c0), stream_), "matvec");
+        const cuda::MmvScratch scratch{static_cast<float*>(mmv_part_), mmv_part_cap_, static_cast<int*>(mmv_cnt_),
+                                       mmv_cnt_cap_ / sizeof(int)};
+        Fail(cuda::LaunchMmv(type, mats, nm, k, xq, std::min(cuda::kMmvMaxCols, n - c0), scratch, stream_),
+             "matvec");
       }
       return;
     }

@@ -44,8 +44,13 @@ using mmv::Layout;
 __device__ __forceinline__ uint4 LdS(const uint8_t* p) { return *reinterpret_cast<const uint4*>(p); }
 __device__ __forceinline__ uint32_t LdS32(const uint8_t* p) { return *reinterpret_cast<const uint32_t*>(p); }
 __device__ __forceinline__ uint32_t LdS16(const uint8_t* p) { return *reinterpret_cast<const uint16_t*>(p); }
-// Activations: read by every block, cached.
-__device__ __forceinline__ uint4 LdX(const uint8_t* p) { return __ldg(reinterpret_cast<const uint4*>(p)); }
+// Activations: read by every block, cached (kSh: staged in shared memory by
+// the wide kernel).
+template <bool kSh = false, class V = uint4>
+__device__ __forceinline__ V LdX(const uint8_t* p) {
+  if constexpr (kSh) return *reinterpret_cast<const V*>(p);
+  else return __ldg(reinterpret_cast<const V*>(p));
+}
 
 __device__ __forceinline__ uint32_t Word(const uint4& v, int i) { return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w; }
 
@@ -247,15 +252,15 @@ __device__ __forceinline__ int OutCol(int ct, int t, int i) {
 
 // The unit's B fragment (hi b0, hi b1, lo b0, lo b1); paired: (b0, b1) of the
 // level of MMA column g in .x, .y.
-template <int C>
+template <int C, bool kSh>
 __device__ __forceinline__ uint4 FragB(const XView<C>& x, int ct, int u) {
   if (!x.col_ok[ct]) return make_uint4(0, 0, 0, 0);
   const uint8_t* f = x.rec[ct] + mmv::xq::kFrag + 512 * u + x.frag;
   if constexpr (C == kPaired) {
-    const uint2 v = __ldg(reinterpret_cast<const uint2*>(f));
+    const uint2 v = LdX<kSh, uint2>(f);
     return make_uint4(v.x, v.y, 0, 0);
   }
-  return LdX(f);
+  return LdX<kSh>(f);
 }
 
 // Adds one unit's products to the high- and low-limb sums: fragment rows g
@@ -280,7 +285,7 @@ __device__ __forceinline__ void AddScaledPaired(int (&hi)[4], int (&lo)[4], int 
   lo[2] += s1 * d[3];
 }
 
-template <GgmlType T, int C>
+template <GgmlType T, int C, bool kSh = false>
 __device__ __forceinline__ void GroupK(const WRegs& w, const XView<C>& x, int lane, float (&acc)[Tiles(C)][4]) {
   constexpr int NT = Tiles(C);
   constexpr Layout l = mmv::LayoutOf(T);
@@ -299,7 +304,7 @@ __device__ __forceinline__ void GroupK(const WRegs& w, const XView<C>& x, int la
     for (int j = 0; j < 4; ++j) a[j] = AReg<T>(w, u, j);
 #pragma unroll
     for (int ct = 0; ct < NT; ++ct) {
-      const uint4 b = FragB<C>(x, ct, u);
+      const uint4 b = FragB<C, kSh>(x, ct, u);
       if constexpr (!l.unit16) {
         const int s0 = KUnitScale<T>(s, 0, u), s1 = KUnitScale<T>(s, 1, u);
         if constexpr (C == kPaired) {
@@ -348,7 +353,7 @@ __device__ __forceinline__ void GroupK(const WRegs& w, const XView<C>& x, int la
         ma1 = s.mn[1][t];
       }
       const uint4 lb =
-          x.col_ok[ct] ? LdX(x.rec[ct] + (l.unit16 ? mmv::xq::kLimb16 : mmv::xq::kLimb32) + 16 * x.lanex)
+          x.col_ok[ct] ? LdX<kSh>(x.rec[ct] + (l.unit16 ? mmv::xq::kLimb16 : mmv::xq::kLimb32) + 16 * x.lanex)
                        : make_uint4(0, 0, 0, 0);
       Mma16<true>(m, ma0, ma1, lb.z);
 #pragma unroll
@@ -360,8 +365,8 @@ __device__ __forceinline__ void GroupK(const WRegs& w, const XView<C>& x, int la
     }
     float2 dx = make_float2(0.0f, 0.0f);
     if (x.out_ok[ct]) {
-      if constexpr (C == kPaired) dx.x = __ldg(reinterpret_cast<const float*>(x.rec[ct] + mmv::xq::kScale) + t);
-      else dx = __ldg(reinterpret_cast<const float2*>(x.rec[ct] + mmv::xq::kScale + 8 * t));
+      if constexpr (C == kPaired) dx.x = LdX<kSh, float>(x.rec[ct] + mmv::xq::kScale + 4 * t);
+      else dx = LdX<kSh, float2>(x.rec[ct] + mmv::xq::kScale + 8 * t);
     }
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
@@ -373,7 +378,7 @@ __device__ __forceinline__ void GroupK(const WRegs& w, const XView<C>& x, int la
 }
 
 // Legacy formats: a float scale (and min) per 32-element unit.
-template <GgmlType T, int C>
+template <GgmlType T, int C, bool kSh = false>
 __device__ __forceinline__ void GroupLegacy(const WRegs& w, const XView<C>& x, int lane,
                                             float (&acc)[Tiles(C)][4]) {
   constexpr int NT = Tiles(C);
@@ -394,7 +399,7 @@ __device__ __forceinline__ void GroupLegacy(const WRegs& w, const XView<C>& x, i
         for (int q = 0; q < 2; ++q) {
           const int col = C == kPaired ? t : 2 * t + c;
           xs[ct][c][q] = x.out_ok[ct] && (C != kPaired || c == 0)
-                             ? __ldg(reinterpret_cast<const int4*>(x.rec[ct] + mmv::xq::kSum32 + 4 * (8 * col + 4 * q)))
+                             ? LdX<kSh, int4>(x.rec[ct] + mmv::xq::kSum32 + 4 * (8 * col + 4 * q))
                              : make_int4(0, 0, 0, 0);
         }
     }
@@ -418,7 +423,7 @@ __device__ __forceinline__ void GroupLegacy(const WRegs& w, const XView<C>& x, i
     }
 #pragma unroll
     for (int ct = 0; ct < NT; ++ct) {
-      const uint4 b = FragB<C>(x, ct, u);
+      const uint4 b = FragB<C, kSh>(x, ct, u);
       int dh[4], dl[4];
       if constexpr (C == kPaired) {
         int dd[4];
@@ -445,8 +450,8 @@ __device__ __forceinline__ void GroupLegacy(const WRegs& w, const XView<C>& x, i
   for (int ct = 0; ct < NT; ++ct) {
     float2 dx = make_float2(0.0f, 0.0f);
     if (x.out_ok[ct]) {
-      if constexpr (C == kPaired) dx.x = __ldg(reinterpret_cast<const float*>(x.rec[ct] + mmv::xq::kScale) + t);
-      else dx = __ldg(reinterpret_cast<const float2*>(x.rec[ct] + mmv::xq::kScale + 8 * t));
+      if constexpr (C == kPaired) dx.x = LdX<kSh, float>(x.rec[ct] + mmv::xq::kScale + 4 * t);
+      else dx = LdX<kSh, float2>(x.rec[ct] + mmv::xq::kScale + 8 * t);
     }
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
@@ -469,7 +474,8 @@ struct MmvParams {
   int n;
   mmv::Plan plan;
   const uint8_t* xq;
-  size_t xq_ct;  // bytes per column tile of the activation records
+  size_t xq_ct;   // bytes per column tile of the activation records
+  int64_t tiles;  // of all the launch's matrices
 };
 
 constexpr int kTileMaxWarps = 8;
@@ -480,7 +486,7 @@ __device__ __forceinline__ const MmvMat& MatOf(const MmvParams& p, int64_t tile)
 
 template <int C>
 __device__ __forceinline__ void StoreTile(const MmvParams& p, int64_t tile, const float (&acc)[Tiles(C)][4],
-                                          int lane) {
+                                          int lane, int col0 = 0) {
   const MmvMat& m = MatOf(p, tile);
   const int gq = lane >> 2, t = lane & 3;
   const int64_t local = tile - m.tile0;
@@ -489,8 +495,8 @@ __device__ __forceinline__ void StoreTile(const MmvParams& p, int64_t tile, cons
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       const int64_t row = local * mmv::kTileRows + gq + 8 * (i >> 1);
-      const int col = OutCol<C>(ct, t, i);
-      if (row < m.rows && col >= 0 && col < p.n) {
+      const int col = OutCol<C>(ct, t, i) + col0;
+      if (row < m.rows && col >= col0 && col < p.n) {
         float v = acc[ct][i];
         if (m.bias) v = mmv::Add(v, m.bias[row]);
         m.y[static_cast<size_t>(col) * m.rows + row] = v;
@@ -681,6 +687,165 @@ constexpr auto PairedKernel() {
 template <GgmlType T>
 __global__ void __maxnreg__(80) MmvKernel5to8(const __grid_constant__ MmvParams p) {
   MmvBody<T, 1>(p);
+}
+
+// ---- the wide kernel: 17-32 columns, activations staged once a block ----
+// At 9-16 columns the per-tile kernels read each group's activation records
+// (~2.4x the weight record's bytes an 8-column tile) from L2 in every block:
+// the loads' latency at 128 registers a warp was half its stall (ncu, round
+// 19), and 30 columns took two passes of ~1.6x a decode each. Here a block's
+// warps are consecutive tiles walking the same groups: the group's records
+// of all column tiles land once in shared memory (cp.async, one stage ahead,
+// with the warps' weight records) and every warp reads them there. The
+// block does one of the plan's parts (grid y): the sums are the per-tile
+// kernels' to the bit, the parts folded in part order by the last block of
+// the tile range to arrive (partial sums through a global scratch). Round 26
+// call W (H100): the six-sequence verify of 30 columns 29.2 -> 25.6 ms, its
+// matvecs 23.0 -> 18.7 ms (ncu); from 9 columns no different at 30, from 5
+// the batches of 6-8 14% slower; a 64-column instance (prompts in passes of
+// 64) slower than two of 32, and prompts slower than dequantized F16 tiles
+// and cuBLAS. Small launches (64 tiles) lose to two 16-column passes.
+constexpr int kWideMaxWarps = 8;
+constexpr int kWideCols = 32;
+// Two stages (one group in flight): three were slower (round 26 call W).
+constexpr int kWideStages = 2;
+struct MmvWideScratch {
+  float* part;    // [part][column][launch row]
+  int* counters;  // one a block column, left at zero
+};
+
+// The 16-byte pieces of an activation record a type reads: the fragments,
+// the limb sums (k-quants with mins) or unit sums (legacy with mins), the
+// 8 columns' scales.
+template <GgmlType T>
+constexpr int WideXExtra() {
+  constexpr Layout l = mmv::LayoutOf(T);
+  return !mmv::HasMins(T) ? 0 : l.kquant ? 512 / 16 : 256 / 16;
+}
+template <GgmlType T>
+constexpr int WideXPieces() {
+  return mmv::xq::kLimb32 / 16 + WideXExtra<T>() + 2;
+}
+template <GgmlType T>
+__device__ __forceinline__ int WideXOffset(int j) {
+  constexpr Layout l = mmv::LayoutOf(T);
+  constexpr int kF = mmv::xq::kLimb32 / 16, kE = WideXExtra<T>();
+  constexpr int kExtra = l.kquant ? (l.unit16 ? mmv::xq::kLimb16 : mmv::xq::kLimb32) : mmv::xq::kSum32;
+  return j < kF ? 16 * j : j < kF + kE ? kExtra + 16 * (j - kF) : mmv::xq::kScale + 16 * (j - kF - kE);
+}
+template <GgmlType T>
+constexpr size_t WideSmem(int warps, int cts) {
+  return static_cast<size_t>(kWideStages) * (static_cast<size_t>(cts) * mmv::xq::kRec +
+                                             static_cast<size_t>(warps) * mmv::LayoutOf(T).rec);
+}
+
+template <GgmlType T>
+__global__ void __launch_bounds__(32 * kWideMaxWarps, 2) MmvKernelWide(const __grid_constant__ MmvParams p,
+                                                                     const MmvWideScratch s) {
+  constexpr int kRec = mmv::LayoutOf(T).rec;
+  constexpr int kS = kWideStages;
+  constexpr int kNT = kWideCols / 8;
+  extern __shared__ uint4 wide_smem[];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+  const int cts = (p.n + 7) >> 3;
+  const int64_t tile = static_cast<int64_t>(blockIdx.x) * nw + warp;
+  const bool active = tile < p.tiles;
+  const int part = blockIdx.y, parts = gridDim.y;
+  const int64_t G = p.plan.groups, g0 = part * p.plan.gpw, ng = min(G, g0 + p.plan.gpw) - g0;
+  const size_t xstage = static_cast<size_t>(cts) * mmv::xq::kRec;
+  uint8_t* xs = reinterpret_cast<uint8_t*>(wide_smem);
+  uint8_t* ring = xs + kS * xstage + static_cast<size_t>(warp) * kS * kRec;
+  const MmvMat& m = MatOf(p, active ? tile : 0);
+  const uint8_t* wbase = m.w + static_cast<size_t>(tile - m.tile0) * G * kRec + static_cast<size_t>(g0) * kRec;
+  auto copy_w = [&](int64_t i) {
+    if (active && i < ng) CopyRecord<kRec>(ring + (i % kS) * kRec, wbase + static_cast<size_t>(i) * kRec, lane);
+  };
+  auto copy_x = [&](int64_t i) {
+    if (i >= ng) return;
+    uint8_t* dst = xs + (i % kS) * xstage;
+    const uint8_t* src = p.xq + static_cast<size_t>(g0 + i) * mmv::xq::kRec;
+    constexpr int kP = WideXPieces<T>();
+    for (int j = threadIdx.x; j < cts * kP; j += blockDim.x) {
+      const int ct = j / kP, off = WideXOffset<T>(j - ct * kP);
+      CpAsync16(dst + ct * mmv::xq::kRec + off, src + ct * p.xq_ct + off);
+    }
+  };
+  // Weights stream in while the activations' producer finishes (programmatic
+  // dependent launch); one commit group per stage, so wait_group counts them.
+#pragma unroll
+  for (int i = 0; i < kS - 1; ++i) {
+    copy_w(i);
+    CpAsyncCommit();
+  }
+  GridDepWait();
+#pragma unroll
+  for (int i = 0; i < kS - 1; ++i) {
+    copy_x(i);
+    CpAsyncCommit();
+  }
+  float acc[kNT][1][4];
+#pragma unroll
+  for (int ct = 0; ct < kNT; ++ct)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) acc[ct][0][i] = 0.0f;
+  const int g = lane >> 2, t = lane & 3;
+  for (int64_t i = 0; i < ng; ++i) {
+    CpAsyncWait<kS - 2>();  // stage i landed (this thread's copies)
+    __syncthreads();        // ... and everyone's; stage i - 1 is free
+    copy_w(i + kS - 1);
+    copy_x(i + kS - 1);
+    CpAsyncCommit();
+    if (active) {
+      WRegs w;
+      LoadW<T>(ring + (i % kS) * kRec, lane, w);
+      const uint8_t* xr = xs + (i % kS) * xstage;
+#pragma unroll
+      for (int ct = 0; ct < kNT; ++ct) {
+        if (ct >= cts) break;
+        XView<1> xv;
+        xv.rec[0] = xr + ct * mmv::xq::kRec;
+        xv.lanex = lane;
+        xv.frag = 16 * lane;
+        xv.col_ok[0] = 8 * ct + g < p.n;
+        xv.out_ok[0] = 8 * ct + 2 * t < p.n;
+        if constexpr (mmv::LayoutOf(T).kquant) GroupK<T, 1, true>(w, xv, lane, acc[ct]);
+        else GroupLegacy<T, 1, true>(w, xv, lane, acc[ct]);
+      }
+    }
+  }
+  GridDepLaunch();
+  if (parts == 1) {
+    if (active)
+#pragma unroll
+      for (int ct = 0; ct < kNT; ++ct) StoreTile<1>(p, tile, acc[ct], lane, 8 * ct);
+    return;
+  }
+  const size_t lrows = static_cast<size_t>(p.tiles) * mmv::kTileRows;
+  auto at = [&](int pt, int col, int i) {
+    return (static_cast<size_t>(pt) * kWideCols + col) * lrows + static_cast<size_t>(tile) * mmv::kTileRows + g +
+           8 * (i >> 1);
+  };
+  if (active)
+#pragma unroll
+    for (int ct = 0; ct < kNT; ++ct)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int col = 8 * ct + 2 * t + (i & 1);
+        if (col < p.n) s.part[at(part, col, i)] = acc[ct][0][i];
+      }
+  if (!LastBlockArrives(s.counters + blockIdx.x, parts) || !active) return;
+#pragma unroll
+  for (int ct = 0; ct < kNT; ++ct)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int col = 8 * ct + 2 * t + (i & 1);
+      if (col >= p.n) continue;
+      float v = __ldcg(s.part + at(0, col, i));
+      for (int pt = 1; pt < parts; ++pt) v = mmv::Add(v, __ldcg(s.part + at(pt, col, i)));
+      acc[ct][0][i] = v;
+    }
+#pragma unroll
+  for (int ct = 0; ct < kNT; ++ct) StoreTile<1>(p, tile, acc[ct], lane, 8 * ct);
 }
 
 // ---- activation quantization (standalone pass; the producers fuse it: k_common.cuh's quantizers) ----
@@ -958,8 +1123,45 @@ cudaError_t LaunchQuantizeX(const float* x, int n, int64_t k, void* xq, cudaStre
   return LaunchResult();
 }
 
+namespace {
+// Per GgmlType and log2(warps) - 1 (2, 4, 8 warps): wide blocks an SM runs
+// at once.
+int64_t g_wide_blocks[64][3] = {};
+
+int WideWarps(GgmlType type, int64_t tiles, int64_t parts) {
+  // The fewest waves; among those, a launch that fills every SM, then the
+  // most warps (the activation records shared by more tiles). A size whose
+  // shared memory the device cannot give a block (0 blocks) is skipped.
+  const int64_t sms = GetDeviceInfo().sm_count;
+  int best = 0;
+  int64_t best_waves = 0;
+  bool best_fills = false;
+  for (int l = 2; l >= 0; --l) {
+    const int w = 2 << l;
+    const int64_t per_sm = g_wide_blocks[static_cast<int>(type) & 63][l];
+    if (per_sm < 1) continue;
+    const int64_t blocks = CeilDiv(tiles, w) * parts;
+    const int64_t waves = CeilDiv(blocks, per_sm * sms);
+    const bool fills = blocks >= sms;
+    if (best == 0 || waves < best_waves || (waves == best_waves && fills && !best_fills)) {
+      best = w;
+      best_waves = waves;
+      best_fills = fills;
+    }
+  }
+  return best;
+}
+}  // namespace
+
+size_t MmvScratchBytes(GgmlType type, int64_t tiles, int64_t k) {
+  const mmv::Plan plan = MmvPlan(type, tiles, k);
+  return plan.tile_warps > 1 ? static_cast<size_t>(plan.tile_warps) * kWideCols * tiles * mmv::kTileRows * 4 : 0;
+}
+size_t MmvScratchCounters(int64_t tiles) { return static_cast<size_t>(CeilDiv(tiles, 2)); }  // 2 warps a block at least
+bool MmvWide(int n) { return n > 16; }
+
 cudaError_t LaunchMmv(GgmlType type, const MmvMatrix* mats, int n_mats, int64_t k, const void* xq, int n,
-                      cudaStream_t s) {
+                      const MmvScratch& scratch, cudaStream_t s) {
   if (n < 1 || n > kMmvMaxCols || n_mats < 1 || n_mats > kMmvMaxMats) return cudaErrorInvalidValue;
   MmvParams p{};
   int64_t tiles = 0;
@@ -972,6 +1174,22 @@ cudaError_t LaunchMmv(GgmlType type, const MmvMatrix* mats, int n_mats, int64_t 
   p.n = n;
   p.xq = static_cast<const uint8_t*>(xq);
   p.xq_ct = static_cast<size_t>(mmv::Groups(k)) * mmv::xq::kRec;
+  p.tiles = tiles;
+  if (MmvWide(n)) {
+    const int64_t parts = p.plan.tile_warps;
+    if (parts > 1 && (scratch.part_bytes < MmvScratchBytes(type, tiles, k) ||
+                      scratch.counters < MmvScratchCounters(tiles)))
+      return cudaErrorInvalidValue;
+    const int w = WideWarps(type, tiles, parts);
+    if (w == 0) return cudaErrorInvalidConfiguration;  // no wide block fits the device's shared memory
+    cudaError_t err = cudaErrorInvalidValue;
+    DispatchPacked(type, [&]<GgmlType T>() {
+      const dim3 grid(static_cast<unsigned>(CeilDiv(tiles, w)), static_cast<unsigned>(parts));
+      err = LaunchPdl(MmvKernelWide<T>, grid, dim3(32 * w), WideSmem<T>(w, (n + 7) / 8), s, p,
+                      MmvWideScratch{scratch.part, scratch.counter});
+    });
+    return err;
+  }
   cudaError_t err = cudaErrorInvalidValue;
   DispatchPacked(type, [&]<GgmlType T>() {
     const dim3 grid(static_cast<unsigned>(tiles)), block(static_cast<unsigned>(32 * p.plan.tile_warps));
@@ -1002,6 +1220,22 @@ cudaError_t PrepareMatvecKernels() {
           e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&five, MmvKernel5to8<T>, 32 * w,
                                                             w * MmvSmemPerWarp<T, 1>());
         g_resident[static_cast<int>(T) & 63][w] = int64_t{std::min(paired, five)} * w * sms;
+      }
+      // The wide kernel's largest block that fits (on sm_86/89's 99 KiB a
+      // Q8_0 block of 8 warps does not); sizes beyond it are never launched.
+      const size_t optin = static_cast<size_t>(GetDeviceInfo().smem_optin);
+      size_t wide = 0;
+      for (int l = 0; l < 3; ++l)
+        if (WideSmem<T>(2 << l, kWideCols / 8) <= optin) wide = WideSmem<T>(2 << l, kWideCols / 8);
+      if (e == cudaSuccess && wide > 0)
+        e = cudaFuncSetAttribute(MmvKernelWide<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 static_cast<int>(wide));
+      for (int l = 0; l < 3 && e == cudaSuccess; ++l) {
+        int blocks = 0;
+        if (wide > 0 && WideSmem<T>(2 << l, kWideCols / 8) <= wide)
+          e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, MmvKernelWide<T>, 32 * (2 << l),
+                                                            WideSmem<T>(2 << l, kWideCols / 8));
+        g_wide_blocks[static_cast<int>(T) & 63][l] = blocks;
       }
     });
   return e;

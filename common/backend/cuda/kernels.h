@@ -87,19 +87,35 @@ cudaError_t LaunchQuantizeX(const float* x, int n, int64_t k, void* xq, cudaStre
 // the device only, never on n: each column's result is bit-identical whatever
 // n is.
 constexpr int kMmvMaxMats = 3;
-// Columns per launch. Each 8-column tile costs about a whole pass's time
-// (round 10: the kernel is latency- and issue-bound, not bandwidth-bound),
-// so a 32-column launch was no faster than two 16-column ones.
-constexpr int kMmvMaxCols = 16;
+// Columns per launch: up to 16 the per-tile kernels (a block a tile, its
+// warps splitting the groups), 17-32 the wide one (a block a run of tiles
+// sharing each group's activation records in shared memory, the plan's parts
+// across blocks, folded through MmvScratch).
+constexpr int kMmvMaxCols = 32;
+// Matmuls up to this many columns use these batch-invariant kernels (beyond:
+// dequantized F16 tiles and cuBLAS; prompts through wide passes were slower,
+// round 26 call W).
+constexpr int kMmvMaxN = 64;
 struct MmvMatrix {
   const void* w;  // packed
   int64_t rows;
   const float* bias;
   float* y;
 };
+// The wide kernel's partial sums and the counters that find the last of a
+// tile range's blocks (zeroed once; kernels leave them at zero).
+struct MmvScratch {
+  float* part = nullptr;
+  size_t part_bytes = 0;
+  int* counter = nullptr;
+  size_t counters = 0;
+};
 mmv::Plan MmvPlan(GgmlType type, int64_t tiles, int64_t k);  // tiles: of all the launch's matrices
+size_t MmvScratchBytes(GgmlType type, int64_t tiles, int64_t k);
+size_t MmvScratchCounters(int64_t tiles);
+bool MmvWide(int n);  // a launch of n columns runs the wide kernel
 cudaError_t LaunchMmv(GgmlType type, const MmvMatrix* mats, int n_mats, int64_t k, const void* xq, int n,
-                      cudaStream_t s);
+                      const MmvScratch& scratch, cudaStream_t s);
 // Dequantizes packed rows to F16 or F32, `ld` elements apart in dst: rows
 // r0 .. r0 + nrows, or row_ids[0 .. nrows) when row_ids is set (device array).
 cudaError_t LaunchDequantPacked(GgmlType type, const void* packed, int64_t k, const int32_t* row_ids, int64_t r0,
