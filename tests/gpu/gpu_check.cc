@@ -181,6 +181,19 @@ uint64_t HashStr(const std::string& s) {
   return h;
 }
 
+// rows x k Gaussian weights (standard deviation `stddev`) quantized to
+// `type`, as GGUF rows.
+absl::StatusOr<std::vector<uint8_t>> RandomQuantRows(GgmlType type, int64_t rows, int64_t k, float stddev, Rng& r) {
+  const size_t rb = RowBytes(type, k);
+  std::vector<uint8_t> w(rb * static_cast<size_t>(rows));
+  std::vector<float> row(static_cast<size_t>(k));
+  for (int64_t i = 0; i < rows; ++i) {
+    for (auto& v : row) v = r.Gauss() * stddev;
+    SPECD_RETURN_IF_ERROR(QuantizeRow(type, row.data(), w.data() + rb * i, k));
+  }
+  return w;
+}
+
 // The type a tensor gets in a model of `wtype` ("Q4_K_M": llama.cpp-like mix).
 GgmlType TypeFor(const std::string& wtype, const std::string& name, int layer, int n_layers) {
   if (wtype == "Q4_K_M" || wtype == "Q4_K_S") {
@@ -216,13 +229,7 @@ absl::StatusOr<std::vector<uint8_t>> MakeModel(const Shape& s, const std::string
     GgmlType t = TypeFor(wtype, name, layer, s.layers);
     if (ne0 % TypeTraits(t).block_size != 0) t = GgmlType::F16;
     Rng r(seed ^ HashStr(name));
-    std::vector<float> row(static_cast<size_t>(ne0));
-    const size_t rb = RowBytes(t, ne0);
-    std::vector<uint8_t> bytes(rb * static_cast<size_t>(ne1));
-    for (int64_t i = 0; i < ne1; ++i) {
-      for (auto& v : row) v = r.Gauss() * stddev;
-      SPECD_RETURN_IF_ERROR(QuantizeRow(t, row.data(), bytes.data() + rb * i, ne0));
-    }
+    SPECD_ASSIGN_OR_RETURN(const std::vector<uint8_t> bytes, RandomQuantRows(t, ne1, ne0, stddev, r));
     return w.AddTensor(name, t, {ne0, ne1}, bytes.data(), bytes.size());
   };
   auto vec = [&](const std::string& name, int64_t n, float mean, float stddev) -> absl::Status {
@@ -555,12 +562,9 @@ void CheckMatMul(OpEnv& env, GgmlType type, int64_t rows, int64_t k) {
   const std::string tag = absl::StrCat("matmul ", std::string(TypeName(type)), " ", rows, "x", k);
   Rng r(HashStr(tag));
   const size_t rb = RowBytes(type, k);
-  std::vector<uint8_t> w(rb * rows);
-  std::vector<float> row(k);
-  for (int64_t i = 0; i < rows; ++i) {
-    for (auto& v : row) v = r.Gauss() * 0.05f;
-    CHECK_OK(QuantizeRow(type, row.data(), w.data() + rb * i, k));
-  }
+  auto wq = RandomQuantRows(type, rows, k, 0.05f, r);
+  CHECK_OK(wq.status());
+  const std::vector<uint8_t>& w = *wq;
   std::vector<float> bias(rows);
   for (auto& v : bias) v = r.Gauss();
   WeightSource src{"w", type, k, rows, w.data(), w.size()};
@@ -664,16 +668,12 @@ void CheckGroupedMatMul(OpEnv& env, GgmlType type, int64_t k) {
   Rng r(HashStr(tag));
   const int64_t rows[3] = {200, 40, 40};
   const int kN = 40;
-  const size_t rb = RowBytes(type, k);
   std::vector<Weight> ws;
   std::vector<float*> ys;
   for (int m = 0; m < 3; ++m) {
-    std::vector<uint8_t> w(rb * rows[m]);
-    std::vector<float> row(k);
-    for (int64_t i = 0; i < rows[m]; ++i) {
-      for (auto& v : row) v = r.Gauss() * 0.05f;
-      CHECK_OK(QuantizeRow(type, row.data(), w.data() + rb * i, k));
-    }
+    auto wq = RandomQuantRows(type, rows[m], k, 0.05f, r);
+    CHECK_OK(wq.status());
+    const std::vector<uint8_t>& w = *wq;
     auto wg = env.gpu->LoadWeight({absl::StrCat("g", m), type, k, rows[m], w.data(), w.size()});
     CHECK_OK(wg.status());
     ws.push_back(*wg);
@@ -1602,15 +1602,15 @@ struct MatvecBench {
     for (int i = 0; i < 3; ++i) {
       SPECD_ASSIGN_OR_RETURN(Weight w, env.gpu->LoadWeight({absl::StrCat("bench.", i), type, k, rows, nullptr, 0}));
       ws.push_back(w);
-      SPECD_ASSIGN_OR_RETURN(float* x, env.gpu->AllocActivations(64 * k));
-      std::vector<float> h(64 * k);
+      SPECD_ASSIGN_OR_RETURN(float* x, env.gpu->AllocActivations(32 * k));
+      std::vector<float> h(32 * k);
       Rng r(5 + i);
       for (auto& v : h) v = r.Gauss();
       if (cudaMemcpy(x, h.data(), h.size() * 4, cudaMemcpyHostToDevice) != cudaSuccess)
         return absl::InternalError("upload");
       xs.push_back(x);
     }
-    SPECD_ASSIGN_OR_RETURN(y, env.gpu->AllocActivations(64 * rows));
+    SPECD_ASSIGN_OR_RETURN(y, env.gpu->AllocActivations(32 * rows));
     return absl::OkStatus();
   }
   double Ms(int n) {

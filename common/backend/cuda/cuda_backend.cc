@@ -1419,6 +1419,8 @@ void CudaBackend::ExecMatMul(const OpRec& op) {
       // kMmvMaxCols columns per launch; their activation records start (c0 / 8) column tiles in.
       const size_t ct_bytes = static_cast<size_t>(mmv::Groups(k)) * mmv::xq::kRec;
       const int nm = static_cast<int>(op.i[7]);
+      const cuda::MmvScratch scratch{static_cast<float*>(mmv_part_), mmv_part_cap_, static_cast<int*>(mmv_cnt_),
+                                     mmv_cnt_cap_ / sizeof(int)};
       for (int c0 = 0; c0 < n; c0 += cuda::kMmvMaxCols) {
         cuda::MmvMatrix mats[cuda::kMmvMaxMats];
         for (int j = 0; j < nm; ++j) {
@@ -1427,8 +1429,6 @@ void CudaBackend::ExecMatMul(const OpRec& op) {
                      static_cast<float*>(const_cast<void*>(op.p[kMmY[j]])) + c0 * r};
         }
         const auto* xq = static_cast<const uint8_t*>(op.p[4]) + (c0 / 8) * ct_bytes;
-        const cuda::MmvScratch scratch{static_cast<float*>(mmv_part_), mmv_part_cap_, static_cast<int*>(mmv_cnt_),
-                                       mmv_cnt_cap_ / sizeof(int)};
         Fail(cuda::LaunchMmv(type, mats, nm, k, xq, std::min(cuda::kMmvMaxCols, n - c0), scratch, stream_),
              "matvec");
       }

@@ -709,11 +709,6 @@ constexpr int kWideMaxWarps = 8;
 constexpr int kWideCols = 32;
 // Two stages (one group in flight): three were slower (round 26 call W).
 constexpr int kWideStages = 2;
-struct MmvWideScratch {
-  float* part;    // [part][column][launch row]
-  int* counters;  // one a block column, left at zero
-};
-
 // The 16-byte pieces of an activation record a type reads: the fragments,
 // the limb sums (k-quants with mins) or unit sums (legacy with mins), the
 // 8 columns' scales.
@@ -739,9 +734,10 @@ constexpr size_t WideSmem(int warps, int cts) {
                                              static_cast<size_t>(warps) * mmv::LayoutOf(T).rec);
 }
 
+// Scratch: part [part][column][launch row], a counter a block column.
 template <GgmlType T>
 __global__ void __launch_bounds__(32 * kWideMaxWarps, 2) MmvKernelWide(const __grid_constant__ MmvParams p,
-                                                                     const MmvWideScratch s) {
+                                                                     const MmvScratch s) {
   constexpr int kRec = mmv::LayoutOf(T).rec;
   constexpr int kS = kWideStages;
   constexpr int kNT = kWideCols / 8;
@@ -833,7 +829,7 @@ __global__ void __launch_bounds__(32 * kWideMaxWarps, 2) MmvKernelWide(const __g
         const int col = 8 * ct + 2 * t + (i & 1);
         if (col < p.n) s.part[at(part, col, i)] = acc[ct][0][i];
       }
-  if (!LastBlockArrives(s.counters + blockIdx.x, parts) || !active) return;
+  if (!LastBlockArrives(s.counter + blockIdx.x, parts) || !active) return;
 #pragma unroll
   for (int ct = 0; ct < kNT; ++ct)
 #pragma unroll
@@ -1185,8 +1181,7 @@ cudaError_t LaunchMmv(GgmlType type, const MmvMatrix* mats, int n_mats, int64_t 
     cudaError_t err = cudaErrorInvalidValue;
     DispatchPacked(type, [&]<GgmlType T>() {
       const dim3 grid(static_cast<unsigned>(CeilDiv(tiles, w)), static_cast<unsigned>(parts));
-      err = LaunchPdl(MmvKernelWide<T>, grid, dim3(32 * w), WideSmem<T>(w, (n + 7) / 8), s, p,
-                      MmvWideScratch{scratch.part, scratch.counter});
+      err = LaunchPdl(MmvKernelWide<T>, grid, dim3(32 * w), WideSmem<T>(w, (n + 7) / 8), s, p, scratch);
     });
     return err;
   }
