@@ -6,7 +6,9 @@
 #  2. round 25's prepared m-tiles call (docs/runs/round25/next-callM.sh): gpu_check.m2 / .m4 --attn-only
 #     --no-matmul --spec, ncu of the 7-token pass at 4200 with each build, then bench_against 2 (verify 1 / 7
 #     at 64, 1 / 4 / 7 at 4200) and bench_multi 1 (six sequences' verify 4 at 1024), this tree against
-#     specd.m2 and specd.m4.
+#     specd.m2 and specd.m4;
+#  3. gpu_check.tr (this tree with exp-attn-trace.patch): each attention block's phases by globaltimer in
+#     one forward (decode at 64 and 4200, the 7-token pass at 4200, KV f16): where the launch's time goes.
 set -u
 export DEVPACK=.devpackM/devcarry.tar.xz
 . tests/gpu/device_lib.sh
@@ -15,6 +17,11 @@ make_pair "$M6" & mkpid=$!
 CHECK_TIMEOUT=240 gpu_checks --matmul-only
 GPU_CHECK=gpu_check.m2 gpu_checks --attn-only --no-matmul --spec
 GPU_CHECK=gpu_check.m4 gpu_checks --attn-only --no-matmul --spec
+for st in "1 1 64" "1 1 4200" "1 7 4200"; do
+  stamp "gpu_check.tr --profile-step $st f16"
+  # shellcheck disable=SC2086
+  timeout 60 "$C/bin/gpu_check.tr" --profile-step $st f16 2>&1 | grep ATTN_TRACE
+done
 ncu_step 1 7 4200 f16
 GPU_CHECK=gpu_check.m2 ncu_step 1 7 4200 f16
 GPU_CHECK=gpu_check.m4 ncu_step 1 7 4200 f16
