@@ -5,7 +5,7 @@
 # block) and specd.m4 + gpu_check.m4 (at most four). As pack_variants.sh, except that kernels.h keeps its
 # modification time: the patch adds AttnPlan::mtiles and AttnMtilesFor, which only k_attention.cu and
 # cuda_backend.cc (both patched, so rebuilt) use, and k_matvec.cu's hour of 2-core compiles is not redone
-# three times for a header line it does not read.
+# three times for a header line it does not read. gpu_check.tr: exp-attn-trace.patch (round 27).
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 files=(common/backend/cuda/k_attention.cu common/backend/cuda/cuda_backend.cc common/backend/cuda/kernels.h)
@@ -25,6 +25,12 @@ for v in m2: m4:SPECD_ATTN_MTILES_MAX=4; do
   cp build-cuda/cli/specd ".devcarry/bin/specd.$tag"
   cp build-cuda/tests/gpu/gpu_check ".devcarry/bin/gpu_check.$tag"
 done
+# gpu_check.tr: this tree with the attention trace experiment (exp-attn-trace.patch, also gpu_check.cc).
+restore
+git apply docs/runs/round27/exp-attn-trace.patch
+ninja -C build-cuda gpu_check > /dev/null
+cp build-cuda/tests/gpu/gpu_check .devcarry/bin/gpu_check.tr
+git checkout -- tests/gpu/gpu_check.cc
 strip .devcarry/bin/*
 mkdir -p .devpackM
 XZ_OPT=-9 tar -cJf .devpackM/devcarry.tar.xz .devcarry
