@@ -5,7 +5,8 @@
 # block) and specd.m4 + gpu_check.m4 (at most four). As pack_variants.sh, except that kernels.h keeps its
 # modification time: the patch adds AttnPlan::mtiles and AttnMtilesFor, which only k_attention.cu and
 # cuda_backend.cc (both patched, so rebuilt) use, and k_matvec.cu's hour of 2-core compiles is not redone
-# three times for a header line it does not read. gpu_check.tr: exp-attn-trace.patch (round 27).
+# three times for a header line it does not read. gpu_check.tr: exp-attn-trace.patch (round 27);
+# specd.wc2 / .wc4: exp-wide-ct.patch.
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 files=(common/backend/cuda/k_attention.cu common/backend/cuda/cuda_backend.cc common/backend/cuda/kernels.h)
@@ -31,6 +32,15 @@ git apply docs/runs/round27/exp-attn-trace.patch
 ninja -C build-cuda gpu_check > /dev/null
 cp build-cuda/tests/gpu/gpu_check .devcarry/bin/gpu_check.tr
 git checkout -- tests/gpu/gpu_check.cc
+# specd.wc2 / specd.wc4: the wide matvec with 2 or 4 column tiles a GroupK call (exp-wide-ct.patch).
+for ct in 2 4; do
+  git checkout -- common/backend/cuda/k_matvec.cu
+  git apply docs/runs/round27/exp-wide-ct.patch
+  sed -i "1i #define SPECD_WIDE_CT $ct" common/backend/cuda/k_matvec.cu
+  ninja -C build-cuda specd > /dev/null
+  cp build-cuda/cli/specd ".devcarry/bin/specd.wc$ct"
+done
+git checkout -- common/backend/cuda/k_matvec.cu
 strip .devcarry/bin/*
 mkdir -p .devpackM
 XZ_OPT=-9 tar -cJf .devpackM/devcarry.tar.xz .devcarry
