@@ -30,7 +30,7 @@ wait $mkpid
 tail -1 "$O"/mk.*.txt
 CTX64_VERIFY=1,7 bench_against 2 specd specd.m2 specd.m4
 bench_multi 1 specd specd.m2 specd.m4 specd.wc2 specd.wc4
-left=$(( 575 - ($(date +%s) - t0) ))
+left=$(( 490 - ($(date +%s) - t0) ))
 [ "$left" -gt 60 ] && CHECK_TIMEOUT=$(( left < 240 ? left : 240 )) gpu_checks --matmul-only
 stamp done
 bundle_out
