@@ -8,7 +8,8 @@
 #  3. ncu of the 7-token pass at 4200 (KV f16) with this tree, m2 and m4: the attention's time a launch;
 #  4. bench_against 2 (verify 1 / 7 at 64, 1 / 4 / 7 at 4200), this tree against specd.m2 and specd.m4;
 #     bench_multi 1 (six sequences' verify 4 at 1024: 30 columns) also with specd.wc2 / specd.wc4
-#     (exp-wide-ct.patch: the wide matvec's column tiles 2 or 4 a GroupK call);
+#     (exp-wide-ct.patch: the wide matvec's column tiles 2 or 4 a GroupK call); prompts of 128 and 512
+#     tokens with the dequantized-tile slab at 24 / 64 / 160 MiB (exp-slab.patch);
 #  5. gpu_check --matmul-only of this tree: the landed wide matvec (17-32 columns a launch, more in passes
 #     of 32) against mmv::Emulate bit for bit, first run as landed, in what is left of the call.
 set -u
@@ -30,6 +31,15 @@ wait $mkpid
 tail -1 "$O"/mk.*.txt
 CTX64_VERIFY=1,7 bench_against 2 specd specd.m2 specd.m4
 bench_multi 1 specd specd.m2 specd.m4 specd.wc2 specd.wc4
+for b in specd specd.s24 specd.s160 specd specd.s24 specd.s160; do
+  stamp "$b: prefill 128 and 512 tokens"
+  for pf in "600 128" "1100 512"; do
+    set -- $pf
+    timeout 40 "$C/bin/$b" bench --backend cuda --model "$M6/target.gguf" --ctx $1 --prefill $2 --batches 1 \
+      --verify-k 1 --reps 2 2>&1 | grep -E "^prefill" | tr '\n' '|'
+  done
+  echo
+done
 left=$(( 490 - ($(date +%s) - t0) ))
 [ "$left" -gt 60 ] && CHECK_TIMEOUT=$(( left < 240 ? left : 240 )) gpu_checks --matmul-only
 stamp done

@@ -6,7 +6,7 @@
 # modification time: the patch adds AttnPlan::mtiles and AttnMtilesFor, which only k_attention.cu and
 # cuda_backend.cc (both patched, so rebuilt) use, and k_matvec.cu's hour of 2-core compiles is not redone
 # three times for a header line it does not read. gpu_check.tr: exp-attn-trace.patch (round 27);
-# specd.wc2 / .wc4: exp-wide-ct.patch.
+# specd.wc2 / .wc4: exp-wide-ct.patch; specd.s24 / .s160: exp-slab.patch.
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 files=(common/backend/cuda/k_attention.cu common/backend/cuda/cuda_backend.cc common/backend/cuda/kernels.h)
@@ -41,6 +41,15 @@ for ct in 2 4; do
   cp build-cuda/cli/specd ".devcarry/bin/specd.wc$ct"
 done
 git checkout -- common/backend/cuda/k_matvec.cu
+# specd.s24 / specd.s160: the prompt path's dequantized-tile slab at 24 or 160 MiB (exp-slab.patch; 64 today).
+for mb in 24 160; do
+  git checkout -- common/backend/cuda/cuda_backend.cc
+  git apply docs/runs/round27/exp-slab.patch
+  sed -i "1i #define SPECD_SLAB_MB $mb" common/backend/cuda/cuda_backend.cc
+  ninja -C build-cuda specd > /dev/null
+  cp build-cuda/cli/specd ".devcarry/bin/specd.s$mb"
+done
+git checkout -- common/backend/cuda/cuda_backend.cc
 strip .devcarry/bin/*
 mkdir -p .devpackM
 XZ_OPT=-9 tar -cJf .devpackM/devcarry.tar.xz .devcarry
