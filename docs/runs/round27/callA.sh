@@ -2,10 +2,9 @@
 # Round 27, call A (pack: bash docs/runs/round27/pack-a.sh; run(command="bash docs/runs/round27/callA.sh",
 # carry=[".devpackM"])), in order of what the round needs first:
 #  1. round 25's prepared m-tiles (docs/runs/round25/next-callM.sh): gpu_check.m2 --attn-only --no-matmul
-#     --spec, gpu_check.m4 --attn-only --spec;
+#     --spec, gpu_check.m4 --attn-only;
 #  2. gpu_check.tr (exp-attn-trace.patch): each attention block's phases by globaltimer in one forward
 #     (decode at 4200, the 7-token pass at 4200, KV f16): where the launch's time goes;
-#  3. ncu of the 7-token pass at 4200 (KV f16) with this tree, m2 and m4: the attention's time a launch;
 #  4. bench_against 2 (verify 1 / 7 at 64, 1 / 4 / 7 at 4200), this tree against specd.m2 and specd.m4;
 #     bench_multi 1 (six sequences' verify 4 at 1024: 30 columns) also with specd.wc2 / specd.wc4
 #     (exp-wide-ct.patch: the wide matvec's column tiles 2 or 4 a GroupK call); prompts of 128 and 512
@@ -18,20 +17,17 @@ export DEVPACK=.devpackM/devcarry.tar.xz
 device_setup
 make_pair "$M6" & mkpid=$!
 GPU_CHECK=gpu_check.m2 gpu_checks --attn-only --no-matmul --spec
-GPU_CHECK=gpu_check.m4 gpu_checks --attn-only --spec
+GPU_CHECK=gpu_check.m4 gpu_checks --attn-only
 for st in "1 1 4200" "1 7 4200"; do
   stamp "gpu_check.tr --profile-step $st f16"
   # shellcheck disable=SC2086
   timeout 60 "$C/bin/gpu_check.tr" --profile-step $st f16 2>&1 | grep ATTN_TRACE
 done
-ncu_step 1 7 4200 f16
-GPU_CHECK=gpu_check.m2 ncu_step 1 7 4200 f16
-GPU_CHECK=gpu_check.m4 ncu_step 1 7 4200 f16
 wait $mkpid
 tail -1 "$O"/mk.*.txt
 CTX64_VERIFY=1,7 bench_against 2 specd specd.m2 specd.m4
 bench_multi 1 specd specd.m2 specd.m4 specd.wc2 specd.wc4
-for b in specd specd.s24 specd.s160 specd specd.s24 specd.s160; do
+for b in specd specd.s24 specd.s160; do
   stamp "$b: prefill 128 and 512 tokens"
   for pf in "600 128" "1100 512"; do
     set -- $pf
@@ -40,7 +36,7 @@ for b in specd specd.s24 specd.s160 specd specd.s24 specd.s160; do
   done
   echo
 done
-left=$(( 490 - ($(date +%s) - t0) ))
+left=$(( 430 - ($(date +%s) - t0) ))
 [ "$left" -gt 60 ] && CHECK_TIMEOUT=$(( left < 240 ? left : 240 )) gpu_checks --matmul-only
 stamp done
 bundle_out
