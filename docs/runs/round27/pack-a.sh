@@ -6,7 +6,7 @@
 # modification time: the patch adds AttnPlan::mtiles and AttnMtilesFor, which only k_attention.cu and
 # cuda_backend.cc (both patched, so rebuilt) use, and k_matvec.cu's hour of 2-core compiles is not redone
 # three times for a header line it does not read. gpu_check.tr: exp-attn-trace.patch (round 27);
-# specd.wc2 / .wc4: exp-wide-ct.patch; specd.s24 / .s160: exp-slab.patch.
+# specd.wc2 / .wc4: exp-wide-ct.patch; specd.s24 / .s160: exp-slab.patch; specd.rt: exp-rope-trigger.patch.
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 files=(common/backend/cuda/k_attention.cu common/backend/cuda/cuda_backend.cc common/backend/cuda/kernels.h)
@@ -50,6 +50,11 @@ for mb in 24 160; do
   cp build-cuda/cli/specd ".devcarry/bin/specd.s$mb"
 done
 git checkout -- common/backend/cuda/cuda_backend.cc
+# specd.rt: RoPE lets the attention launch before it waits (exp-rope-trigger.patch).
+git apply docs/runs/round27/exp-rope-trigger.patch
+ninja -C build-cuda specd > /dev/null
+cp build-cuda/cli/specd .devcarry/bin/specd.rt
+git checkout -- common/backend/cuda/k_misc.cu
 strip .devcarry/bin/*
 mkdir -p .devpackM
 XZ_OPT=-9 tar -cJf .devpackM/devcarry.tar.xz .devcarry
