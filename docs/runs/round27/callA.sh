@@ -37,7 +37,7 @@ for b in specd specd.s24 specd.s160; do
   done
   echo
 done
-left=$(( 360 - ($(date +%s) - t0) ))
+left=$(( 330 - ($(date +%s) - t0) ))
 [ "$left" -gt 60 ] && CHECK_TIMEOUT=$(( left < 240 ? left : 240 )) gpu_checks --matmul-only
 stamp done
 bundle_out
