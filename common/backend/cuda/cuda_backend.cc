@@ -996,8 +996,20 @@ AttnBatchPlan* CudaBackend::GetAttnPlan(int n_heads, int n_kv_heads, int head_di
   AttnPlan& pl = bp.plan;
   pl.split_len = cuda::GetTuning().attn_split;
   pl.kernel = cuda::AttnKernelFor(kv_.type, head_dim, pl.split_len);
-  pl.rows_max = pl.kernel == 2 ? cuda::kAttnV2Rows : cuda::AttnRowsMax(head_dim);
   pl.group = n_heads / n_kv_heads;
+  // Kernel 2 takes several 16-row m-tiles a block (sharing each chunk's K/V
+  // rows) where a sequence of the batch has more rows than one m-tile holds:
+  // a verify's tiles then load their K/V once, in fewer blocks. Rows are
+  // computed alike either way (decode == verify holds).
+  if (pl.kernel == 2) {
+    int run = 0, longest = 0;
+    for (int t = 0; t < b_.n_tokens; ++t) {
+      run = t > 0 && b_.seq[t] == b_.seq[t - 1] ? run + 1 : 1;
+      longest = std::max(longest, run);
+    }
+    pl.mtiles = cuda::AttnMtilesFor(kv_.type, head_dim, pl.split_len, longest * pl.group);
+  }
+  pl.rows_max = pl.kernel == 2 ? cuda::kAttnV2Rows * pl.mtiles : cuda::AttnRowsMax(head_dim);
   if (pl.group <= pl.rows_max) {
     pl.gchunk = pl.group;
     pl.n_gchunks = 1;
@@ -1531,6 +1543,9 @@ void CudaBackend::RunGraph() {
   for (const auto& [key, bp] : attn_plans_) {
     shape.push_back(bp.n_tiles);
     shape.push_back(bp.plan.kernel);
+    // A graph freezes the launch's kernel instance, block and grid: the
+    // m-tiles and the tile shape follow the batch's longest sequence run.
+    shape.insert(shape.end(), {bp.plan.mtiles, bp.plan.rows_max, bp.plan.gchunk, bp.plan.n_gchunks});
     for (const AttnWave& w : bp.waves) shape.insert(shape.end(), {w.tile0, w.tile1, w.tok0, w.tok1});
   }
   uint64_t h = HashWords(0xcbf29ce484222325ull, shape.data(), shape.size() * sizeof(int64_t));

@@ -265,6 +265,11 @@ __global__ void AttnCombineKernel(const float* part, int n_heads, int hd, int ma
 //    rows staged raw, then converted to exact F16), so the main phase needs
 //    no block barrier; rows older than the batch's tokens are requested (and
 //    converted) before griddepcontrol.wait, overlapping the producer of Q;
+//  * where a batch's sequence has more rows than one 16-row m-tile (a
+//    verify: k + 1 tokens x the group's heads), a block takes a tile of two
+//    m-tiles (AttnPlan::mtiles): each position chunk's K/V rows are loaded
+//    once, by the first m-tile's warp, and both m-tiles' warps read them
+//    after a named barrier (half the blocks, half the loads and fences);
 //  * Q is kept near FP32 as two F16 parts (hi = f16(q), lo = f16(q - hi)):
 //    S = Q_hi K + Q_lo K; the probabilities likewise (P_hi + P_lo) for PV.
 //    F16 K/V are exact; Q8_0 K and V are used as their integer quants: K's
@@ -502,8 +507,21 @@ __device__ __forceinline__ void StVec(float* p, const float (&v)[D]) {
 }
 
 // Q8_0 at HD <= 128: 74 KiB a block at HD = 128, registers capped for three an SM.
-template <int HD, bool kQ8>
-__global__ void __launch_bounds__(kQ8 && HD <= 128 ? 128 : 256, kQ8 && HD <= 128 ? 3 : 1) AttnSplitV2Kernel(AttnArgs a) {
+// M = 2 (a verify's tiles of two 16-row m-tiles): the m-tiles' warps of a
+// position chunk share its K/V rows (the first m-tile's warp loads them); two
+// blocks an SM at HD <= 128 (127-128 registers). Round 27 (H100): verify 7 at
+// 4200 8%, verify 6 7% faster; four m-tiles a block (512 threads) no faster.
+constexpr int kAttnMtilesMax = 2;
+template <int HD, bool kQ8, int M>
+constexpr int V2Threads() {
+  return M == 1 ? (kQ8 && HD <= 128 ? 128 : 256) : 128 * M;
+}
+template <int HD, bool kQ8, int M>
+constexpr int V2MinBlocks() {
+  return M == 1 ? (kQ8 && HD <= 128 ? 3 : 1) : (HD <= 128 ? 2 : 1);
+}
+template <int HD, bool kQ8, int M>
+__global__ void __launch_bounds__(V2Threads<HD, kQ8, M>(), V2MinBlocks<HD, kQ8, M>()) AttnSplitV2Kernel(AttnArgs a) {
   using Lay = V2Layout<HD, kQ8>;
   constexpr int KS = HD / 16, NB = Lay::kNB, NT = HD / 8;
   extern __shared__ __align__(16) uint8_t smem[];
@@ -526,8 +544,12 @@ __global__ void __launch_bounds__(kQ8 && HD <= 128 ? 128 : 256, kQ8 && HD <= 128
   if (jb > maxpos) return;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, nw = blockDim.x >> 5;
   const int g = lane >> 2, t = lane & 3;
-  uint32_t* Qf = reinterpret_cast<uint32_t*>(smem);  // [KS][lane][hi a0..a3, lo a0..a3]
-  uint8_t* wreg = smem + Lay::kQfBytes + warp * Lay::kWarpBytes;
+  // Warp = (m-tile mt, position chunk cw); chunk cw's K/V rows are loaded by
+  // its m-tile-0 warp and read by all M.
+  const int nwp = M == 1 ? nw : nw / M, mt = M == 1 ? 0 : warp / nwp, cw = M == 1 ? warp : warp % nwp;
+  const bool loader = mt == 0;
+  uint32_t* Qf = reinterpret_cast<uint32_t*>(smem) + mt * (Lay::kQfBytes / 4);  // [KS][lane][hi a0..a3, lo a0..a3]
+  uint8_t* wreg = smem + M * Lay::kQfBytes + cw * Lay::kWarpBytes;
   __half* Ks = reinterpret_cast<__half*>(wreg);                // [32][kRS] (Lay::Chunk)
   __half* Vs = Ks + Lay::kKvHalves;                            // [32][kRS]
   uint16_t* Ksc = reinterpret_cast<uint16_t*>(Vs + Lay::kKvHalves);  // Q8_0: F16 scales [32][NB]
@@ -535,15 +557,15 @@ __global__ void __launch_bounds__(kQ8 && HD <= 128 ? 128 : 256, kQ8 && HD <= 128
   [[maybe_unused]] uint8_t* const rawK = reinterpret_cast<uint8_t*>(Ks) + Lay::kRawOff;  // Q8_0: staged rows
   [[maybe_unused]] uint8_t* const rawV = reinterpret_cast<uint8_t*>(Vs) + Lay::kRawOff;
   const int32_t* bt = a.b.blocks + static_cast<size_t>(tile.seq) * a.b.bt_stride;
-  const int jc = jb + warp * 32;
+  const int jc = jb + cw * 32;
   const bool active = jc <= maxpos;
   const int nlive = active ? min(32, maxpos - jc + 1) : 0;
   const bool early = active && jc + 31 < a.b.pos[tile.t0] - tile.t0;
   unsigned long long myoff = 0;
-  if (lane < nlive) myoff = static_cast<unsigned long long>(KvRow(a.kv.k, a.kv, bt, jc + lane, kvh) - a.kv.k);
+  if (loader && lane < nlive) myoff = static_cast<unsigned long long>(KvRow(a.kv.k, a.kv, bt, jc + lane, kvh) - a.kv.k);
 
   // 1. This warp's K/V rows (positions after the tile's last one: zeros).
-  if (early) {
+  if (early && loader) {
     IssueRows<HD, kQ8>(a, myoff, nlive, lane, Ks, Vs, rawK, rawV);
     if constexpr (kQ8) {
       CpAsyncWait<0>();
@@ -553,14 +575,15 @@ __global__ void __launch_bounds__(kQ8 && HD <= 128 ? 128 : 256, kQ8 && HD <= 128
   }
   GridDepWait();  // programmatic dependent launch: inputs are ready after this
   GridDepLaunch();
-  if (active && !early) IssueRows<HD, kQ8>(a, myoff, nlive, lane, Ks, Vs, rawK, rawV);
+  if (active && !early && loader) IssueRows<HD, kQ8>(a, myoff, nlive, lane, Ks, Vs, rawK, rawV);
   // 2. Q fragments (hi/lo) of the tile's rows, shared by the warps; rows >= R
-  // are zero. Thread c < 128 owns register reg of lane ln's A fragment in
-  // every k-step: one row, found once, and all its loads requested before
-  // any is converted (one round trip).
-  for (int c = tid; c < 128; c += static_cast<int>(blockDim.x)) {
-    const int ln = c >> 2, reg = c & 3;
-    const int r = (ln >> 2) + (reg & 1) * 8;
+  // are zero. Thread c < 128 M owns register reg of lane ln's A fragment of
+  // m-tile c / 128 in every k-step: one row, found once, and all its loads
+  // requested before any is converted (one round trip).
+  for (int c = tid; c < 128 * M; c += static_cast<int>(blockDim.x)) {
+    const int cm = c >> 7, ln = (c & 127) >> 2, reg = c & 3;
+    const int r = 16 * cm + (ln >> 2) + (reg & 1) * 8;
+    uint32_t* qf = reinterpret_cast<uint32_t*>(smem) + cm * (Lay::kQfBytes / 4);
     float2 qv[KS];
 #pragma unroll
     for (int ks = 0; ks < KS; ++ks) qv[ks] = make_float2(0.0f, 0.0f);
@@ -574,12 +597,13 @@ __global__ void __launch_bounds__(kQ8 && HD <= 128 ? 128 : 256, kQ8 && HD <= 128
     for (int ks = 0; ks < KS; ++ks) {
       uint32_t hi, lo;
       SplitHiLo(qv[ks].x, qv[ks].y, hi, lo);
-      Qf[(ks * 32 + ln) * 8 + reg] = hi;
-      Qf[(ks * 32 + ln) * 8 + 4 + reg] = lo;
+      qf[(ks * 32 + ln) * 8 + reg] = hi;
+      qf[(ks * 32 + ln) * 8 + 4 + reg] = lo;
     }
   }
-  const int pg = g < R ? a.b.pos[tile.t0 + g / ng] : -1;             // position of row g
-  const int pg8 = g + 8 < R ? a.b.pos[tile.t0 + (g + 8) / ng] : -1;  // of row g + 8
+  const int rg = 16 * mt + g;                                          // this lane's rows rg, rg + 8
+  const int pg = rg < R ? a.b.pos[tile.t0 + rg / ng] : -1;             // position of row rg
+  const int pg8 = rg + 8 < R ? a.b.pos[tile.t0 + (rg + 8) / ng] : -1;  // of row rg + 8
   __syncthreads();
 
   float o[NT][4];
@@ -587,10 +611,16 @@ __global__ void __launch_bounds__(kQ8 && HD <= 128 ? 128 : 256, kQ8 && HD <= 128
   for (int i = 0; i < NT; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
   float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;  // rows g, g + 8
   if (active) {
-    CpAsyncWait<0>();
-    __syncwarp();
-    if constexpr (kQ8)
-      if (!early) ConvertQ8Rows<HD>(Ks, Vs, Ksc, Vsc, nlive, lane);  // 2b
+    if (loader) {
+      CpAsyncWait<0>();
+      __syncwarp();
+      if constexpr (kQ8)
+        if (!early) ConvertQ8Rows<HD>(Ks, Vs, Ksc, Vsc, nlive, lane);  // 2b
+    }
+    // The chunk's M warps meet once its rows are in (named barrier 1 + cw).
+    if constexpr (M > 1) asm volatile("bar.sync %0, %1;" ::"r"(1 + cw), "r"(32 * M) : "memory");
+  }
+  if (active && 16 * mt < R) {
     // 3. S = Q K^T for the chunk's 32 positions (4 n-tiles of 8 positions).
     float s[4][4];
 #pragma unroll
@@ -720,12 +750,15 @@ __global__ void __launch_bounds__(kQ8 && HD <= 128 ? 128 : 256, kQ8 && HD <= 128
       }
     }
   }
-  // 6. Merge the warps' states by a fixed tree (w + sp into w) through the
-  // sender's own region (only its owner ever touched it: no barrier before).
-  float* const slots = reinterpret_cast<float*>(smem + Lay::kQfBytes);
-  constexpr int kSlot = Lay::kWarpBytes / 4;
-  for (int sp = 1; sp < nw; sp <<= 1) {
-    if ((warp & (2 * sp - 1)) == sp) {
+  // 6. Merge the chunks' states of each m-tile by a fixed tree (cw + sp into
+  // cw). M = 1: through the sender's own region (only its owner ever touched
+  // it: no barrier before); M > 1: the regions are shared, so after a
+  // barrier, one slot a warp anywhere in the block's memory.
+  if constexpr (M > 1) __syncthreads();
+  float* const slots = reinterpret_cast<float*>(M == 1 ? smem + Lay::kQfBytes : smem);
+  constexpr int kSlot = M == 1 ? Lay::kWarpBytes / 4 : Lay::kSlotFloats;
+  for (int sp = 1; sp < nwp; sp <<= 1) {
+    if ((cw & (2 * sp - 1)) == sp) {
       float* sl = slots + warp * kSlot;
 #pragma unroll
       for (int i = 0; i < NT; ++i)
@@ -737,7 +770,7 @@ __global__ void __launch_bounds__(kQ8 && HD <= 128 ? 128 : 256, kQ8 && HD <= 128
       sl[(HD / 2 + 3) * 32 + lane] = l1;
     }
     __syncthreads();
-    if ((warp & (2 * sp - 1)) == 0 && warp + sp < nw) {
+    if ((cw & (2 * sp - 1)) == 0 && cw + sp < nwp) {
       const float* sl = slots + (warp + sp) * kSlot;
       const MergeW w0 = MergeWeights(m0, l0, sl[(HD / 2 + 0) * 32 + lane], sl[(HD / 2 + 1) * 32 + lane]);
       const MergeW w1 = MergeWeights(m1, l1, sl[(HD / 2 + 2) * 32 + lane], sl[(HD / 2 + 3) * 32 + lane]);
@@ -754,10 +787,10 @@ __global__ void __launch_bounds__(kQ8 && HD <= 128 ? 128 : 256, kQ8 && HD <= 128
   // of each row whose position reaches the split:
   // [token - tok0][head][split] x {o[HD], m, l, -, -}.
   if (maxpos < pl.split_len) {
-    if (warp == 0) {
+    if (cw == 0) {
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        const int r = g + 8 * h;
+        const int r = rg + 8 * h;
         if (r >= R) continue;
         const float L = h ? l1 : l0;
         float* dst = a.out + (static_cast<size_t>(tile.t0 + r / ng) * a.n_heads + kvh * pl.group + gh0 + r % ng) * HD;
@@ -768,10 +801,10 @@ __global__ void __launch_bounds__(kQ8 && HD <= 128 ? 128 : 256, kQ8 && HD <= 128
       }
     }
   } else {
-    if (warp == 0) {
+    if (cw == 0) {
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        const int r = g + 8 * h;
+        const int r = rg + 8 * h;
         const int pr = h ? pg8 : pg;
         if (r >= R || pr < jb) continue;
         const int tok = tile.t0 + r / ng, head = kvh * pl.group + gh0 + r % ng;
@@ -885,6 +918,13 @@ bool DispatchV2(GgmlType type, int hd, F&& f) {
     default: return false;
   }
 }
+template <typename F>
+bool DispatchV2M(GgmlType type, int hd, int mtiles, F&& f) {
+  return DispatchV2(type, hd, [&]<int HD, bool kQ8>() {
+    if (mtiles == 2) return f.template operator()<HD, kQ8, 2>();
+    return mtiles == 1 && f.template operator()<HD, kQ8, 1>();
+  });
+}
 
 }  // namespace
 
@@ -906,10 +946,14 @@ size_t AttnPartialFloats(int n_tok, int n_heads, int head_dim, int max_splits) {
   return static_cast<size_t>(n_tok) * n_heads * max_splits * (head_dim + 4);
 }
 
-size_t AttnV2SmemBytes(GgmlType kv_type, int head_dim, int split_len) {
+size_t AttnV2SmemBytes(GgmlType kv_type, int head_dim, int split_len, int mtiles) {
   size_t r = 0;
   DispatchV2(kv_type, head_dim, [&]<int HD, bool kQ8>() {
-    r = V2Layout<HD, kQ8>::kQfBytes + static_cast<size_t>(split_len / 32) * V2Layout<HD, kQ8>::kWarpBytes;
+    using Lay = V2Layout<HD, kQ8>;
+    const size_t chunks = static_cast<size_t>(split_len / 32);
+    r = mtiles * Lay::kQfBytes + chunks * Lay::kWarpBytes;
+    // mtiles > 1: the merge tree's slots, one a warp, reuse the whole block's memory.
+    if (mtiles > 1) r = std::max(r, mtiles * chunks * Lay::kSlotFloats * sizeof(float));
     return true;
   });
   return r;
@@ -930,6 +974,19 @@ int AttnKernelFor(GgmlType kv_type, int head_dim, int split_len) {
   return 2;
 }
 
+int AttnMtilesFor(GgmlType kv_type, int head_dim, int split_len, int rows) {
+  // Two m-tiles where a tile's rows need them, its warps fit the kernel's
+  // threads (V2Threads: split_len / 32 warps an m-tile, 128 threads an
+  // m-tile) and its block's memory fits; else one.
+  int m = rows > kAttnV2Rows && split_len <= 128 ? kAttnMtilesMax : 1;
+  while (m > 1) {
+    const size_t bytes = AttnV2SmemBytes(kv_type, head_dim, split_len, m);
+    if (bytes > 0 && bytes <= static_cast<size_t>(GetDeviceInfo().smem_optin)) break;
+    m /= 2;
+  }
+  return m;
+}
+
 cudaError_t PrepareAttentionKernels() {
   auto raise = [](const void* fn) {
     cudaFuncAttributes fa{};
@@ -942,7 +999,8 @@ cudaError_t PrepareAttentionKernels() {
   for (GgmlType t : {GgmlType::F16, GgmlType::Q8_0})
     for (int hd : {32, 64, 128, 256})
       DispatchV2(t, hd, [&]<int HD, bool kQ8>() {
-        if (e == cudaSuccess) e = raise(reinterpret_cast<const void*>(AttnSplitV2Kernel<HD, kQ8>));
+        if (e == cudaSuccess) e = raise(reinterpret_cast<const void*>(AttnSplitV2Kernel<HD, kQ8, 1>));
+        if (e == cudaSuccess) e = raise(reinterpret_cast<const void*>(AttnSplitV2Kernel<HD, kQ8, 2>));
         return true;
       });
   return e;
@@ -967,10 +1025,12 @@ cudaError_t LaunchAttention(const float* q, const KvDev& kv, int n_heads, int n_
              out, static_cast<uint8_t*>(xq), xq_groups};
   dim3 grid((tile1 - tile0) * plan.n_gchunks, n_kv_heads, plan.max_splits);
   if (plan.kernel == 2) {
-    if (plan.rows_max > kAttnV2Rows || (xq && !AttnFusesQuant(plan, head_dim))) return cudaErrorInvalidValue;
-    const size_t smem = AttnV2SmemBytes(kv.type, head_dim, plan.split_len);
-    const bool ok = DispatchV2(kv.type, head_dim, [&]<int HD, bool kQ8>() {
-      LaunchPdl(AttnSplitV2Kernel<HD, kQ8>, dim3(grid), dim3(plan.split_len), smem, s, a);
+    if (plan.mtiles < 1 || plan.mtiles > kAttnMtilesMax || (plan.mtiles > 1 && plan.split_len > 128) || plan.rows_max > kAttnV2Rows * plan.mtiles ||
+        (xq && !AttnFusesQuant(plan, head_dim)))
+      return cudaErrorInvalidValue;
+    const size_t smem = AttnV2SmemBytes(kv.type, head_dim, plan.split_len, plan.mtiles);
+    const bool ok = DispatchV2M(kv.type, head_dim, plan.mtiles, [&]<int HD, bool kQ8, int M>() {
+      LaunchPdl(AttnSplitV2Kernel<HD, kQ8, M>, dim3(grid), dim3(plan.split_len * M), smem, s, a);
       return true;
     });
     if (!ok) return cudaErrorInvalidValue;

@@ -151,6 +151,7 @@ struct AttnPlan {
   int n_gchunks = 0;
   int max_splits = 0;  // grid z (from the block-table stride)
   int split_len = kAttnSplit;
+  int mtiles = 1;      // kernel 2: 16-row m-tiles a block, their warps sharing each chunk's K/V rows (1 or 2)
 };
 int AttnRowsMax(int head_dim);  // from the device's shared memory
 // Attention kernel version (Tuning::attn_kernel; plans are built per batch):
@@ -164,7 +165,9 @@ int AttnRowsMax(int head_dim);  // from the device's shared memory
 // differ from each other in rounding.
 constexpr int kAttnV2Rows = 16;
 int AttnKernelFor(GgmlType kv_type, int head_dim, int split_len);  // 1 or 2
-size_t AttnV2SmemBytes(GgmlType kv_type, int head_dim, int split_len);
+size_t AttnV2SmemBytes(GgmlType kv_type, int head_dim, int split_len, int mtiles = 1);
+// Kernel 2's m-tiles a block (AttnPlan::mtiles) for tiles of up to `rows` query rows: 1 or 2.
+int AttnMtilesFor(GgmlType kv_type, int head_dim, int split_len, int rows);
 size_t AttnSmemBytes(int rows, int head_dim);
 // One wave: tiles [tile0, tile1) whose tokens are [tok0, tok1). Kernel 2
 // needs `counters` (AttnCounters of the wave, zero before the first launch;
