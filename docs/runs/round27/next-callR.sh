@@ -7,7 +7,9 @@
 #     KV types, against the CPU);
 #  2. the trace without (gpu_check.tr) and with the merge (gpu_check.trmg): decode at 64 and 4200, the
 #     7-token pass at 4200 (KV f16);
-#  3. bench_against 2 (verify 1 / 7 at 64, 1 / 4 / 7 at 4200) and bench_multi 1, this tree against specd.mg.
+#  3. bench_against 2 (verify 1 / 7 at 64, 1 / 4 / 7 at 4200) and bench_multi 1, this tree against specd.mg
+#     and specd.qi (next-quant-ilp.patch: the warp quantizer's unit sums interleaved; gpu_check.qi
+#     --attn-only --no-matmul first: the same bytes).
 # Pack: bash docs/runs/round27/next-pack-r.sh, then
 #   run(command="bash docs/runs/round27/next-callR.sh", carry=[".devpackR"])
 set -u
@@ -16,6 +18,7 @@ export DEVPACK=.devpackR/devcarry.tar.xz
 device_setup
 make_pair "$M6" & mkpid=$!
 GPU_CHECK=gpu_check.mg gpu_checks --attn-only --no-matmul --spec
+GPU_CHECK=gpu_check.qi gpu_checks --attn-only --no-matmul
 for b in gpu_check.tr gpu_check.trmg; do
   for st in "1 1 64" "1 1 4200" "1 7 4200"; do
     stamp "$b --profile-step $st f16"
@@ -24,7 +27,7 @@ for b in gpu_check.tr gpu_check.trmg; do
   done
 done
 wait $mkpid
-CTX64_VERIFY=1,7 bench_against 2 specd specd.mg
-bench_multi 1 specd specd.mg
+CTX64_VERIFY=1,7 bench_against 2 specd specd.mg specd.qi
+bench_multi 1 specd specd.mg specd.qi
 stamp done
 bundle_out
