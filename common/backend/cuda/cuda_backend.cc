@@ -1544,8 +1544,9 @@ void CudaBackend::RunGraph() {
     shape.push_back(bp.n_tiles);
     shape.push_back(bp.plan.kernel);
     // A graph freezes the launch's kernel instance, block and grid: the
-    // m-tiles and the tile shape follow the batch's longest sequence run.
-    shape.insert(shape.end(), {bp.plan.mtiles, bp.plan.rows_max, bp.plan.gchunk, bp.plan.n_gchunks});
+    // m-tiles follow the batch's longest sequence run (and the tile shape,
+    // rows_max and the group chunks, follows them).
+    shape.push_back(bp.plan.mtiles);
     for (const AttnWave& w : bp.waves) shape.insert(shape.end(), {w.tile0, w.tile1, w.tok0, w.tok1});
   }
   uint64_t h = HashWords(0xcbf29ce484222325ull, shape.data(), shape.size() * sizeof(int64_t));

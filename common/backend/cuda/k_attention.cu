@@ -978,13 +978,9 @@ int AttnMtilesFor(GgmlType kv_type, int head_dim, int split_len, int rows) {
   // Two m-tiles where a tile's rows need them, its warps fit the kernel's
   // threads (V2Threads: split_len / 32 warps an m-tile, 128 threads an
   // m-tile) and its block's memory fits; else one.
-  int m = rows > kAttnV2Rows && split_len <= 128 ? kAttnMtilesMax : 1;
-  while (m > 1) {
-    const size_t bytes = AttnV2SmemBytes(kv_type, head_dim, split_len, m);
-    if (bytes > 0 && bytes <= static_cast<size_t>(GetDeviceInfo().smem_optin)) break;
-    m /= 2;
-  }
-  return m;
+  if (rows <= kAttnV2Rows || split_len > 128) return 1;
+  const size_t bytes = AttnV2SmemBytes(kv_type, head_dim, split_len, kAttnMtilesMax);
+  return bytes > 0 && bytes <= static_cast<size_t>(GetDeviceInfo().smem_optin) ? kAttnMtilesMax : 1;
 }
 
 cudaError_t PrepareAttentionKernels() {
@@ -1025,8 +1021,8 @@ cudaError_t LaunchAttention(const float* q, const KvDev& kv, int n_heads, int n_
              out, static_cast<uint8_t*>(xq), xq_groups};
   dim3 grid((tile1 - tile0) * plan.n_gchunks, n_kv_heads, plan.max_splits);
   if (plan.kernel == 2) {
-    if (plan.mtiles < 1 || plan.mtiles > kAttnMtilesMax || (plan.mtiles > 1 && plan.split_len > 128) || plan.rows_max > kAttnV2Rows * plan.mtiles ||
-        (xq && !AttnFusesQuant(plan, head_dim)))
+    if (plan.mtiles < 1 || plan.mtiles > kAttnMtilesMax || (plan.mtiles > 1 && plan.split_len > 128) ||
+        plan.rows_max > kAttnV2Rows * plan.mtiles || (xq && !AttnFusesQuant(plan, head_dim)))
       return cudaErrorInvalidValue;
     const size_t smem = AttnV2SmemBytes(kv.type, head_dim, plan.split_len, plan.mtiles);
     const bool ok = DispatchV2M(kv.type, head_dim, plan.mtiles, [&]<int HD, bool kQ8, int M>() {
