@@ -113,19 +113,15 @@ __device__ __forceinline__ void WriteGroupSums(uint8_t* rec, int g, int mine16, 
   if (lane == 8) reinterpret_cast<float*>(rec + mmv::xq::kScale)[g] = mmv::XqScale(am);
 }
 
-// One unit of a group (32 elements, v a lane's), given the group's amax and
-// XqInv(amax): its two levels into the lane's fragment bytes f (hi at f[0],
-// lo at f[8]), and the half warp's sum of 254 hi + lo (lanes 0-15: the unit's
-// first 16 elements, 16-31 its second): both quantizers' per-unit step.
-__device__ __forceinline__ int QuantizeUnit(uint8_t* f, float v, float am, float inv) {
+// One element of a group, given the group's amax and XqInv(amax): its two
+// levels into the lane's fragment bytes f (hi at f[0], lo at f[8]); returns
+// 254 hi + lo, the element's share of its unit's sums.
+__device__ __forceinline__ int QuantizeElem(uint8_t* f, float v, float am, float inv) {
   int hi = 0, lo = 0;
   if (am > 0.0f) mmv::XqHiLo(v, inv, &hi, &lo);
   f[0] = static_cast<uint8_t>(static_cast<int8_t>(hi));
   f[8] = static_cast<uint8_t>(static_cast<int8_t>(lo));
-  int sum = 254 * hi + lo;
-#pragma unroll
-  for (int o = 8; o > 0; o >>= 1) sum += __shfl_xor_sync(kFull, sum, o);
-  return sum;
+  return 254 * hi + lo;
 }
 
 // Quantizes group `group` of column `col` into the activation records at xq
@@ -142,11 +138,22 @@ __device__ __forceinline__ void QuantizeGroupWarp(const float (&v)[8], int col, 
   const float inv = mmv::XqInv(am);
   uint8_t* rec = xq + mmv::XqRecordOffset(groups, col, group);
   const int g = col & 7;
-  int mine16 = 0;  // lane L < 16: the sum of 16-unit L
+  // The eight units' levels first, then their half-warp sums butterfly by
+  // butterfly across the units (exact integers, as QuantizeGroupBlock's): a
+  // chain four shuffles deep instead of 8 x 4.
+  int sum[8];
+#pragma unroll
+  for (int u = 0; u < 8; ++u)
+    sum[u] = QuantizeElem(rec + mmv::xq::kFrag + 512 * u + mmv::XqFragByte(g, lane), v[u], am, inv);
+#pragma unroll
+  for (int o = 8; o > 0; o >>= 1)
+#pragma unroll
+    for (int u = 0; u < 8; ++u) sum[u] += __shfl_xor_sync(kFull, sum[u], o);
+  // Lane L < 16 takes the sum of 16-unit L: unit L / 2's first (lane 0's) or second (lane 16's) half.
+  int mine16 = 0;
 #pragma unroll
   for (int u = 0; u < 8; ++u) {
-    const int sum = QuantizeUnit(rec + mmv::xq::kFrag + 512 * u + mmv::XqFragByte(g, lane), v[u], am, inv);
-    const int s_lo = __shfl_sync(kFull, sum, 0), s_hi = __shfl_sync(kFull, sum, 16);
+    const int s_lo = __shfl_sync(kFull, sum[u], 0), s_hi = __shfl_sync(kFull, sum[u], 16);
     if (lane == 2 * u) mine16 = s_lo;
     if (lane == 2 * u + 1) mine16 = s_hi;
   }
@@ -171,7 +178,10 @@ __device__ __forceinline__ void QuantizeGroupBlock(float v, int col, int64_t gro
   const float inv = mmv::XqInv(am);
   uint8_t* rec = xq + mmv::XqRecordOffset(groups, col, group);
   const int g = col & 7;
-  const int sum = QuantizeUnit(rec + mmv::xq::kFrag + 512 * u + mmv::XqFragByte(g, lane), v, am, inv);
+  // The half warp's sum (lanes 0-15: the unit's first 16 elements, 16-31 its second).
+  int sum = QuantizeElem(rec + mmv::xq::kFrag + 512 * u + mmv::XqFragByte(g, lane), v, am, inv);
+#pragma unroll
+  for (int o = 8; o > 0; o >>= 1) sum += __shfl_xor_sync(kFull, sum, o);
   if (lane == 0) s_sum[2 * u] = sum;
   if (lane == 16) s_sum[2 * u + 1] = sum;
   __syncthreads();
