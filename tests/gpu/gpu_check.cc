@@ -1663,8 +1663,8 @@ int RunProfile() {
 
 // Attention of a 32B-class layer at context 4096 (KV F16, zeros), for ncu:
 // kernel v1 then v2, each a warm-up, then 1 query and 7 queries (graphs off:
-// one launch per kernel; v1: AttnSplitKernel/AttnCombineKernel, v2:
-// AttnSplitV2Kernel/AttnCombineV2Kernel).
+// one launch per kernel; v1: AttnSplitKernel, v2: AttnSplitV2Kernel, each
+// followed by AttnMergeKernel).
 int ProfileAttention() {
   const int H = 64, KVH = 8, HD = 128, ctx = 4096;
   BackendOptions o;

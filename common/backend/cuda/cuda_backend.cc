@@ -423,8 +423,6 @@ class CudaBackend final : public Backend, public CudaBackendControl {
   size_t xhalf_cap_ = 0;
   void* attn_part_ = nullptr;
   size_t attn_part_cap_ = 0;
-  void* attn_cnt_ = nullptr;  // split blocks done per tile (tensor-core attention), zero between launches
-  size_t attn_cnt_cap_ = 0;
   void* norm_cnt_ = nullptr;  // RMSNorm blocks done per row, zero between launches
   size_t norm_cnt_cap_ = 0;
   void* mmv_part_ = nullptr;  // the wide matvec's partial sums
@@ -540,7 +538,6 @@ CudaBackend::~CudaBackend() {
   cudaFree(slab_);
   cudaFree(xhalf_);
   cudaFree(attn_part_);
-  cudaFree(attn_cnt_);
   cudaFree(norm_cnt_);
   cudaFree(mmv_part_);
   cudaFree(mmv_cnt_);
@@ -948,13 +945,9 @@ void* CudaBackend::GetXq(const float* x, int n, int64_t k) {
       return slot->buf;
     }
     if (last.kind == kAttention && last.p[3] == x && n == b_.n_tokens && last.i[1] * last.i[3] == k &&
-        last.p[4] == nullptr) {
-      const AttnBatchPlan* bp = GetAttnPlan(static_cast<int>(last.i[1]), static_cast<int>(last.i[2]),
-                                            static_cast<int>(last.i[3]));
-      if (bp && cuda::AttnFusesQuant(bp->plan, static_cast<int>(last.i[3]))) {
-        last.p[4] = slot->buf;
-        return slot->buf;
-      }
+        last.p[4] == nullptr) {  // the attention's merge kernel quantizes its output
+      last.p[4] = slot->buf;
+      return slot->buf;
     }
   }
   OpRec op;
@@ -1233,14 +1226,6 @@ void CudaBackend::Attention(const float* q, const float* k, const float* v, cons
                                    "attention partials");
       !st.ok())
     return Fail(st);
-  if (bp->plan.kernel == 2) {  // its split blocks count themselves per tile (zero between launches)
-    int counters = 0;
-    for (const AttnWave& w : bp->waves)
-      counters = std::max(counters, cuda::AttnCounters(bp->plan, w.tile1 - w.tile0, p.n_kv_heads));
-    if (const absl::Status st = GrowZeroed(&attn_cnt_, &attn_cnt_cap_, counters * sizeof(int), "attention counters");
-        !st.ok())
-      return Fail(st);
-  }
   OpRec op;
   op.kind = kAttention;
   op.p[0] = q;
@@ -1379,8 +1364,8 @@ void CudaBackend::Exec(const OpRec& op) {
       for (const AttnWave& w : bp->waves) {
         Fail(cuda::LaunchAttention(static_cast<const float*>(op.p[0]), kv, n_heads, n_kv, hd,
                                    static_cast<float>(op.f[0]), bd, tiles, w.tile0, w.tile1, w.tok0, w.tok1, bp->plan,
-                                   static_cast<float*>(attn_part_), static_cast<int*>(attn_cnt_),
-                                   static_cast<float*>(const_cast<void*>(op.p[3])), const_cast<void*>(op.p[4]),
+                                   static_cast<float*>(attn_part_), static_cast<float*>(const_cast<void*>(op.p[3])),
+                                   const_cast<void*>(op.p[4]),
                                    stream_),
              "attention");
       }

@@ -4,9 +4,9 @@
 // block handles (query tile, KV head, split): the tile's queries are several
 // consecutive tokens of one sequence times the query heads of the KV head's
 // group, so a k+1-token verify reads each K/V row once. Inside a split the
-// block walks 32-position steps with an online softmax; the splits are
-// merged in order (v2: by the tile's last split block to finish; v1: by a
-// second kernel). K and V usually reach the cache through the RoPE launch
+// block walks 32-position steps with an online softmax; a second kernel
+// (AttnMergeKernel) merges the splits in order and quantizes the output for
+// the next matvec. K and V usually reach the cache through the RoPE launch
 // (k_misc.cu), KvWriteKernel otherwise. Every query's arithmetic sequence depends only
 // on its own position (masked steps leave its state bit-identical), so the
 // same token gives the same output in a decode, a verify or a prefill batch.
@@ -45,13 +45,7 @@ struct AttnArgs {
   const AttnTile* tiles;
   int tile0, tok0;
   AttnPlan plan;
-  float* part;
-  // v2: the merge of the splits and the output's quantization, in the split
-  // kernel's last block per (tile, group chunk, KV head).
-  int* counters;  // blocks done per (grid x, KV head); zero between launches
-  float* out;
-  uint8_t* xq;    // null: no quantization
-  int64_t xq_groups;
+  float* part;  // [token - tok0][head][split] x {o[hd], m, l, -, -} (AttnMergeKernel merges them)
 };
 
 // 8 consecutive elements (dims d8*8 .. +8) of a K or V row as floats.
@@ -221,39 +215,112 @@ __global__ void __launch_bounds__(kAttnThreads) AttnSplitKernel(AttnArgs a) {
     }
   }
   __syncthreads();
-  // Partials: [token - tok0][head][split] x {m, l, o[hd]}.
+  // Partials: [token - tok0][head][split] x {o[hd], m, l, -, -}.
   for (int idx = tid; idx < R * (hd + 2); idx += blockDim.x) {
     const int r = idx / (hd + 2), e = idx - (idx / (hd + 2)) * (hd + 2);
     const int t = tile.t0 + r / ng, head = kvh * pl.group + gh0 + r % ng;
     if (P[r] < jb) continue;  // this token's positions end before the split
-    float* dst = a.part + ((static_cast<size_t>(t - a.tok0) * a.n_heads + head) * pl.max_splits + split) * (hd + 2);
-    dst[e] = e == 0 ? M[r] : (e == 1 ? L[r] : O[r * hd + e - 2]);
+    float* dst = a.part + ((static_cast<size_t>(t - a.tok0) * a.n_heads + head) * pl.max_splits + split) * (hd + 4);
+    dst[e] = e < hd ? O[r * hd + e] : (e == hd ? M[r] : L[r]);
   }
 }
 
-// grid (tokens of the wave, n_heads), block: head_dim threads (<= 256).
-__global__ void AttnCombineKernel(const float* part, int n_heads, int hd, int max_splits, int split_len,
-                                  const int32_t* pos, int tok0, float* out) {
+// The splits' partials of every (token, head) merged in split order, and
+// the output quantized for the next matvec: a block per (token of the wave,
+// group of 256 output elements), a thread per element (head e / hd, dim
+// e % hd). Its o entries of up to kMergeChunk splits are requested at
+// entry, with the heads' m and l: the merge of a row of up to 48 splits
+// (6144 positions at 128) waits on one round trip. Where the split kernel's
+// last block merged (round 27-28), a single SM walked a tile's rows through
+// a dependent round trip per 8 splits (the 7-token pass at 4200: ~16 us a
+// layer, the decode ~7, then ~4 to quantize by a warp a group).
+constexpr int kMergeChunk = 48;
+struct AttnMergeArgs {
+  const float* part;
+  int n_heads, hd, max_splits, split_len;
+  const int32_t* pos;
+  int tok0;
+  float* out;
+  uint8_t* xq;  // null: no quantization
+  int64_t xq_groups;
+};
+// The block's heads: at most 256 / hd + 1 (a group may start inside a head).
+__host__ __device__ constexpr int MergeHeadsMax(int hd) { return mmv::kGroup / hd + 1; }
+
+__global__ void __launch_bounds__(mmv::kGroup) AttnMergeKernel(AttnMergeArgs a) {
+  extern __shared__ float s_w[];  // [head of the block][split]: the weights exp(m - max), then L per head
+  __shared__ float s_am[8];
+  __shared__ int s_sum[16];
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int t = a.tok0 + blockIdx.x, dim = a.n_heads * a.hd, es = a.hd + 4;
+  const int e = blockIdx.y * mmv::kGroup + tid;
+  const int h0 = blockIdx.y * mmv::kGroup / a.hd;
+  const int nh = (min(dim, (blockIdx.y + 1) * mmv::kGroup) - 1) / a.hd - h0 + 1;
+  const bool live = e < dim;
+  const int hl = live ? e / a.hd - h0 : 0, d = e % a.hd;
+  const int ns = a.pos[t] / a.split_len + 1;  // batch metadata: no kernel writes it
+  const float* rows = a.part + (static_cast<size_t>(blockIdx.x) * a.n_heads + h0) * a.max_splits * es;
+  const float* mine = rows + static_cast<size_t>(hl) * a.max_splits * es + d;
+  float* const s_l = s_w + nh * a.max_splits;
   GridDepWait();  // programmatic dependent launch: inputs are ready after this
   GridDepLaunch();
-  const int t = tok0 + blockIdx.x, head = blockIdx.y;
-  const int ns = pos[t] / split_len + 1;
-  const float* base = part + (static_cast<size_t>(blockIdx.x) * n_heads + head) * max_splits * (hd + 2);
-  for (int d = threadIdx.x; d < hd; d += blockDim.x) {
-    float m = base[0], l = base[1], o = base[2 + d];
-    for (int s = 1; s < ns; ++s) {
-      const float* p = base + static_cast<size_t>(s) * (hd + 2);
-      const float ms = p[0];
-      const float mn = fmaxf(m, ms);
-      const float ea = expf(__fsub_rn(m, mn)), eb = expf(__fsub_rn(ms, mn));
-      l = __fadd_rn(__fmul_rn(l, ea), __fmul_rn(p[1], eb));
-      o = __fadd_rn(__fmul_rn(o, ea), __fmul_rn(p[2 + d], eb));
-      m = mn;
+  // Splits past ns are read clamped (always written) and weighted 0: +0 added
+  // to a sum that starts at +0 leaves it as it is.
+  float v[kMergeChunk];
+  auto request = [&](int c0) {
+#pragma unroll
+    for (int j = 0; j < kMergeChunk; ++j)
+      v[j] = live ? __ldcg(mine + static_cast<size_t>(min(c0 + j, ns - 1)) * es) : 0.0f;
+  };
+  request(0);
+  // Weights: warp w takes heads w, w + 8, ...; lane L the splits L, L + 32,
+  // ... (m and l of up to 64 splits held from one round trip; more re-read).
+  for (int h = warp; h < nh; h += 8) {
+    const float* ml = rows + static_cast<size_t>(h) * a.max_splits * es + a.hd;
+    float mr[2], lr[2], mx = -INFINITY;
+    auto fetch = [&](int c) {
+#pragma unroll
+      for (int k = 0; k < 2; ++k) {
+        const int sp = c + 32 * k + lane;
+        mr[k] = sp < ns ? __ldcg(ml + static_cast<size_t>(sp) * es) : -INFINITY;
+        lr[k] = sp < ns ? __ldcg(ml + static_cast<size_t>(sp) * es + 1) : 0.0f;
+      }
+    };
+    for (int c = 0; c < ns; c += 64) {
+      fetch(c);
+      mx = fmaxf(mx, fmaxf(mr[0], mr[1]));
     }
-    out[(static_cast<size_t>(t) * n_heads + head) * hd + d] = __fdiv_rn(o, l);
+    mx = WarpMax(mx);
+    float L = 0.0f;
+    for (int c = 0; c < ns; c += 64) {
+      if (ns > 64) fetch(c);
+#pragma unroll
+      for (int k = 0; k < 2; ++k) {
+        const int sp = c + 32 * k + lane;
+        if (sp >= ns) continue;
+        const float w = expf(__fsub_rn(mr[k], mx));
+        s_w[h * a.max_splits + sp] = w;
+        L = __fmaf_rn(lr[k], w, L);
+      }
+    }
+    L = WarpSum(L);
+    if (lane == 0) s_l[h] = L;
   }
+  __syncthreads();
+  const float* w = s_w + hl * a.max_splits;
+  float acc = 0.0f;
+  for (int c0 = 0; c0 < ns; c0 += kMergeChunk) {
+    if (c0 > 0) request(c0);
+#pragma unroll
+    for (int j = 0; j < kMergeChunk; ++j) acc = __fmaf_rn(v[j], c0 + j < ns ? w[c0 + j] : 0.0f, acc);
+  }
+  const float y = live ? __fdiv_rn(acc, s_l[hl]) : 0.0f;
+  if (live) a.out[static_cast<size_t>(t) * dim + e] = y;
+  if (a.xq) QuantizeGroupBlock(y, t, blockIdx.y, a.xq_groups, a.xq, s_am, s_sum);
 }
-
+size_t MergeSmemBytes(int hd, int max_splits) {  // s_w and s_l
+  return sizeof(float) * static_cast<size_t>(MergeHeadsMax(hd)) * (max_splits + 1);
+}
 
 // ---------------------------------------------------------------- v2 (tensor cores)
 //
@@ -279,10 +346,7 @@ __global__ void AttnCombineKernel(const float* part, int n_heads, int hd, int ma
 //  * each warp computes its chunk's softmax state (max, sum, O) for the 16
 //    rows (no running state), the warps' states are merged by a fixed binary
 //    tree through shared memory (warp w + s into w), warp 0 writes the split's
-//    partial; the last of a tile's split blocks to finish (a counter per
-//    tile and KV head) merges its rows' splits in split order and, when the
-//    next matvec wants them, quantizes the rows' groups (no combine or
-//    quantization launch: two kernels fewer per layer).
+//    partial for AttnMergeKernel.
 // Every row's arithmetic depends only on its own query, its own position and
 // the KV rows, never on the other rows of the tile (an MMA output element is a
 // function of its own A row and B column; masked positions give p = 0; an
@@ -474,35 +538,6 @@ __device__ __forceinline__ void ConvertQ8Rows(__half* Ks, __half* Vs, uint16_t* 
       *reinterpret_cast<uint4*>(Vs + Lay::Chunk(j, 4 * b + i)) = q;
     }
     __syncwarp();
-  }
-}
-
-// D consecutive floats (16-byte aligned for D >= 4) by L2-only vector loads, and stored back.
-template <int D>
-__device__ __forceinline__ void LdcgVec(const float* p, float (&v)[D]) {
-  if constexpr (D % 4 == 0) {
-#pragma unroll
-    for (int i = 0; i < D / 4; ++i) {
-      const float4 x = __ldcg(reinterpret_cast<const float4*>(p) + i);
-      v[4 * i] = x.x, v[4 * i + 1] = x.y, v[4 * i + 2] = x.z, v[4 * i + 3] = x.w;
-    }
-  } else if constexpr (D == 2) {
-    const float2 x = __ldcg(reinterpret_cast<const float2*>(p));
-    v[0] = x.x, v[1] = x.y;
-  } else {
-    v[0] = __ldcg(p);
-  }
-}
-template <int D>
-__device__ __forceinline__ void StVec(float* p, const float (&v)[D]) {
-  if constexpr (D % 4 == 0) {
-#pragma unroll
-    for (int i = 0; i < D / 4; ++i)
-      reinterpret_cast<float4*>(p)[i] = make_float4(v[4 * i], v[4 * i + 1], v[4 * i + 2], v[4 * i + 3]);
-  } else if constexpr (D == 2) {
-    *reinterpret_cast<float2*>(p) = make_float2(v[0], v[1]);
-  } else {
-    p[0] = v[0];
   }
 }
 
@@ -780,137 +815,23 @@ __global__ void __launch_bounds__(V2Threads<HD, kQ8, M>(), V2MinBlocks<HD, kQ8, 
         for (int e = 0; e < 4; ++e) o[i][e] = MergeO(e < 2 ? w0 : w1, o[i][e], sl[(i * 4 + e) * 32 + lane]);
     }
   }
-  // 7. Every row of the tile in this one split (positions < split_len): warp 0
-  // writes the rows' outputs from its merged state, o / l, the bits the
-  // merge of a single split gives (its weight is exp(0) = 1), with no
-  // partial, counter or re-read. Otherwise warp 0 writes the split's partial
-  // of each row whose position reaches the split:
-  // [token - tok0][head][split] x {o[HD], m, l, -, -}.
-  if (maxpos < pl.split_len) {
-    if (cw == 0) {
+  // 7. Warp 0 of each m-tile writes the split's partial of each row whose
+  // position reaches the split: [token - tok0][head][split] x {o[HD], m, l,
+  // -, -}; AttnMergeKernel merges them (a row in one split too: its weight is
+  // exp(0) = 1, so o / l).
+  if (cw == 0) {
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int r = rg + 8 * h;
-        if (r >= R) continue;
-        const float L = h ? l1 : l0;
-        float* dst = a.out + (static_cast<size_t>(tile.t0 + r / ng) * a.n_heads + kvh * pl.group + gh0 + r % ng) * HD;
+    for (int h = 0; h < 2; ++h) {
+      const int r = rg + 8 * h;
+      const int pr = h ? pg8 : pg;
+      if (r >= R || pr < jb) continue;
+      const int tok = tile.t0 + r / ng, head = kvh * pl.group + gh0 + r % ng;
+      float* dst = a.part + ((static_cast<size_t>(tok - a.tok0) * a.n_heads + head) * pl.max_splits + split) * (HD + 4);
 #pragma unroll
-        for (int i = 0; i < NT; ++i)
-          *reinterpret_cast<float2*>(dst + i * 8 + 2 * t) =
-              make_float2(__fdiv_rn(o[i][2 * h], L), __fdiv_rn(o[i][2 * h + 1], L));
-      }
+      for (int i = 0; i < NT; ++i)
+        *reinterpret_cast<float2*>(dst + i * 8 + 2 * t) = make_float2(o[i][2 * h], o[i][2 * h + 1]);
+      if (t == 0) *reinterpret_cast<float2*>(dst + HD) = h ? make_float2(m1, l1) : make_float2(m0, l0);
     }
-  } else {
-    if (cw == 0) {
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int r = rg + 8 * h;
-        const int pr = h ? pg8 : pg;
-        if (r >= R || pr < jb) continue;
-        const int tok = tile.t0 + r / ng, head = kvh * pl.group + gh0 + r % ng;
-        float* dst =
-            a.part + ((static_cast<size_t>(tok - a.tok0) * a.n_heads + head) * pl.max_splits + split) * (HD + 4);
-#pragma unroll
-        for (int i = 0; i < NT; ++i)
-          *reinterpret_cast<float2*>(dst + i * 8 + 2 * t) = make_float2(o[i][2 * h], o[i][2 * h + 1]);
-        if (t == 0) *reinterpret_cast<float2*>(dst + HD) = h ? make_float2(m1, l1) : make_float2(m0, l0);
-      }
-    }
-    // 8. The last split block of this (tile, group chunk, KV head): row r's
-    // splits s <= pos / split_len (each has written its partial) merged in
-    // split order, so the result depends on the row's position only.
-    if (!LastBlockArrives(a.counters + (static_cast<size_t>(blockIdx.x) * gridDim.y + kvh),
-                          maxpos / pl.split_len + 1))
-      return;
-    // Lanes take the splits for the maxima, weights and L (fixed butterfly
-    // order), each weight is then broadcast to the lanes, each of which owns
-    // HD / 32 consecutive output dims (vector loads); a warp merges two rows
-    // at once and requests 8 splits' partials ahead, so that their loads overlap.
-    constexpr int ES = HD + 4, D = HD / 32, RP = 2;
-    for (int r0 = warp; r0 < R; r0 += RP * nw) {
-      int tok[RP], ns[RP];
-      const float* base[RP];
-      float mx[RP], L[RP], acc[RP][D];
-#pragma unroll
-      for (int i = 0; i < RP; ++i) {
-        const int r = r0 + i * nw;
-        ns[i] = 0;
-        tok[i] = tile.t0;
-        base[i] = a.part;
-        if (r < R) {
-          tok[i] = tile.t0 + r / ng;
-          const int head = kvh * pl.group + gh0 + r % ng;
-          ns[i] = a.b.pos[tok[i]] / pl.split_len + 1;
-          base[i] = a.part + (static_cast<size_t>(tok[i] - a.tok0) * a.n_heads + head) * pl.max_splits * ES;
-        }
-        mx[i] = -INFINITY;
-        // Clamped (a split read twice leaves a maximum as it is): no branch between the loads.
-#pragma unroll 2
-        for (int c = 0; c < ns[i]; c += 32)
-          mx[i] = fmaxf(mx[i], __ldcg(base[i] + static_cast<size_t>(min(c + lane, ns[i] - 1)) * ES + HD));
-        mx[i] = WarpMax(mx[i]);
-        L[i] = 0.0f;
-#pragma unroll
-        for (int j = 0; j < D; ++j) acc[i][j] = 0.0f;
-      }
-      const int ns_max = max(ns[0], ns[1]);
-      for (int c0 = 0; c0 < ns_max; c0 += 32) {
-        float w[RP];
-#pragma unroll
-        for (int i = 0; i < RP; ++i) {
-          w[i] = 0.0f;
-          if (c0 + lane < ns[i]) {
-            const float* e = base[i] + static_cast<size_t>(c0 + lane) * ES;
-            w[i] = expf(__fsub_rn(__ldcg(e + HD), mx[i]));
-            L[i] = __fmaf_rn(__ldcg(e + HD + 1), w[i], L[i]);
-          }
-        }
-        // Each step loads a split of every row, unconditionally: a row past its
-        // own last split reads that one again at weight 0, which adds exactly
-        // +0 to a sum that starts at +0 and so never becomes -0 (a row r >= R
-        // reads the scratch's first entry and is never stored). No branch
-        // between the loads: 8 steps' loads are in flight together, where the
-        // guarded loads took a round trip each (round 27's trace: the decode's
-        // merge of 33 splits 9.5 us, the 7-token pass's 20 us).
-        const int n = min(32, ns_max - c0);
-#pragma unroll 8
-        for (int q = 0; q < n; ++q) {
-#pragma unroll
-          for (int i = 0; i < RP; ++i) {
-            const float ws = __shfl_sync(kFull, w[i], q);
-            float v[D];
-            LdcgVec<D>(base[i] + static_cast<size_t>(min(c0 + q, max(ns[i] - 1, 0))) * ES + lane * D, v);
-#pragma unroll
-            for (int j = 0; j < D; ++j) acc[i][j] = __fmaf_rn(v[j], ws, acc[i][j]);
-          }
-        }
-      }
-#pragma unroll
-      for (int i = 0; i < RP; ++i) {
-        const int r = r0 + i * nw;
-        const float Ls = WarpSum(L[i]);
-        if (r >= R) continue;
-        float* o = a.out + (static_cast<size_t>(tok[i]) * a.n_heads + kvh * pl.group + gh0 + r % ng) * HD + lane * D;
-#pragma unroll
-        for (int j = 0; j < D; ++j) acc[i][j] = __fdiv_rn(acc[i][j], Ls);
-        StVec<D>(o, acc[i]);
-      }
-    }
-  }  // one split / several
-  if (!a.xq) return;
-  // The rows' groups of 256 (AttnFusesQuant: they hold whole groups), as
-  // LaunchQuantizeX would write them.
-  __syncthreads();
-  const int per_tok = ng * HD / mmv::kGroup;
-  const int64_t g0 = static_cast<int64_t>(kvh * pl.group + gh0) * HD / mmv::kGroup;
-  for (int q = warp; q < tile.nt * per_tok; q += nw) {
-    const int tok = tile.t0 + q / per_tok;
-    const int64_t g = g0 + q % per_tok;
-    const float* x = a.out + static_cast<size_t>(tok) * a.n_heads * HD + g * mmv::kGroup;
-    float v[8];
-#pragma unroll
-    for (int u = 0; u < 8; ++u) v[u] = x[32 * u + lane];
-    QuantizeGroupWarp(v, tok, g, a.xq_groups, a.xq);
   }
 }
 
@@ -967,12 +888,6 @@ size_t AttnV2SmemBytes(GgmlType kv_type, int head_dim, int split_len, int mtiles
   return r;
 }
 
-bool AttnFusesQuant(const AttnPlan& plan, int head_dim) {
-  return plan.kernel == 2 && (plan.group * head_dim) % mmv::kGroup == 0 && (plan.gchunk * head_dim) % mmv::kGroup == 0;
-}
-
-int AttnCounters(const AttnPlan& plan, int tiles, int n_kv_heads) { return tiles * plan.n_gchunks * n_kv_heads; }
-
 int AttnKernelFor(GgmlType kv_type, int head_dim, int split_len) {
   if (GetTuning().attn_kernel != 2 || split_len < 32 || split_len % 32 != 0 || split_len / 32 > 8) return 1;
   // Q8_0 at head_dim <= 128 is compiled for three blocks an SM (4 warps: splits of 128).
@@ -1000,6 +915,7 @@ cudaError_t PrepareAttentionKernels() {
                                 GetDeviceInfo().smem_optin - static_cast<int>(fa.sharedSizeBytes));
   };
   cudaError_t e = raise(reinterpret_cast<const void*>(AttnSplitKernel));
+  if (e == cudaSuccess) e = raise(reinterpret_cast<const void*>(AttnMergeKernel));
   for (GgmlType t : {GgmlType::F16, GgmlType::Q8_0})
     for (int hd : {32, 64, 128, 256})
       DispatchV2(t, hd, [&]<int HD, bool kQ8>() {
@@ -1021,16 +937,15 @@ cudaError_t LaunchKvWrite(const float* k, const float* v, int n_kv_heads, int he
 
 cudaError_t LaunchAttention(const float* q, const KvDev& kv, int n_heads, int n_kv_heads, int head_dim, float scale,
                             const BatchDev& b, const AttnTile* tiles_dev, int tile0, int tile1, int tok0, int tok1,
-                            const AttnPlan& plan, float* partials, int* counters, float* out, void* xq,
-                            cudaStream_t s) {
+                            const AttnPlan& plan, float* partials, float* out, void* xq, cudaStream_t s) {
   if (tile1 <= tile0) return cudaSuccess;
-  const int64_t xq_groups = mmv::Groups(static_cast<int64_t>(n_heads) * head_dim);
-  AttnArgs a{q,    kv,    n_heads, n_kv_heads, head_dim, scale, b, tiles_dev, tile0, tok0, plan, partials, counters,
-             out, static_cast<uint8_t*>(xq), xq_groups};
+  const size_t merge_smem = MergeSmemBytes(head_dim, plan.max_splits);
+  if (merge_smem + 1024 > static_cast<size_t>(GetDeviceInfo().smem_optin)) return cudaErrorInvalidValue;
+  AttnArgs a{q, kv, n_heads, n_kv_heads, head_dim, scale, b, tiles_dev, tile0, tok0, plan, partials};
   dim3 grid((tile1 - tile0) * plan.n_gchunks, n_kv_heads, plan.max_splits);
   if (plan.kernel == 2) {
     if (plan.mtiles < 1 || plan.mtiles > kAttnMtilesMax || (plan.mtiles > 1 && plan.split_len > 128) ||
-        plan.rows_max > kAttnV2Rows * plan.mtiles || (xq && !AttnFusesQuant(plan, head_dim)))
+        plan.rows_max > kAttnV2Rows * plan.mtiles)
       return cudaErrorInvalidValue;
     const size_t smem = AttnV2SmemBytes(kv.type, head_dim, plan.split_len, plan.mtiles);
     const bool ok = DispatchV2M(kv.type, head_dim, plan.mtiles, [&]<int HD, bool kQ8, int M>() {
@@ -1038,15 +953,16 @@ cudaError_t LaunchAttention(const float* q, const KvDev& kv, int n_heads, int n_
       return true;
     });
     if (!ok) return cudaErrorInvalidValue;
-    return LaunchResult();
+  } else {
+    LaunchPdl(AttnSplitKernel, dim3(grid), dim3(kAttnThreads), AttnSmemBytes(plan.rows_max, head_dim), s, a);
   }
-  if (xq) return cudaErrorInvalidValue;
-  dim3 cgrid(tok1 - tok0, n_heads);
-  LaunchPdl(AttnSplitKernel, dim3(grid), dim3(kAttnThreads), AttnSmemBytes(plan.rows_max, head_dim), s, a);
-  cudaError_t e = cudaGetLastError();
+  const cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess) return e;
-  LaunchPdl(AttnCombineKernel, dim3(cgrid), dim3(head_dim < 256 ? head_dim : 256), 0, s, partials, n_heads, head_dim,
-            plan.max_splits, plan.split_len, b.pos, tok0, out);
+  const int64_t dim = static_cast<int64_t>(n_heads) * head_dim;
+  const AttnMergeArgs m{partials, n_heads, head_dim, plan.max_splits, plan.split_len, b.pos, tok0,
+                        out,      static_cast<uint8_t*>(xq), mmv::Groups(dim)};
+  LaunchPdl(AttnMergeKernel, dim3(tok1 - tok0, static_cast<unsigned>(mmv::Groups(dim))), dim3(mmv::kGroup), merge_smem,
+            s, m);
   return LaunchResult();
 }
 

@@ -157,29 +157,25 @@ int AttnRowsMax(int head_dim);  // from the device's shared memory
 // Attention kernel version (Tuning::attn_kernel; plans are built per batch):
 // 2 (default) = tensor-core split kernel
 // (mma.sync F16 with Q and P as hi/lo F16 pairs, <= 16 query rows per block,
-// one warp per 32 positions of a split; the last split block of a tile merges
-// the splits in a fixed order and can quantize the output), for F16
+// one warp per 32 positions of a split), for F16
 // and Q8_0 KV with head_dim 32/64/128/256 and split_len <= 256 when its shared
 // memory fits; everything else, or everything with attn_kernel = 1, runs v1
-// (FP32 shared-memory dots, serial combine). Both are batch-invariant; they
-// differ from each other in rounding.
+// (FP32 shared-memory dots). Both write per-split partials that one merge
+// kernel combines in split order; both are batch-invariant and differ from
+// each other in rounding.
 constexpr int kAttnV2Rows = 16;
 int AttnKernelFor(GgmlType kv_type, int head_dim, int split_len);  // 1 or 2
 size_t AttnV2SmemBytes(GgmlType kv_type, int head_dim, int split_len, int mtiles = 1);
 // Kernel 2's m-tiles a block (AttnPlan::mtiles) for tiles of up to `rows` query rows: 1 or 2.
 int AttnMtilesFor(GgmlType kv_type, int head_dim, int split_len, int rows);
 size_t AttnSmemBytes(int rows, int head_dim);
-// One wave: tiles [tile0, tile1) whose tokens are [tok0, tok1). Kernel 2
-// needs `counters` (AttnCounters of the wave, zero before the first launch;
-// the kernel leaves them zero) and writes the quantized activations of `out`
-// into xq too (as LaunchQuantizeX(out, n_tokens, n_heads * head_dim) would)
-// when xq is not null, which needs AttnFusesQuant.
+// One wave: tiles [tile0, tile1) whose tokens are [tok0, tok1): the split
+// kernel (plan.kernel) writes each split's partial, a merge kernel merges
+// them into `out` and, when xq is not null, writes its quantized activations
+// too (as LaunchQuantizeX(out, n_tokens, n_heads * head_dim) would).
 cudaError_t LaunchAttention(const float* q, const KvDev& kv, int n_heads, int n_kv_heads, int head_dim, float scale,
                             const BatchDev& b, const AttnTile* tiles_dev, int tile0, int tile1, int tok0, int tok1,
-                            const AttnPlan& plan, float* partials, int* counters, float* out, void* xq,
-                            cudaStream_t s);
-bool AttnFusesQuant(const AttnPlan& plan, int head_dim);
-int AttnCounters(const AttnPlan& plan, int tiles, int n_kv_heads);
+                            const AttnPlan& plan, float* partials, float* out, void* xq, cudaStream_t s);
 size_t AttnPartialFloats(int n_tok, int n_heads, int head_dim, int max_splits);
 
 // ---- random weights ----
