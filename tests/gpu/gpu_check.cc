@@ -937,7 +937,7 @@ void CheckAttentionOps(bool quick) {
       {F16, 16, 2, 128, 0},   {F16, 16, 2, 128, 29},  {F16, 16, 2, 128, 121}, {F16, 16, 2, 128, 509},
       {Q8, 16, 2, 128, 121},  {Q8, 16, 2, 128, 250},  {F16, 8, 2, 64, 250},   {F16, 10, 2, 64, 121},
       {Q8, 4, 4, 32, 29},     {F16, 32, 2, 64, 121},  {F16, 48, 1, 64, 121},  {F16, 8, 1, 256, 121},
-      {GgmlType::F32, 16, 2, 128, 121}};
+      {GgmlType::F32, 16, 2, 128, 121}, {F16, 32, 8, 96, 250}};  // 96: groups of 256 start inside heads
   if (quick) cases = {{F16, 16, 2, 128, 121}, {Q8, 16, 2, 128, 250}};
   for (int kernel : {2, 1})
     for (const AttnCase& c : cases) CheckAttentionOp(c, kernel);

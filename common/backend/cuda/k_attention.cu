@@ -244,8 +244,8 @@ struct AttnMergeArgs {
   uint8_t* xq;  // null: no quantization
   int64_t xq_groups;
 };
-// The block's heads: at most 256 / hd + 1 (a group may start inside a head).
-__host__ __device__ constexpr int MergeHeadsMax(int hd) { return mmv::kGroup / hd + 1; }
+// The block's heads: a group starting inside a head touches up to 255 / hd + 2.
+__host__ __device__ constexpr int MergeHeadsMax(int hd) { return (mmv::kGroup - 1) / hd + 2; }
 
 __global__ void __launch_bounds__(mmv::kGroup) AttnMergeKernel(AttnMergeArgs a) {
   extern __shared__ float s_w[];  // [head of the block][split]: the weights exp(m - max), then L per head
