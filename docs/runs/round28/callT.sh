@@ -9,8 +9,8 @@ device_setup
 make_pair "$M6" & mkpid=$!
 GPU_CHECK=gpu_check.cmp gpu_checks --attn-only --no-matmul
 wait $mkpid
-CTX64_VERIFY=1,7 bench_against 2 specd specd.cmp
-bench_multi 1 specd specd.cmp
-before 300 six streams && DEVPACK= SETS=new MODES=k4 timeout 150 bash docs/runs/round17/callCohort.sh 2>&1 | grep -v "^NVIDIA"
+CTX64_VERIFY=1,7 bench_against 1 specd specd.cmp
+before 120 six streams && DEVPACK= SETS=new MODES=k4 timeout 100 bash docs/runs/round17/callCohort.sh 2>&1 | grep -v "^NVIDIA"
+before 170 "bench rep 2" && CTX64_VERIFY=1,7 bench_against 1 specd.cmp specd
 stamp done
 bundle_out
