@@ -231,9 +231,10 @@ __global__ void __launch_bounds__(kAttnThreads) AttnSplitKernel(AttnArgs a) {
 // e % hd). Its o entries of up to kMergeChunk splits are requested at
 // entry, with the heads' m and l: the merge of a row of up to 48 splits
 // (6144 positions at 128) waits on one round trip. Where the split kernel's
-// last block merged (round 27-28), a single SM walked a tile's rows through
-// a dependent round trip per 8 splits (the 7-token pass at 4200: ~16 us a
-// layer, the decode ~7, then ~4 to quantize by a warp a group).
+// last block merged (until round 28), a single SM walked a tile's rows
+// through a dependent round trip per 8 splits (the 7-token pass at 4200: ~16
+// us a layer, the decode ~7, then ~4 to quantize by a warp a group); this
+// kernel made them 10.7% and 4.3% faster on an H100 (round 28 call S).
 constexpr int kMergeChunk = 48;
 struct AttnMergeArgs {
   const float* part;
