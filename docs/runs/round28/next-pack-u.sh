@@ -4,7 +4,9 @@
 #   specd.pe + gpu_check.pe   next-attn-pos-early.patch: the split kernel reads its rows' positions (batch
 #                             metadata) before griddepcontrol.wait, not after Q's loads;
 #   specd.al1 / specd.al2     next-attn-late.patch with SPECD_EXP_LATE 1 / 2: the split kernel lets the merge
-#                             kernel launch after Q's loads / before its partials, not at its wait.
+#                             kernel launch after Q's loads / before its partials, not at its wait;
+#   specd.ms + gpu_check.ms   next-merge-short.patch: the merge kernel requests 8 entries for a row of <= 8
+#                             splits (a uniform branch), not 48 clamped ones (batch 8 at context 64 was +2%).
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 files=(common/backend/cuda/k_attention.cu)
@@ -16,6 +18,11 @@ git apply $d/next-attn-pos-early.patch
 ninja -C build-cuda specd gpu_check > /dev/null
 cp build-cuda/cli/specd .devcarry/bin/specd.pe
 cp build-cuda/tests/gpu/gpu_check .devcarry/bin/gpu_check.pe
+git checkout -- "${files[@]}"
+git apply $d/next-merge-short.patch
+ninja -C build-cuda specd gpu_check > /dev/null
+cp build-cuda/cli/specd .devcarry/bin/specd.ms
+cp build-cuda/tests/gpu/gpu_check .devcarry/bin/gpu_check.ms
 for n in 1 2; do
   git checkout -- "${files[@]}"
   git apply $d/next-attn-late.patch
