@@ -45,8 +45,17 @@ struct AttnArgs {
   const AttnTile* tiles;
   int tile0, tok0;
   AttnPlan plan;
-  float* part;  // [token - tok0][head][split] x {o[hd], m, l, -, -} (AttnMergeKernel merges them)
+  float* part;  // PartEntry's layout (AttnMergeKernel merges them)
 };
+
+// The split kernels' partials: entry (token - tok0, head, split) holds
+// {o[hd], m, l, -, -}, hd + 4 floats (o 16-byte aligned).
+__host__ __device__ constexpr int PartStride(int hd) { return hd + 4; }
+template <class T>
+__device__ __forceinline__ T* PartEntry(T* part, int tok_rel, int n_heads, int head, int max_splits, int split,
+                                        int hd) {
+  return part + ((static_cast<size_t>(tok_rel) * n_heads + head) * max_splits + split) * PartStride(hd);
+}
 
 // 8 consecutive elements (dims d8*8 .. +8) of a K or V row as floats.
 __device__ __forceinline__ void KvLoad8(const uint8_t* row, GgmlType type, int d8, float (&v)[8]) {
@@ -220,7 +229,7 @@ __global__ void __launch_bounds__(kAttnThreads) AttnSplitKernel(AttnArgs a) {
     const int r = idx / (hd + 2), e = idx - (idx / (hd + 2)) * (hd + 2);
     const int t = tile.t0 + r / ng, head = kvh * pl.group + gh0 + r % ng;
     if (P[r] < jb) continue;  // this token's positions end before the split
-    float* dst = a.part + ((static_cast<size_t>(t - a.tok0) * a.n_heads + head) * pl.max_splits + split) * (hd + 4);
+    float* dst = PartEntry(a.part, t - a.tok0, a.n_heads, head, pl.max_splits, split, hd);
     dst[e] = e < hd ? O[r * hd + e] : (e == hd ? M[r] : L[r]);
   }
 }
@@ -243,7 +252,6 @@ struct AttnMergeArgs {
   int tok0;
   float* out;
   uint8_t* xq;  // null: no quantization
-  int64_t xq_groups;
 };
 // The block's heads: a group starting inside a head touches up to 255 / hd + 2.
 __host__ __device__ constexpr int MergeHeadsMax(int hd) { return (mmv::kGroup - 1) / hd + 2; }
@@ -253,14 +261,14 @@ __global__ void __launch_bounds__(mmv::kGroup) AttnMergeKernel(AttnMergeArgs a) 
   __shared__ float s_am[8];
   __shared__ int s_sum[16];
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int t = a.tok0 + blockIdx.x, dim = a.n_heads * a.hd, es = a.hd + 4;
+  const int t = a.tok0 + blockIdx.x, dim = a.n_heads * a.hd, es = PartStride(a.hd);
   const int e = blockIdx.y * mmv::kGroup + tid;
   const int h0 = blockIdx.y * mmv::kGroup / a.hd;
   const int nh = (min(dim, (blockIdx.y + 1) * mmv::kGroup) - 1) / a.hd - h0 + 1;
   const bool live = e < dim;
   const int hl = live ? e / a.hd - h0 : 0, d = e % a.hd;
   const int ns = a.pos[t] / a.split_len + 1;  // batch metadata: no kernel writes it
-  const float* rows = a.part + (static_cast<size_t>(blockIdx.x) * a.n_heads + h0) * a.max_splits * es;
+  const float* rows = PartEntry(a.part, blockIdx.x, a.n_heads, h0, a.max_splits, 0, a.hd);
   const float* mine = rows + static_cast<size_t>(hl) * a.max_splits * es + d;
   float* const s_l = s_w + nh * a.max_splits;
   GridDepWait();  // programmatic dependent launch: inputs are ready after this
@@ -317,7 +325,7 @@ __global__ void __launch_bounds__(mmv::kGroup) AttnMergeKernel(AttnMergeArgs a) 
   }
   const float y = live ? __fdiv_rn(acc, s_l[hl]) : 0.0f;
   if (live) a.out[static_cast<size_t>(t) * dim + e] = y;
-  if (a.xq) QuantizeGroupBlock(y, t, blockIdx.y, a.xq_groups, a.xq, s_am, s_sum);
+  if (a.xq) QuantizeGroupBlock(y, t, blockIdx.y, mmv::Groups(dim), a.xq, s_am, s_sum);
 }
 size_t MergeSmemBytes(int hd, int max_splits) {  // s_w and s_l
   return sizeof(float) * static_cast<size_t>(MergeHeadsMax(hd)) * (max_splits + 1);
@@ -827,7 +835,7 @@ __global__ void __launch_bounds__(V2Threads<HD, kQ8, M>(), V2MinBlocks<HD, kQ8, 
       const int pr = h ? pg8 : pg;
       if (r >= R || pr < jb) continue;
       const int tok = tile.t0 + r / ng, head = kvh * pl.group + gh0 + r % ng;
-      float* dst = a.part + ((static_cast<size_t>(tok - a.tok0) * a.n_heads + head) * pl.max_splits + split) * (HD + 4);
+      float* dst = PartEntry(a.part, tok - a.tok0, a.n_heads, head, pl.max_splits, split, HD);
 #pragma unroll
       for (int i = 0; i < NT; ++i)
         *reinterpret_cast<float2*>(dst + i * 8 + 2 * t) = make_float2(o[i][2 * h], o[i][2 * h + 1]);
@@ -871,9 +879,8 @@ int AttnRowsMax(int head_dim) {
   return r;
 }
 
-// v1 entries are head_dim + 2 floats, v2 entries head_dim + 4 (16-byte aligned o).
 size_t AttnPartialFloats(int n_tok, int n_heads, int head_dim, int max_splits) {
-  return static_cast<size_t>(n_tok) * n_heads * max_splits * (head_dim + 4);
+  return static_cast<size_t>(n_tok) * n_heads * max_splits * PartStride(head_dim);
 }
 
 size_t AttnV2SmemBytes(GgmlType kv_type, int head_dim, int split_len, int mtiles) {
@@ -959,11 +966,10 @@ cudaError_t LaunchAttention(const float* q, const KvDev& kv, int n_heads, int n_
   }
   const cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess) return e;
-  const int64_t dim = static_cast<int64_t>(n_heads) * head_dim;
-  const AttnMergeArgs m{partials, n_heads, head_dim, plan.max_splits, plan.split_len, b.pos, tok0,
-                        out,      static_cast<uint8_t*>(xq), mmv::Groups(dim)};
-  LaunchPdl(AttnMergeKernel, dim3(tok1 - tok0, static_cast<unsigned>(mmv::Groups(dim))), dim3(mmv::kGroup), merge_smem,
-            s, m);
+  const AttnMergeArgs m{partials, n_heads, head_dim, plan.max_splits, plan.split_len, b.pos, tok0, out,
+                        static_cast<uint8_t*>(xq)};
+  const int64_t groups = mmv::Groups(static_cast<int64_t>(n_heads) * head_dim);
+  LaunchPdl(AttnMergeKernel, dim3(tok1 - tok0, static_cast<unsigned>(groups)), dim3(mmv::kGroup), merge_smem, s, m);
   return LaunchResult();
 }
 

@@ -156,8 +156,8 @@ struct AttnPlan {
 int AttnRowsMax(int head_dim);  // from the device's shared memory
 // Attention kernel version (Tuning::attn_kernel; plans are built per batch):
 // 2 (default) = tensor-core split kernel
-// (mma.sync F16 with Q and P as hi/lo F16 pairs, <= 16 query rows per block,
-// one warp per 32 positions of a split), for F16
+// (mma.sync F16 with Q and P as hi/lo F16 pairs, 16-row query m-tiles, one or
+// two a block, one warp per 32 positions of a split and m-tile), for F16
 // and Q8_0 KV with head_dim 32/64/128/256 and split_len <= 256 when its shared
 // memory fits; everything else, or everything with attn_kernel = 1, runs v1
 // (FP32 shared-memory dots). Both write per-split partials that one merge
