@@ -705,20 +705,7 @@ __global__ void __maxnreg__(80) MmvKernel5to8(const __grid_constant__ MmvParams 
 // the batches of 6-8 14% slower; a 64-column instance (prompts in passes of
 // 64) slower than two of 32, and prompts slower than dequantized F16 tiles
 // and cuBLAS. Small launches (64 tiles) lose to two 16-column passes.
-// Warps (tiles) a block at most. Where the kernel holds its sums in 96
-// registers with few spills (Q4_0, Q5_0, Q8_0, Q4_K, Q5_K) blocks of up to
-// 10 warps run two an SM, 20 warps instead of 16 at 128 registers: a launch's
-// blocks then fit fewer waves (round 29's ncu of the six-sequence verify: the
-// 27B layer's launches ran 1.2 and 3.03 waves of 8-warp blocks, SMs idle
-// 15-40% of each launch). The others spill 144-444 bytes at 96 and keep 8.
-constexpr int kWideMaxWarps = 10;
-template <GgmlType T>
-constexpr int WideMaxWarps() {
-  return T == GgmlType::Q4_0 || T == GgmlType::Q5_0 || T == GgmlType::Q8_0 || T == GgmlType::Q4_K ||
-                 T == GgmlType::Q5_K
-             ? kWideMaxWarps
-             : 8;
-}
+constexpr int kWideMaxWarps = 8;
 constexpr int kWideCols = 32;
 // Two stages (one group in flight): three were slower (round 26 call W).
 constexpr int kWideStages = 2;
@@ -749,7 +736,7 @@ constexpr size_t WideSmem(int warps, int cts) {
 
 // Scratch: part [part][column][launch row], a counter a block column.
 template <GgmlType T>
-__global__ void __launch_bounds__(32 * WideMaxWarps<T>(), 2) MmvKernelWide(const __grid_constant__ MmvParams p,
+__global__ void __launch_bounds__(32 * kWideMaxWarps, 2) MmvKernelWide(const __grid_constant__ MmvParams p,
                                                                      const MmvScratch s) {
   constexpr int kRec = mmv::LayoutOf(T).rec;
   constexpr int kS = kWideStages;
@@ -1133,19 +1120,21 @@ cudaError_t LaunchQuantizeX(const float* x, int n, int64_t k, void* xq, cudaStre
 }
 
 namespace {
-// Per GgmlType and warps a block (2 .. kWideMaxWarps): wide blocks an SM runs
-// at once (0: not launched).
-int64_t g_wide_blocks[64][kWideMaxWarps + 1] = {};
+// Per GgmlType and log2(warps) - 1 (2, 4, 8 warps): wide blocks an SM runs
+// at once.
+int64_t g_wide_blocks[64][3] = {};
 
 int WideWarps(GgmlType type, int64_t tiles, int64_t parts) {
   // The fewest waves; among those, a launch that fills every SM, then the
-  // most warps (the activation records shared by more tiles).
+  // most warps (the activation records shared by more tiles). A size whose
+  // shared memory the device cannot give a block (0 blocks) is skipped.
   const int64_t sms = GetDeviceInfo().sm_count;
   int best = 0;
   int64_t best_waves = 0;
   bool best_fills = false;
-  for (int w = kWideMaxWarps; w >= 2; --w) {
-    const int64_t per_sm = g_wide_blocks[static_cast<int>(type) & 63][w];
+  for (int l = 2; l >= 0; --l) {
+    const int w = 2 << l;
+    const int64_t per_sm = g_wide_blocks[static_cast<int>(type) & 63][l];
     if (per_sm < 1) continue;
     const int64_t blocks = CeilDiv(tiles, w) * parts;
     const int64_t waves = CeilDiv(blocks, per_sm * sms);
@@ -1231,17 +1220,17 @@ cudaError_t PrepareMatvecKernels() {
       // Q8_0 block of 8 warps does not); sizes beyond it are never launched.
       const size_t optin = static_cast<size_t>(GetDeviceInfo().smem_optin);
       size_t wide = 0;
-      for (int w = 2; w <= WideMaxWarps<T>(); ++w)
-        if (WideSmem<T>(w, kWideCols / 8) <= optin) wide = WideSmem<T>(w, kWideCols / 8);
+      for (int l = 0; l < 3; ++l)
+        if (WideSmem<T>(2 << l, kWideCols / 8) <= optin) wide = WideSmem<T>(2 << l, kWideCols / 8);
       if (e == cudaSuccess && wide > 0)
         e = cudaFuncSetAttribute(MmvKernelWide<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                  static_cast<int>(wide));
-      for (int w = 2; w <= WideMaxWarps<T>() && e == cudaSuccess; ++w) {
+      for (int l = 0; l < 3 && e == cudaSuccess; ++l) {
         int blocks = 0;
-        if (wide > 0 && WideSmem<T>(w, kWideCols / 8) <= wide)
-          e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, MmvKernelWide<T>, 32 * w,
-                                                            WideSmem<T>(w, kWideCols / 8));
-        g_wide_blocks[static_cast<int>(T) & 63][w] = blocks;
+        if (wide > 0 && WideSmem<T>(2 << l, kWideCols / 8) <= wide)
+          e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, MmvKernelWide<T>, 32 * (2 << l),
+                                                            WideSmem<T>(2 << l, kWideCols / 8));
+        g_wide_blocks[static_cast<int>(T) & 63][l] = blocks;
       }
     });
   return e;
