@@ -268,6 +268,10 @@ struct BackendOptions {
   // the rows are read back and the reference rules run on the host
   // (host_sample.h).
   bool cuda_device_sampling = true;
+  // cuda: bytes of the F16 slab that prompt GEMMs dequantize weight rows into
+  // (0: the backend's 64 MiB); the engine sizes it from the model
+  // (PromptSlabBytes) and plans it in the memory ledger.
+  size_t cuda_prompt_slab = 0;
 };
 absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const BackendOptions& opts);
 // Backends compiled into this build, e.g. {"cpu", "cuda"}.

@@ -176,6 +176,11 @@ KvLayout KvLayoutFor(const ModelConfig& cfg, const EngineOptions& o) {
 }
 }  // namespace
 
+size_t Engine::PromptSlabBytes(const ModelConfig& cfg) {
+  const size_t largest = 2 * static_cast<size_t>(cfg.d_model) * static_cast<size_t>(std::max(cfg.ffn_dim, cfg.q_dim()));
+  return std::clamp(largest, size_t{64} << 20, size_t{256} << 20);
+}
+
 absl::StatusOr<MemoryLedger> Engine::PlanFor(const ModelConfig& cfg, size_t weight_bytes, const EngineOptions& o,
                                              int64_t device_free) {
   MemoryLedger l;
@@ -190,10 +195,10 @@ absl::StatusOr<MemoryLedger> Engine::PlanFor(const ModelConfig& cfg, size_t weig
   l.activations = Model::ActivationFloats(cfg, o.max_batch_tokens, out_rows) * sizeof(float);
   l.exchange = static_cast<size_t>(o.exchange_bytes);
   // The CUDA backend's memory outside weights, KV and activations: the CUDA
-  // context of the process (~500 MiB), the cuBLAS workspace, the prefill
-  // dequantization tile, attention/matmul scratch and arena padding (~200
-  // MiB measured on an H200).
-  if (o.backend.name == "cuda") l.runtime = 768ull << 20;
+  // context of the process (~500 MiB), the cuBLAS workspace, attention/matmul
+  // scratch and arena padding (~140 MiB measured on an H200), and the prompt
+  // GEMMs' dequantization slab.
+  if (o.backend.name == "cuda") l.runtime = (704ull << 20) + PromptSlabBytes(cfg);
   l.budget = o.memory_budget >= 0 ? o.memory_budget : device_free;
   return l;
 }
@@ -308,7 +313,9 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& o) {
   if (e->tok_->vocab_size() != cfg.vocab_size)
     return absl::InvalidArgumentError(absl::StrCat(o.model_path, ": tokenizer has ", e->tok_->vocab_size(),
                                                    " tokens but token_embd has ", cfg.vocab_size, " rows"));
-  SPECD_ASSIGN_OR_RETURN(e->backend_, CreateBackend(o.backend));
+  BackendOptions bo = o.backend;
+  bo.cuda_prompt_slab = PromptSlabBytes(cfg);
+  SPECD_ASSIGN_OR_RETURN(e->backend_, CreateBackend(bo));
   Backend* be = e->backend_.get();
   SPECD_ASSIGN_OR_RETURN(e->registry_, OpenRegistry(o, *be));
   SPECD_ASSIGN_OR_RETURN(e->ledger_, Plan(*e->file_, e->opts_, static_cast<int64_t>(be->AvailableMemory())));
@@ -384,7 +391,9 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::CreateSynthetic(const ModelConfi
   std::unique_ptr<Engine> e(new Engine());
   e->opts_ = o;
   e->opts_.max_out_rows = std::min(o.max_out_rows, o.max_batch_tokens);
-  SPECD_ASSIGN_OR_RETURN(e->backend_, CreateBackend(o.backend));
+  BackendOptions bo = o.backend;
+  bo.cuda_prompt_slab = PromptSlabBytes(cfg);
+  SPECD_ASSIGN_OR_RETURN(e->backend_, CreateBackend(bo));
   SPECD_ASSIGN_OR_RETURN(e->registry_, OpenRegistry(o, *e->backend_));
   // Weight bytes are known only once the types are assigned; plan with the
   // KV and activations first, then check again with the weights.

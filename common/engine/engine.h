@@ -118,6 +118,12 @@ class Engine {
   static absl::StatusOr<MemoryLedger> Plan(const GgufFile& file, const EngineOptions& opts, int64_t device_free);
   static absl::StatusOr<MemoryLedger> PlanFor(const ModelConfig& cfg, size_t weight_bytes, const EngineOptions& opts,
                                               int64_t device_free);
+  // The CUDA backend's slab for prompt GEMMs (BackendOptions::cuda_prompt_slab):
+  // the largest layer matrix in F16, from 64 MiB up to 256 MiB (round 29,
+  // H100, the 27B target: prefill of 128 / 512 tokens 7% / 8% faster with its
+  // 262 MB FFN matrices in one GEMM each than in 64 MiB chunks; L2-sized
+  // 16-32 MiB chunks were slower, 384-512 MiB no faster).
+  static size_t PromptSlabBytes(const ModelConfig& cfg);
   ~Engine();
 
   const EngineOptions& options() const { return opts_; }

@@ -352,6 +352,45 @@ TEST(MemoryBudget, LedgerArithmeticAndRefusals) {
   EXPECT_NE(free_mem.ToString().find("already out of the free memory"), std::string::npos);
 }
 
+// The CUDA backend's prompt slab holds the largest layer matrix in F16 within
+// [64 MiB, 256 MiB], and the ledger plans it with the rest of the runtime.
+TEST(MemoryBudget, ThePromptSlabIsSizedFromTheModelAndPlanned) {
+  ModelConfig big;  // the 27B-class target: 25600 x 5120 FFN matrices (262 MB in F16)
+  big.n_layers = 2;
+  big.d_model = 5120;
+  big.n_heads = 64;
+  big.n_kv_heads = 8;
+  big.head_dim = 128;
+  big.ffn_dim = 25600;
+  big.vocab_size = 151936;
+  EXPECT_EQ(Engine::PromptSlabBytes(big), size_t{2} * 25600 * 5120) << "an FFN matrix whole";
+  ModelConfig huge = big;  // 8192 x 29568 (484 MB)
+  huge.d_model = 8192;
+  huge.ffn_dim = 29568;
+  EXPECT_EQ(Engine::PromptSlabBytes(huge), size_t{256} << 20) << "capped";
+  ModelConfig mid = big;  // a 3B-class draft: 11008 x 2048 (45 MB)
+  mid.d_model = 2048;
+  mid.n_heads = 16;
+  mid.n_kv_heads = 2;
+  mid.ffn_dim = 11008;
+  EXPECT_EQ(Engine::PromptSlabBytes(mid), size_t{64} << 20) << "at least the old fixed slab";
+  ModelConfig q_wide = mid;  // q wider than the FFN: 2048 x 24576 (100.7 MB)
+  q_wide.n_heads = 192;
+  EXPECT_EQ(Engine::PromptSlabBytes(q_wide), size_t{2} * 2048 * 192 * 128);
+
+  EngineOptions o;
+  o.backend.name = "cuda";
+  o.max_seqs = 1;
+  o.max_seq_len = 64;
+  auto l = Engine::PlanFor(big, 1000, o, int64_t{1} << 40);
+  ASSERT_TRUE(l.ok()) << l.status();
+  EXPECT_EQ(l->runtime, (size_t{704} << 20) + size_t{2} * 25600 * 5120);
+  o.backend.name = "cpu";
+  l = Engine::PlanFor(big, 1000, o, int64_t{1} << 40);
+  ASSERT_TRUE(l.ok()) << l.status();
+  EXPECT_EQ(l->runtime, 0u) << "the CPU backend has no device runtime";
+}
+
 TEST(MemoryBudget, TheShareWeightsFlag) {
   using Share = EngineOptions::ShareWeights;
   Config c("test");

@@ -37,7 +37,7 @@ constexpr int kGraphMinContext = 1024;  // tokens the block tables cover at leas
 constexpr size_t kMaxGraphs = 64;
 constexpr size_t kWeightPad = 256;   // the float matvec reads whole 16-byte windows past a row's end
 constexpr size_t kStageBytes = size_t{64} << 20;        // GGUF rows on their way to being packed
-constexpr size_t kSlabBytes = size_t{64} << 20;         // dequantized weight tiles (prefill / reference path)
+constexpr size_t kSlabBytes = size_t{64} << 20;         // dequantized weight tiles unless the engine sizes them
 constexpr size_t kAttnPartialBudget = size_t{32} << 20; // split-K attention partials
 constexpr size_t kCublasWorkspace = size_t{32} << 20;
 
@@ -419,6 +419,7 @@ class CudaBackend final : public Backend, public CudaBackendControl {
   uint64_t xq_clock_ = 0;
   void* slab_ = nullptr;
   size_t slab_cap_ = 0;
+  size_t slab_bytes_ = kSlabBytes;  // its size once a prompt GEMM or the reference path needs it
   void* xhalf_ = nullptr;
   size_t xhalf_cap_ = 0;
   void* attn_part_ = nullptr;
@@ -507,11 +508,13 @@ absl::Status CudaBackend::Init(const BackendOptions& opts) {
   if (opts.cuda_attn_split != 0) tuning.attn_split = opts.cuda_attn_split;  // checked by CreateBackend
   cuda::SetTuning(tuning);
   device_sampling_ = opts.cuda_device_sampling;
+  slab_bytes_ = opts.cuda_prompt_slab > 0 ? opts.cuda_prompt_slab : kSlabBytes;
   SPECD_LOG(INFO) << "cuda backend" << Kv("device", prop.name) << Kv("sm", absl::StrCat(prop.major, prop.minor))
                   << Kv("multiprocessors", info.sm_count) << Kv("graphs", graphs_on_ ? "on" : "off")
                   << Kv("pdl", cuda::GetTuning().pdl && prop.major >= 9 ? "on" : "off")
                   << Kv("attn_kernel", cuda::GetTuning().attn_kernel) << Kv("attn_split", cuda::GetTuning().attn_split)
-                  << Kv("sampling", device_sampling_ ? "device" : "host");
+                  << Kv("sampling", device_sampling_ ? "device" : "host")
+                  << Kv("prompt_slab_mib", slab_bytes_ >> 20);
   SPECD_CUDA_RETURN(cuda::PrepareMatvecKernels(), "preparing the matvec kernels");
   SPECD_CUDA_RETURN(cuda::PrepareAttentionKernels(), "preparing the attention kernels");
   SPECD_CUDA_RETURN(cuda::PrepareMiscKernels(), "preparing the norm kernels");
@@ -1147,7 +1150,7 @@ void CudaBackend::MatMul(const Weight& w, const Weight* bias, const float* x, in
   }
   if (path == kPathDequant || (path == kPathGemm && w.type != GgmlType::F32 && w.type != GgmlType::F16)) {
     const size_t row_f = static_cast<size_t>(k) * (path == kPathGemm ? 2 : 4);
-    const size_t need = std::max(kSlabBytes, row_f);
+    const size_t need = std::max(slab_bytes_, row_f);
     if (const absl::Status st = Grow(&slab_, &slab_cap_, need, "dequantized weight tiles"); !st.ok()) return Fail(st);
   }
   if (path == kPathGemm && w.type != GgmlType::F32) {
