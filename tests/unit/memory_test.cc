@@ -355,26 +355,20 @@ TEST(MemoryBudget, LedgerArithmeticAndRefusals) {
 // The CUDA backend's prompt slab holds the largest layer matrix in F16 within
 // [64 MiB, 256 MiB], and the ledger plans it with the rest of the runtime.
 TEST(MemoryBudget, ThePromptSlabIsSizedFromTheModelAndPlanned) {
-  ModelConfig big;  // the 27B-class target: 25600 x 5120 FFN matrices (262 MB in F16)
-  big.n_layers = 2;
-  big.d_model = 5120;
-  big.n_heads = 64;
-  big.n_kv_heads = 8;
-  big.head_dim = 128;
-  big.ffn_dim = 25600;
-  big.vocab_size = 151936;
+  auto shape = [](const char* name) {
+    auto s = PresetShape(name);
+    EXPECT_TRUE(s.ok()) << s.status();
+    return ToModelConfig(*s);
+  };
+  const ModelConfig big = shape("qwen3-27b");  // 25600 x 5120 FFN matrices: 262 MB in F16
   EXPECT_EQ(Engine::PromptSlabBytes(big), size_t{2} * 25600 * 5120) << "an FFN matrix whole";
-  ModelConfig huge = big;  // 8192 x 29568 (484 MB)
+  ModelConfig huge = big;  // 8192 x 29568: 484 MB
   huge.d_model = 8192;
   huge.ffn_dim = 29568;
   EXPECT_EQ(Engine::PromptSlabBytes(huge), size_t{256} << 20) << "capped";
-  ModelConfig mid = big;  // a 3B-class draft: 11008 x 2048 (45 MB)
-  mid.d_model = 2048;
-  mid.n_heads = 16;
-  mid.n_kv_heads = 2;
-  mid.ffn_dim = 11008;
+  const ModelConfig mid = shape("qwen2.5-3b");  // 11008 x 2048: 45 MB
   EXPECT_EQ(Engine::PromptSlabBytes(mid), size_t{64} << 20) << "at least the old fixed slab";
-  ModelConfig q_wide = mid;  // q wider than the FFN: 2048 x 24576 (100.7 MB)
+  ModelConfig q_wide = mid;  // q wider than the FFN: 2048 x 24576, 100.7 MB
   q_wide.n_heads = 192;
   EXPECT_EQ(Engine::PromptSlabBytes(q_wide), size_t{2} * 2048 * 192 * 128);
 
