@@ -196,8 +196,9 @@ absl::StatusOr<MemoryLedger> Engine::PlanFor(const ModelConfig& cfg, size_t weig
   l.exchange = static_cast<size_t>(o.exchange_bytes);
   // The CUDA backend's memory outside weights, KV and activations: the CUDA
   // context of the process (~500 MiB), the cuBLAS workspace, attention/matmul
-  // scratch and arena padding (~140 MiB measured on an H200), and the prompt
-  // GEMMs' dequantization slab.
+  // scratch, the prompt's F16 activations and arena padding (~200 MiB
+  // measured on an H200 with a 64 MiB slab in it), and the prompt GEMMs'
+  // dequantization slab.
   if (o.backend.name == "cuda") l.runtime = (704ull << 20) + PromptSlabBytes(cfg);
   l.budget = o.memory_budget >= 0 ? o.memory_budget : device_free;
   return l;

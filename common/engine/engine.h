@@ -120,7 +120,7 @@ class Engine {
                                               int64_t device_free);
   // The CUDA backend's slab for prompt GEMMs (BackendOptions::cuda_prompt_slab):
   // the largest layer matrix in F16, from 64 MiB up to 256 MiB (round 29,
-  // H100, the 27B target: prefill of 128 / 512 tokens 7% / 8% faster with its
+  // H100, the 27B target: prefill of 128 / 512 tokens 9% / 7% faster with its
   // 262 MB FFN matrices in one GEMM each than in 64 MiB chunks; L2-sized
   // 16-32 MiB chunks were slower, 384-512 MiB no faster).
   static size_t PromptSlabBytes(const ModelConfig& cfg);

@@ -1976,6 +1976,9 @@ void BenchModel(const char* label, const Shape& s, const std::string& mix, GgmlT
   BackendOptions o;
   o.name = "cuda";
   o.cuda_pdl = pdl;
+  auto bcfg = ModelConfig::FromGguf(*bm.file);
+  CHECK_OK(bcfg.status());
+  o.cuda_prompt_slab = Engine::PromptSlabBytes(*bcfg);  // as the engine sizes it
   auto cuda = CreateCudaBackend(o);
   CHECK_OK(cuda.status());
   CudaBackendControl* ctl = AsCudaControl(cuda->get());
@@ -2070,6 +2073,9 @@ void ProfileStep(int seqs, int tokens, int ctx, GgmlType kv_type) {
   BackendOptions o;
   o.name = "cuda";
   o.cuda_graphs = false;
+  auto pcfg = ModelConfig::FromGguf(*bm.file);
+  CHECK_OK(pcfg.status());
+  o.cuda_prompt_slab = Engine::PromptSlabBytes(*pcfg);  // as the engine sizes it
   auto cuda = CreateCudaBackend(o);
   CHECK_OK(cuda.status());
   DeviceWeights be(cuda->get());

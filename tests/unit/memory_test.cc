@@ -357,7 +357,10 @@ TEST(MemoryBudget, LedgerArithmeticAndRefusals) {
 TEST(MemoryBudget, ThePromptSlabIsSizedFromTheModelAndPlanned) {
   auto shape = [](const char* name) {
     auto s = PresetShape(name);
-    EXPECT_TRUE(s.ok()) << s.status();
+    if (!s.ok()) {
+      ADD_FAILURE() << s.status();
+      return ModelConfig{};
+    }
     return ToModelConfig(*s);
   };
   const ModelConfig big = shape("qwen3-27b");  // 25600 x 5120 FFN matrices: 262 MB in F16
@@ -379,6 +382,9 @@ TEST(MemoryBudget, ThePromptSlabIsSizedFromTheModelAndPlanned) {
   auto l = Engine::PlanFor(big, 1000, o, int64_t{1} << 40);
   ASSERT_TRUE(l.ok()) << l.status();
   EXPECT_EQ(l->runtime, (size_t{704} << 20) + size_t{2} * 25600 * 5120);
+  l = Engine::PlanFor(mid, 1000, o, int64_t{1} << 40);
+  ASSERT_TRUE(l.ok()) << l.status();
+  EXPECT_EQ(l->runtime, size_t{768} << 20) << "a 64 MiB slab: the flat runtime of before";
   o.backend.name = "cpu";
   l = Engine::PlanFor(big, 1000, o, int64_t{1} << 40);
   ASSERT_TRUE(l.ok()) << l.status();

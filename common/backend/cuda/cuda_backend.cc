@@ -1475,7 +1475,8 @@ void CudaBackend::ExecMatMul(const OpRec& op) {
           // Chunks of whole 128-row blocks keep each GEMM's output pointer
           // aligned (unaligned ones send cuBLAS to its align1 kernels).
           int64_t chunk = std::max<int64_t>(1, static_cast<int64_t>(slab_cap_ / 2) / k);
-          if (chunk >= 128) chunk -= chunk % 128;
+          if (chunk >= rows) chunk = rows;  // the matrix whole: one GEMM
+          else if (chunk >= 128) chunk -= chunk % 128;
           for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
             const int64_t nr = std::min(chunk, rows - r0);
             Fail(cuda::MmvSupported(type)
