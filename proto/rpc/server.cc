@@ -171,6 +171,11 @@ absl::StatusOr<std::unique_ptr<grpc::Server>> StartServer(const std::string& lis
   grpc::ServerBuilder b;
   int port = 0;
   b.AddListeningPort(listen, creds, &port);
+  // gRPC binds with SO_REUSEPORT on Linux by default: a second service started
+  // on a port already in use would bind too, and the kernel would split the
+  // connections between them (a draft worker answering the target's calls).
+  // Without it the second start fails, saying so.
+  b.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   b.SetMaxReceiveMessageSize(64 << 20);
   if (concurrent_calls > 0) {
     // The synchronous server polls with 1 to 2 threads by default: a call

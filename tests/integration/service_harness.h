@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <string>
 #include <thread>
@@ -140,8 +141,16 @@ class Service {
 
  private:
   void PickAddresses() {
+    // FreeLoopbackPort closes its probe socket: two calls may return the same
+    // port, so each address takes one the others do not have.
+    std::vector<int> taken;
     auto addr = [&](const char* name) {
-      return o_.unix_sockets ? "unix:" + dir_ + "/" + name + ".sock" : "127.0.0.1:" + std::to_string(FreeLoopbackPort());
+      if (o_.unix_sockets) return "unix:" + dir_ + "/" + name + ".sock";
+      int port = FreeLoopbackPort();
+      for (int i = 0; i < 20 && std::find(taken.begin(), taken.end(), port) != taken.end(); ++i)
+        port = FreeLoopbackPort();
+      taken.push_back(port);
+      return "127.0.0.1:" + std::to_string(port);
     };
     target_address = addr("target");
     draft_address = o_.draft_model.empty() ? "" : addr("draft");
