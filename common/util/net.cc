@@ -5,6 +5,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <bitset>
+#include <mutex>
+
 #include "absl/strings/numbers.h"
 #include "absl/strings/match.h"
 
@@ -33,7 +36,8 @@ bool IsLoopbackHost(const std::string& host) {
   return host == "localhost" || host == "::1" || absl::StartsWith(host, "127.");
 }
 
-int FreeLoopbackPort() {
+namespace {
+int ProbeLoopbackPort() {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
   if (fd < 0) return 0;
   sockaddr_in a{};
@@ -46,6 +50,27 @@ int FreeLoopbackPort() {
     port = ntohs(a.sin_port);
   close(fd);
   return port;
+}
+}  // namespace
+
+int FreeLoopbackPort() {
+  // The probe socket is closed before the caller binds, so the kernel may
+  // hand the same port out again: a caller asking for a target's, a draft's
+  // and a coordinator's port would get two services on one (round 29: a CI
+  // run's target and draft workers both bound 127.0.0.1:37773). A port is
+  // handed out once per process.
+  static std::mutex mu;
+  static std::bitset<65536> given;
+  std::lock_guard<std::mutex> lock(mu);
+  for (int attempt = 0; attempt < 64; ++attempt) {
+    const int port = ProbeLoopbackPort();
+    if (port == 0) return 0;
+    if (!given[port]) {
+      given[port] = true;
+      return port;
+    }
+  }
+  return 0;
 }
 
 }  // namespace specd

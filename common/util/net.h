@@ -16,8 +16,9 @@ absl::StatusOr<HostPort> ParseHostPort(const std::string& address);
 // 127.0.0.0/8, ::1 and "localhost".
 bool IsLoopbackHost(const std::string& host);
 
-// A loopback TCP port nobody listens on right now (0 if none was found). The
-// port is only free until someone binds it: callers retry on a bind failure.
+// A loopback TCP port nobody listens on right now and not returned before by
+// this process (0 if none was found). The port is only free until someone
+// binds it: callers retry on a bind failure.
 int FreeLoopbackPort();
 
 }  // namespace specd

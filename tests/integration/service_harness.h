@@ -6,7 +6,6 @@
 #include <signal.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <chrono>
 #include <string>
 #include <thread>
@@ -141,16 +140,8 @@ class Service {
 
  private:
   void PickAddresses() {
-    // FreeLoopbackPort closes its probe socket: two calls may return the same
-    // port, so each address takes one the others do not have.
-    std::vector<int> taken;
     auto addr = [&](const char* name) {
-      if (o_.unix_sockets) return "unix:" + dir_ + "/" + name + ".sock";
-      int port = FreeLoopbackPort();
-      for (int i = 0; i < 20 && std::find(taken.begin(), taken.end(), port) != taken.end(); ++i)
-        port = FreeLoopbackPort();
-      taken.push_back(port);
-      return "127.0.0.1:" + std::to_string(port);
+      return o_.unix_sockets ? "unix:" + dir_ + "/" + name + ".sock" : "127.0.0.1:" + std::to_string(FreeLoopbackPort());
     };
     target_address = addr("target");
     draft_address = o_.draft_model.empty() ? "" : addr("draft");

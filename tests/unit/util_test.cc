@@ -3,6 +3,7 @@
 #include <atomic>
 #include <cmath>
 #include <fstream>
+#include <set>
 #include <thread>
 
 #include "common/kv/block_manager.h"
@@ -93,6 +94,15 @@ TEST(ConfigTest, ListsAndStructuredHelp) {
   EXPECT_EQ(j["options"][0]["name"], "budget");
   EXPECT_EQ(j["options"][3]["name"], "threads");
   EXPECT_EQ(j["options"][3]["default"], "4");
+}
+
+TEST(NetTest, FreeLoopbackPortsAreNeverHandedOutTwice) {
+  std::set<int> seen;
+  for (int i = 0; i < 300; ++i) {
+    const int port = FreeLoopbackPort();
+    ASSERT_GT(port, 0);
+    EXPECT_TRUE(seen.insert(port).second) << "port " << port << " handed out again (call " << i << ")";
+  }
 }
 
 TEST(NetTest, HostPort) {
