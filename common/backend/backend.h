@@ -269,8 +269,9 @@ struct BackendOptions {
   // (host_sample.h).
   bool cuda_device_sampling = true;
   // cuda: bytes of the F16 slab that prompt GEMMs dequantize weight rows into
-  // (0: the backend's 64 MiB); the engine sizes it from the model
-  // (PromptSlabBytes) and plans it in the memory ledger.
+  // (0: kPromptSlabMin); the engine sizes it from the model
+  // (Engine::PromptSlabBytes) and plans it in the memory ledger.
+  static constexpr size_t kPromptSlabMin = size_t{64} << 20, kPromptSlabMax = size_t{256} << 20;
   size_t cuda_prompt_slab = 0;
 };
 absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const BackendOptions& opts);

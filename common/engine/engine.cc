@@ -178,7 +178,12 @@ KvLayout KvLayoutFor(const ModelConfig& cfg, const EngineOptions& o) {
 
 size_t Engine::PromptSlabBytes(const ModelConfig& cfg) {
   const size_t largest = 2 * static_cast<size_t>(cfg.d_model) * static_cast<size_t>(std::max(cfg.ffn_dim, cfg.q_dim()));
-  return std::clamp(largest, size_t{64} << 20, size_t{256} << 20);
+  return std::clamp(largest, BackendOptions::kPromptSlabMin, BackendOptions::kPromptSlabMax);
+}
+
+BackendOptions Engine::BackendFor(const ModelConfig& cfg, BackendOptions b) {
+  b.cuda_prompt_slab = PromptSlabBytes(cfg);
+  return b;
 }
 
 absl::StatusOr<MemoryLedger> Engine::PlanFor(const ModelConfig& cfg, size_t weight_bytes, const EngineOptions& o,
@@ -196,10 +201,10 @@ absl::StatusOr<MemoryLedger> Engine::PlanFor(const ModelConfig& cfg, size_t weig
   l.exchange = static_cast<size_t>(o.exchange_bytes);
   // The CUDA backend's memory outside weights, KV and activations: the CUDA
   // context of the process (~500 MiB), the cuBLAS workspace, attention/matmul
-  // scratch, the prompt's F16 activations and arena padding (~200 MiB
-  // measured on an H200 with a 64 MiB slab in it), and the prompt GEMMs'
-  // dequantization slab.
-  if (o.backend.name == "cuda") l.runtime = (704ull << 20) + PromptSlabBytes(cfg);
+  // scratch, the prompt's F16 activations and arena padding (~200 MiB), and
+  // the prompt GEMMs' dequantization slab: 768 MiB as measured on an H200
+  // with the smallest slab, the model's slab in its place.
+  if (o.backend.name == "cuda") l.runtime = (768ull << 20) - BackendOptions::kPromptSlabMin + PromptSlabBytes(cfg);
   l.budget = o.memory_budget >= 0 ? o.memory_budget : device_free;
   return l;
 }
@@ -314,9 +319,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& o) {
   if (e->tok_->vocab_size() != cfg.vocab_size)
     return absl::InvalidArgumentError(absl::StrCat(o.model_path, ": tokenizer has ", e->tok_->vocab_size(),
                                                    " tokens but token_embd has ", cfg.vocab_size, " rows"));
-  BackendOptions bo = o.backend;
-  bo.cuda_prompt_slab = PromptSlabBytes(cfg);
-  SPECD_ASSIGN_OR_RETURN(e->backend_, CreateBackend(bo));
+  SPECD_ASSIGN_OR_RETURN(e->backend_, CreateBackend(BackendFor(cfg, o.backend)));
   Backend* be = e->backend_.get();
   SPECD_ASSIGN_OR_RETURN(e->registry_, OpenRegistry(o, *be));
   SPECD_ASSIGN_OR_RETURN(e->ledger_, Plan(*e->file_, e->opts_, static_cast<int64_t>(be->AvailableMemory())));
@@ -392,9 +395,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::CreateSynthetic(const ModelConfi
   std::unique_ptr<Engine> e(new Engine());
   e->opts_ = o;
   e->opts_.max_out_rows = std::min(o.max_out_rows, o.max_batch_tokens);
-  BackendOptions bo = o.backend;
-  bo.cuda_prompt_slab = PromptSlabBytes(cfg);
-  SPECD_ASSIGN_OR_RETURN(e->backend_, CreateBackend(bo));
+  SPECD_ASSIGN_OR_RETURN(e->backend_, CreateBackend(BackendFor(cfg, o.backend)));
   SPECD_ASSIGN_OR_RETURN(e->registry_, OpenRegistry(o, *e->backend_));
   // Weight bytes are known only once the types are assigned; plan with the
   // KV and activations first, then check again with the weights.

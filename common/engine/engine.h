@@ -124,6 +124,8 @@ class Engine {
   // 262 MB FFN matrices in one GEMM each than in 64 MiB chunks; L2-sized
   // 16-32 MiB chunks were slower, 384-512 MiB no faster).
   static size_t PromptSlabBytes(const ModelConfig& cfg);
+  // `b` with what the model decides of the backend (the prompt slab).
+  static BackendOptions BackendFor(const ModelConfig& cfg, BackendOptions b);
   ~Engine();
 
   const EngineOptions& options() const { return opts_; }

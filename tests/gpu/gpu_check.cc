@@ -1978,8 +1978,7 @@ void BenchModel(const char* label, const Shape& s, const std::string& mix, GgmlT
   o.cuda_pdl = pdl;
   auto bcfg = ModelConfig::FromGguf(*bm.file);
   CHECK_OK(bcfg.status());
-  o.cuda_prompt_slab = Engine::PromptSlabBytes(*bcfg);  // as the engine sizes it
-  auto cuda = CreateCudaBackend(o);
+  auto cuda = CreateCudaBackend(Engine::BackendFor(*bcfg, o));  // as the engine sizes it
   CHECK_OK(cuda.status());
   CudaBackendControl* ctl = AsCudaControl(cuda->get());
   DeviceWeights be(cuda->get());
@@ -2075,8 +2074,7 @@ void ProfileStep(int seqs, int tokens, int ctx, GgmlType kv_type) {
   o.cuda_graphs = false;
   auto pcfg = ModelConfig::FromGguf(*bm.file);
   CHECK_OK(pcfg.status());
-  o.cuda_prompt_slab = Engine::PromptSlabBytes(*pcfg);  // as the engine sizes it
-  auto cuda = CreateCudaBackend(o);
+  auto cuda = CreateCudaBackend(Engine::BackendFor(*pcfg, o));  // as the engine sizes it
   CHECK_OK(cuda.status());
   DeviceWeights be(cuda->get());
   auto model = Model::Load(*bm.file, &be, 64, 64);

@@ -37,7 +37,6 @@ constexpr int kGraphMinContext = 1024;  // tokens the block tables cover at leas
 constexpr size_t kMaxGraphs = 64;
 constexpr size_t kWeightPad = 256;   // the float matvec reads whole 16-byte windows past a row's end
 constexpr size_t kStageBytes = size_t{64} << 20;        // GGUF rows on their way to being packed
-constexpr size_t kSlabBytes = size_t{64} << 20;         // dequantized weight tiles unless the engine sizes them
 constexpr size_t kAttnPartialBudget = size_t{32} << 20; // split-K attention partials
 constexpr size_t kCublasWorkspace = size_t{32} << 20;
 
@@ -419,7 +418,7 @@ class CudaBackend final : public Backend, public CudaBackendControl {
   uint64_t xq_clock_ = 0;
   void* slab_ = nullptr;
   size_t slab_cap_ = 0;
-  size_t slab_bytes_ = kSlabBytes;  // its size once a prompt GEMM or the reference path needs it
+  size_t slab_bytes_ = BackendOptions::kPromptSlabMin;  // its size once a prompt GEMM or the reference path needs it
   void* xhalf_ = nullptr;
   size_t xhalf_cap_ = 0;
   void* attn_part_ = nullptr;
@@ -508,7 +507,7 @@ absl::Status CudaBackend::Init(const BackendOptions& opts) {
   if (opts.cuda_attn_split != 0) tuning.attn_split = opts.cuda_attn_split;  // checked by CreateBackend
   cuda::SetTuning(tuning);
   device_sampling_ = opts.cuda_device_sampling;
-  slab_bytes_ = opts.cuda_prompt_slab > 0 ? opts.cuda_prompt_slab : kSlabBytes;
+  slab_bytes_ = opts.cuda_prompt_slab > 0 ? opts.cuda_prompt_slab : BackendOptions::kPromptSlabMin;
   SPECD_LOG(INFO) << "cuda backend" << Kv("device", prop.name) << Kv("sm", absl::StrCat(prop.major, prop.minor))
                   << Kv("multiprocessors", info.sm_count) << Kv("graphs", graphs_on_ ? "on" : "off")
                   << Kv("pdl", cuda::GetTuning().pdl && prop.major >= 9 ? "on" : "off")
