@@ -10,6 +10,7 @@
 //                            and type; for changes outside the matvec)
 //   gpu_check --matmul-only  the matmul checks alone (every weight type; for
 //                            changes inside the matvec)
+//   gpu_check --types Q4_K,Q6_K ...  the matmul checks of those weight types only
 //   gpu_check --attn-only    the attention-layer checks alone (every case, both kernels)
 //   gpu_check --spec         the speculative-step checks only (device sampler,
 //                            acceptance, proposal, lossless speculation)
@@ -70,6 +71,8 @@
 #include <tuple>
 #include <vector>
 
+#include "absl/algorithm/container.h"
+#include "absl/strings/str_split.h"
 #include "common/backend/backend.h"
 #include "common/backend/cpu/cpu_backend.h"
 #include "common/backend/cuda/cuda_backend.h"
@@ -558,7 +561,12 @@ struct OpEnv {
   }
 };
 
+// The weight types --types asked for (empty: every type).
+std::vector<GgmlType> g_types;
+bool TypeWanted(GgmlType t) { return g_types.empty() || absl::c_linear_search(g_types, t); }
+
 void CheckMatMul(OpEnv& env, GgmlType type, int64_t rows, int64_t k) {
+  if (!TypeWanted(type)) return;
   const std::string tag = absl::StrCat("matmul ", std::string(TypeName(type)), " ", rows, "x", k);
   Rng r(HashStr(tag));
   const size_t rb = RowBytes(type, k);
@@ -664,6 +672,7 @@ void CheckMatMul(OpEnv& env, GgmlType type, int64_t rows, int64_t k) {
 // as one launch (a wide block's tiles may span two of them); each matrix's
 // result must be bit-identical to its own launch.
 void CheckGroupedMatMul(OpEnv& env, GgmlType type, int64_t k) {
+  if (!TypeWanted(type)) return;
   const std::string tag = absl::StrCat("grouped matmul ", std::string(TypeName(type)), " 200+40+40 x ", k);
   Rng r(HashStr(tag));
   const int64_t rows[3] = {200, 40, 40};
@@ -2233,6 +2242,18 @@ int main(int argc, char** argv) {
       }
       specd::SetAttn(2, split);
       std::printf("attention split %d positions\n", split);
+      continue;
+    }
+    if (std::strcmp(argv[i], "--types") == 0 && i + 1 < argc) {
+      const std::vector<std::string> names = absl::StrSplit(argv[++i], ',');
+      for (const std::string& name : names) {
+        const auto t = specd::TypeFromName(name);
+        if (!t) {
+          std::fprintf(stderr, "--types: unknown weight type %s\n", name.c_str());
+          return 2;
+        }
+        specd::g_types.push_back(*t);
+      }
       continue;
     }
     if (std::strcmp(argv[i], "--bench") == 0) bench = true;

@@ -1,18 +1,23 @@
 // Round 30 prototype (not product code): how fast could a Q4_K matvec of
-// 1-32 columns run if the weights were expanded to F16 in registers and
-// multiplied with mma.sync m16n8k16 (one activation level in F16, as
-// Marlin / cuBLAS-on-dequantized do), instead of today's int8 codes times two
-// int8 activation levels (k_matvec.cu)? Built standalone:
+// 1-32 columns run, built lean? Three arithmetics in one harness (MODE):
+//  kF16     the codes expanded to F16 in registers with the unit scale folded
+//           in exactly (one LOP3 makes 1024 + q, one HFMA2 gives sc * q <= 945),
+//           one F16 activation level, mma.sync m16n8k16 in fp32 (as Marlin /
+//           cuBLAS-on-dequantized weights do);
+//  kI8Imad  today's integers (k_matvec.cu): int8 codes x two int8 activation
+//           levels (x = s (254 hi + lo)), an IMMA per level and unit, the
+//           unit's integer scale by IMAD;
+//  kI8Fold  the same integers with 3-bit halves of the scale folded into the
+//           codes (q * sl, q * sh <= 105), four IMMAs a unit, no IMAD.
+// The mins' term is one tf32 m16n8k8 over the 8 units (K = units) in every
+// mode, d and dmin applied once per group. Every lane's operands are in mma
+// fragment order in memory (the packer's job in a product). Parts of a tile's
+// groups over grid y (Cfg's kParts < 0) are added with atomics: timing only.
+// Built standalone:
 //   nvcc -O3 -std=c++17 -arch=sm_90 -o proto_f16mma proto_f16mma.cu
 //   ./proto_f16mma            (checks against a float64 host reference, then times)
-// Arithmetic per 16-row tile and 256-element group (a Q4_K super-block):
-//   codes q (0..15) -> F16 1024 + q (or 1024 + 16 q) by one LOP3 per half2,
-//   then one HFMA2 gives sc*q exactly (sc <= 63: products <= 945);
-//   16 HMMAs (fp32 accumulate) give sum_k sc*q*x; the mins' term
-//   sum_u m_u * (unit sums of x) is one tf32 m16n8k8 (K = the 8 units);
-//   acc += d * D - dmin * M.
-// Every lane's operands are in mma fragment order in memory (the packer's job
-// in a product), so the kernel only streams, expands and multiplies.
+// Round 30 calls F-F4, N (docs/PERFORMANCE.md): kI8Imad as fast as kF16,
+// both ~1.5x the product's wide kernel at 30 columns.
 #include <cuda_fp16.h>
 #include <cstdint>
 #include <cstdio>
@@ -40,7 +45,16 @@ constexpr int kRec = 2048 + 256 + 64;  // 2368 (a GGUF Q4_K super-block of 16 ro
 // Activations of one group and 8-column tile: the B fragments, [s/2][lane]
 // uint4 (k-steps s, s+1: 2 regs each), 4096 bytes, then the unit sums in
 // tf32 m16n8k8 B order [lane] (units t, t + 4 of column g), 256 bytes.
-constexpr int kXFrag = 4096, kXRec = 4096 + 256;
+constexpr int kXFrag = 4096, kXSc = 4096 + 256, kXRec = 4096 + 256 + 32;
+// Modes: kF16 (above); kI8Imad: today's arithmetic, lean (int8 codes x two int8
+// activation levels hi, lo with x = s (254 hi + lo), an IMMA per level and unit,
+// the unit's integer scale by IMAD); kI8Fold: the same integers with the
+// 6-bit scale split in 3-bit halves folded into the codes (q * sl, q * sh <= 105:
+// one IMUL per 4 codes), four IMMAs per unit and 8 columns chained across units,
+// no IMAD. In the int8 modes a lane's record words are m16n8k32 A fragments:
+// unit u's codes in words 2u (a0 low nibbles, a1 high) and 2u + 1 (a2, a3);
+// its activation record [u][lane] uint4 = (hi b0, hi b1, lo b0, lo b1).
+constexpr int kF16 = 0, kI8Imad = 1, kI8Fold = 2;
 
 __device__ __forceinline__ void CpAsync16(void* s, const void* g) {
   const uint32_t a = static_cast<uint32_t>(__cvta_generic_to_shared(s));
@@ -68,6 +82,13 @@ __device__ __forceinline__ void Hmma(float (&d)[4], const uint32_t (&a)[4], uint
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
+__device__ __forceinline__ void Imma(int (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
 __device__ __forceinline__ void Tf32Mma(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
                                         uint32_t b0, uint32_t b1) {
   asm volatile(
@@ -87,9 +108,82 @@ __device__ __forceinline__ uint32_t ByteH2(uint32_t w, int b) {
 
 // One (tile, group): rec its weight record, xr the group's NCT activation
 // records (shared or global memory).
-template <int NCT>
+template <int NCT, int MODE>
 __device__ __forceinline__ void Group(const uint8_t* rec, const uint8_t* xr, int lane, float (&acc)[NCT][4]) {
   const int g = lane >> 2, t = lane & 3;
+  if constexpr (MODE != kF16) {
+    const uint2 scg = *reinterpret_cast<const uint2*>(rec + kScOff + 8 * g);
+    const uint2 scg8 = *reinterpret_cast<const uint2*>(rec + kScOff + 8 * (g + 8));
+    int d0[NCT][4], d1[NCT][4], d2[NCT][4], d3[NCT][4];  // fold: hi x lo-half, hi x hi-half, lo x .., lo x ..
+#pragma unroll
+    for (int c = 0; c < NCT; ++c)
+#pragma unroll
+      for (int j = 0; j < 4; ++j) d0[c][j] = d1[c][j] = d2[c][j] = d3[c][j] = 0;
+#pragma unroll
+    for (int c4 = 0; c4 < 4; ++c4) {
+      const uint4 q = *reinterpret_cast<const uint4*>(rec + (c4 * 32 + lane) * 16);
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int u = 2 * c4 + h;
+        const uint32_t w0 = h ? q.z : q.x, w1 = h ? q.w : q.y;
+        uint32_t a[4] = {w0 & 0x0F0F0F0Fu, (w0 >> 4) & 0x0F0F0F0Fu, w1 & 0x0F0F0F0Fu, (w1 >> 4) & 0x0F0F0F0Fu};
+        const int sg = ((u < 4 ? scg.x : scg.y) >> (8 * (u & 3))) & 0x3F;
+        const int sg8 = ((u < 4 ? scg8.x : scg8.y) >> (8 * (u & 3))) & 0x3F;
+        if constexpr (MODE == kI8Fold) {
+          const uint32_t lg = sg & 7, hg = sg >> 3, lg8 = sg8 & 7, hg8 = sg8 >> 3;
+          const uint32_t al[4] = {a[0] * lg, a[1] * lg8, a[2] * lg, a[3] * lg8};
+          const uint32_t ah[4] = {a[0] * hg, a[1] * hg8, a[2] * hg, a[3] * hg8};
+#pragma unroll
+          for (int c = 0; c < NCT; ++c) {
+            const uint4 b = *reinterpret_cast<const uint4*>(xr + c * kXRec + (u * 32 + lane) * 16);
+            Imma(d0[c], al, b.x, b.y);
+            Imma(d1[c], ah, b.x, b.y);
+            Imma(d2[c], al, b.z, b.w);
+            Imma(d3[c], ah, b.z, b.w);
+          }
+        } else {
+#pragma unroll
+          for (int c = 0; c < NCT; ++c) {
+            const uint4 b = *reinterpret_cast<const uint4*>(xr + c * kXRec + (u * 32 + lane) * 16);
+            int dh[4] = {0, 0, 0, 0}, dl[4] = {0, 0, 0, 0};
+            Imma(dh, a, b.x, b.y);
+            Imma(dl, a, b.z, b.w);
+            d0[c][0] += sg * dh[0];
+            d0[c][1] += sg * dh[1];
+            d0[c][2] += sg8 * dh[2];
+            d0[c][3] += sg8 * dh[3];
+            d2[c][0] += sg * dl[0];
+            d2[c][1] += sg * dl[1];
+            d2[c][2] += sg8 * dl[2];
+            d2[c][3] += sg8 * dl[3];
+          }
+        }
+      }
+    }
+    const uint8_t* mn = rec + kMnOff;
+    const uint32_t ma0 = __float_as_uint(static_cast<float>(mn[8 * g + t]));
+    const uint32_t ma1 = __float_as_uint(static_cast<float>(mn[8 * (g + 8) + t]));
+    const uint32_t ma2 = __float_as_uint(static_cast<float>(mn[8 * g + t + 4]));
+    const uint32_t ma3 = __float_as_uint(static_cast<float>(mn[8 * (g + 8) + t + 4]));
+    const float2 dg = __half22float2(*reinterpret_cast<const __half2*>(rec + kDOff + 4 * g));
+    const float2 dg8 = __half22float2(*reinterpret_cast<const __half2*>(rec + kDOff + 4 * (g + 8)));
+#pragma unroll
+    for (int c = 0; c < NCT; ++c) {
+      const uint2 us = *reinterpret_cast<const uint2*>(xr + c * kXRec + kXFrag + 8 * lane);
+      const float2 xs = *reinterpret_cast<const float2*>(xr + c * kXRec + kXSc + 8 * t);  // columns 2t, 2t + 1
+      float m[4] = {0.f, 0.f, 0.f, 0.f};
+      Tf32Mma(m, ma0, ma1, ma2, ma3, us.x, us.y);
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int hi = MODE == kI8Fold ? d0[c][i] + 8 * d1[c][i] : d0[c][i];
+        const int lo = MODE == kI8Fold ? d2[c][i] + 8 * d3[c][i] : d2[c][i];
+        const float v = fmaf(254.0f, static_cast<float>(hi), static_cast<float>(lo)) * ((i & 1) ? xs.y : xs.x);
+        const float2 dm = (i >> 1) ? dg8 : dg;
+        acc[c][i] = fmaf(dm.x, v, fmaf(-dm.y, m[i], acc[c][i]));
+      }
+    }
+    return;
+  }
     const uint2 scg = *reinterpret_cast<const uint2*>(rec + kScOff + 8 * g);
     const uint2 scg8 = *reinterpret_cast<const uint2*>(rec + kScOff + 8 * (g + 8));
     float dd[NCT][4];
@@ -147,7 +241,7 @@ __device__ __forceinline__ void Group(const uint8_t* rec, const uint8_t* xr, int
 }
 
 // One block: W warps, a tile each, every group of K; NCT 8-column tiles.
-template <int NCT, int W, int S>
+template <int NCT, int W, int S, int MODE>
 __global__ void __launch_bounds__(32 * W) ProtoKernel(const uint8_t* __restrict__ w, const uint8_t* __restrict__ x,
                                                      float* __restrict__ y, int tiles, int groups, int n) {
   extern __shared__ uint4 smem[];
@@ -187,7 +281,7 @@ __global__ void __launch_bounds__(32 * W) ProtoKernel(const uint8_t* __restrict_
     copy(i + S - 1);
     Commit();
     if (!active) continue;
-    Group<NCT>(ring + (i % S) * kRec, xs + (i % S) * NCT * kXRec, lane, acc);
+    Group<NCT, MODE>(ring + (i % S) * kRec, xs + (i % S) * NCT * kXRec, lane, acc);
   }
   if (!active) return;
   const int rows = tiles * 16;
@@ -238,7 +332,7 @@ __global__ void __launch_bounds__(128) ProtoSplitKernel(const uint8_t* __restric
     __syncwarp();
     copy(i + S - 1);
     Commit();
-    Group<NCT>(ring + (i % S) * kRec, x + static_cast<size_t>(g0 + i) * NCT * kXRec, lane, acc);
+    Group<NCT, kF16>(ring + (i % S) * kRec, x + static_cast<size_t>(g0 + i) * NCT * kXRec, lane, acc);
     __syncwarp();
   }
   const int g = lane >> 2, t = lane & 3, rows = tiles * 16;
@@ -259,10 +353,10 @@ struct Mat {
   std::vector<float> d, dmin;      // [row][k/256] (values as stored in F16)
 };
 
-template <int kNct, int kW, int kS, int kParts = 0>
+template <int kNct, int kW, int kS, int kParts = 0, int kMode = kF16>
 struct Cfg {  // kParts > 0: ProtoSplitKernel (kW unused: 4 warps a block); kParts < 0: ProtoKernel over
               // -kParts parts of the groups (grid y)
-  static constexpr int NCT = kNct, W = kW, S = kS, P = kParts;
+  static constexpr int NCT = kNct, W = kW, S = kS, P = kParts, MODE = kMode;
 };
 using K1 = Cfg<1, 4, 3>;
 using K1b = Cfg<1, 2, 4>;
@@ -282,9 +376,17 @@ using Q1d = Cfg<1, 4, 2, -3>;
 using Q1e = Cfg<1, 2, 3, -3>;
 using Q4a = Cfg<4, 8, 2, -2>;
 using Q4b = Cfg<4, 4, 2, -2>;
+using R1a = Cfg<1, 4, 3, -5>;
+using R1b = Cfg<1, 4, 3, -8>;
+using R1c = Cfg<1, 2, 3, -10>;
+using R2a = Cfg<2, 4, 3, -8>;
+using R4a = Cfg<4, 8, 2, -8>;
+using R4b = Cfg<4, 4, 2, -8>;
 
-int main() {
-  const int rows = 25600, k = 5120, G = k / 256, tiles = rows / 16;
+// One matrix (rows x k): the runs `body` asks for, each checked and timed.
+template <class Body>
+void Bench(int rows, int k, Body body) {
+  const int G = k / 256, tiles = rows / 16;
   std::mt19937 rng(7);
   Mat m{rows, k};
   m.q.resize(static_cast<size_t>(rows) * k);
@@ -301,7 +403,7 @@ int main() {
     m.dmin[i] = __half2float(__float2half(0.0005f * (1.f + 0.2f * nd(rng))));
   }
   // pack the records
-  std::vector<uint8_t> W(static_cast<size_t>(tiles) * G * kRec, 0);
+  std::vector<uint8_t> W(static_cast<size_t>(tiles) * G * kRec, 0), W8(W.size(), 0);
   for (int tl = 0; tl < tiles; ++tl)
     for (int gr = 0; gr < G; ++gr) {
       uint8_t* rec = &W[(static_cast<size_t>(tl) * G + gr) * kRec];
@@ -315,6 +417,17 @@ int main() {
           const int c4 = s / 4, wi = s % 4;
           std::memcpy(rec + (c4 * 32 + lane) * 16 + 4 * wi, &word, 4);
         }
+        uint8_t* rec8 = &W8[(static_cast<size_t>(tl) * G + gr) * kRec];
+        for (int u = 0; u < 8; ++u)
+          for (int half = 0; half < 2; ++half) {  // word 0: a0 | a1 << 4; word 1: a2 | a3 << 4
+            uint32_t word = 0;
+            for (int j = 0; j < 4; ++j) {
+              const int kk = 32 * u + 16 * half + 4 * t + j;
+              auto code = [&](int r) { return m.q[static_cast<size_t>(tl * 16 + r) * k + gr * 256 + kk]; };
+              word |= static_cast<uint32_t>(code(g) | code(g + 8) << 4) << (8 * j);
+            }
+            std::memcpy(rec8 + ((u / 2) * 32 + lane) * 16 + 4 * (2 * (u & 1) + half), &word, 4);
+          }
       }
       for (int r = 0; r < 16; ++r)
         for (int u = 0; u < 8; ++u) {
@@ -326,10 +439,13 @@ int main() {
                                       m.dmin[static_cast<size_t>(tl * 16 + r) * G + gr]);
         std::memcpy(rec + kDOff + 4 * r, &h, 4);
       }
+      std::memcpy(&W8[(static_cast<size_t>(tl) * G + gr) * kRec + kScOff], rec + kScOff, kRec - kScOff);
     }
-  uint8_t* dw;
+  uint8_t *dw, *dw8;
   CK(cudaMalloc(&dw, W.size()));
   CK(cudaMemcpy(dw, W.data(), W.size(), cudaMemcpyHostToDevice));
+  CK(cudaMalloc(&dw8, W8.size()));
+  CK(cudaMemcpy(dw8, W8.data(), W8.size(), cudaMemcpyHostToDevice));
   float* dy;
   CK(cudaMalloc(&dy, sizeof(float) * 32 * rows));
   cudaEvent_t e0, e1;
@@ -342,16 +458,45 @@ int main() {
     using K = decltype(kernel_tag);
     constexpr int NCT = K::NCT, WW = K::W, S = K::S;
     // activations: n columns, F16, fragment order; unit sums from the F16 values
+    constexpr int MODE = K::MODE;
     std::vector<float> x(static_cast<size_t>(n) * k);
-    for (auto& v : x) v = __half2float(__float2half(nd(rng)));
+    std::vector<int8_t> xhi(x.size()), xlo(x.size());
+    std::vector<float> xsc(n);
+    if (MODE == kF16) {
+      for (auto& v : x) v = __half2float(__float2half(nd(rng)));
+    } else {  // x = s (254 hi + lo)
+      std::uniform_int_distribution<int> lv(-127, 127);
+      for (int col = 0; col < n; ++col) xsc[col] = 1.0f / (254.0f * 127.0f) * (1.0f + 0.1f * col);
+      for (size_t i = 0; i < x.size(); ++i) {
+        xhi[i] = static_cast<int8_t>(lv(rng) / 3);
+        xlo[i] = static_cast<int8_t>(lv(rng));
+        x[i] = xsc[i / k] * (254.0f * xhi[i] + xlo[i]);
+      }
+    }
     std::vector<uint8_t> X(static_cast<size_t>(G) * NCT * kXRec, 0);
     for (int gr = 0; gr < G; ++gr)
       for (int c = 0; c < NCT; ++c) {
         uint8_t* xr = &X[(static_cast<size_t>(gr) * NCT + c) * kXRec];
+        if (MODE != kF16)
+          for (int j = 0; j < 8; ++j) {
+            const float sc = 8 * c + j < n ? xsc[8 * c + j] : 0.f;
+            std::memcpy(xr + kXSc + 4 * j, &sc, 4);
+          }
         for (int lane = 0; lane < 32; ++lane) {
           const int g = lane >> 2, t = lane & 3, col = 8 * c + g;
           auto xv = [&](int kk) { return col < n ? x[static_cast<size_t>(col) * k + gr * 256 + kk] : 0.f; };
-          for (int s = 0; s < 16; ++s) {
+          if (MODE != kF16)
+            for (int u = 0; u < 8; ++u) {
+              uint8_t b[16];
+              for (int lvl = 0; lvl < 2; ++lvl)
+                for (int half = 0; half < 2; ++half)
+                  for (int j = 0; j < 4; ++j) {
+                    const size_t i = static_cast<size_t>(col) * k + gr * 256 + 32 * u + 16 * half + 4 * t + j;
+                    b[8 * lvl + 4 * half + j] = col < n ? static_cast<uint8_t>(lvl ? xlo[i] : xhi[i]) : 0;
+                  }
+              std::memcpy(xr + (u * 32 + lane) * 16, b, 16);
+            }
+          for (int s = 0; MODE == kF16 && s < 16; ++s) {
             __half2 b0 = __floats2half2_rn(xv(16 * s + 2 * t), xv(16 * s + 2 * t + 1));
             __half2 b1 = __floats2half2_rn(xv(16 * s + 2 * t + 8), xv(16 * s + 2 * t + 9));
             uint8_t* p = xr + ((s >> 1) * 32 + lane) * 16 + 8 * (s & 1);
@@ -369,12 +514,13 @@ int main() {
     CK(cudaMemcpy(dx, X.data(), X.size(), cudaMemcpyHostToDevice));
     constexpr int P = K::P;
     const size_t sm = P > 0 ? static_cast<size_t>(4) * S * kRec : static_cast<size_t>(S) * (NCT * kXRec + WW * kRec);
-    auto kern = P > 0 ? ProtoSplitKernel<NCT, (P > 0 ? P : 1), S> : ProtoKernel<NCT, WW, S>;
+    auto kern = P > 0 ? ProtoSplitKernel<NCT, (P > 0 ? P : 1), S> : ProtoKernel<NCT, WW, S, K::MODE>;
     CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(sm)));
     const dim3 blocks(P > 0 ? (tiles * P + 3) / 4 : (tiles + WW - 1) / WW, P < 0 ? -P : 1);
     const int threads = P > 0 ? 128 : 32 * WW;
     CK(cudaMemset(dy, 0, sizeof(float) * 32 * rows));
-    kern<<<blocks, threads, sm>>>(dw, dx, dy, tiles, G, n);
+    const uint8_t* wdev = MODE == kF16 ? dw : dw8;
+    kern<<<blocks, threads, sm>>>(wdev, dx, dy, tiles, G, n);
     CK(cudaGetLastError());
     CK(cudaDeviceSynchronize());
     // check a sample of rows against float64
@@ -396,9 +542,9 @@ int main() {
       }
     // time
     const int reps = 50;
-    for (int i = 0; i < 5; ++i) kern<<<blocks, threads, sm>>>(dw, dx, dy, tiles, G, n);
+    for (int i = 0; i < 5; ++i) kern<<<blocks, threads, sm>>>(wdev, dx, dy, tiles, G, n);
     CK(cudaEventRecord(e0));
-    for (int i = 0; i < reps; ++i) kern<<<blocks, threads, sm>>>(dw, dx, dy, tiles, G, n);
+    for (int i = 0; i < reps; ++i) kern<<<blocks, threads, sm>>>(wdev, dx, dy, tiles, G, n);
     CK(cudaEventRecord(e1));
     CK(cudaEventSynchronize(e1));
     float ms = 0;
@@ -406,27 +552,49 @@ int main() {
     ms /= reps;
     int nb = 0;
     CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nb, kern, threads, sm));
+    std::printf("  %s", MODE == kF16 ? "f16 " : MODE == kI8Imad ? "i8imad" : "i8fold");
+    if (P < 0) std::printf(" [%d parts of the groups over grid y]", -P);
     std::printf("  n=%2d (%d col tiles, %s %d, %d stages, %d blocks an SM): %.1f us, %.0f GB/s of records; "
                 "max error %.2e of the typical term sum\n",
                 n, nct, P > 0 ? "a warp a tile's part, parts" : P < 0 ? "parts over blocks, warps a block" : "a warp a tile, warps a block", P > 0 ? P : WW, S, nb,
                 ms * 1e3, W.size() / (ms * 1e-3) / 1e9, maxrel);
     CK(cudaFree(dx));
   };
-  run(K1{}, 1, 1);
-  run(Q1a{}, 1, 1);
-  run(Q1b{}, 1, 1);
-  run(Q1c{}, 1, 1);
-  run(Q1d{}, 1, 1);
-  run(Q1e{}, 1, 1);
-  run(P1d{}, 1, 1);
-  run(Q1b{}, 1, 8);
-  run(Q4a{}, 4, 30);
-  run(Q4b{}, 4, 30);
-  run(K1{}, 1, 8);
-  run(K2{}, 2, 16);
-  run(K4{}, 4, 30);
-  run(K4b{}, 4, 30);
-  run(K4c{}, 4, 30);
-  run(K4{}, 4, 32);
+  body(run);
+  CK(cudaFree(dw8));
+  CK(cudaFree(dw));
+  CK(cudaFree(dy));
+}
+
+int main() {
+  Bench(25600, 5120, [](auto& run) {  // gate / up of the 27B-class target
+    run(K1{}, 1, 1);
+    run(Q1b{}, 1, 1);
+    run(Q1b{}, 1, 8);
+    run(K2{}, 2, 16);
+    run(Q4b{}, 4, 30);
+    run(Cfg<1, 4, 3, -3, kI8Imad>{}, 1, 1);
+    run(Cfg<1, 4, 3, -3, kI8Imad>{}, 1, 8);
+    run(Cfg<2, 4, 3, 0, kI8Imad>{}, 2, 16);
+    run(Cfg<4, 4, 2, -2, kI8Imad>{}, 4, 30);
+    run(Cfg<4, 8, 2, 0, kI8Imad>{}, 4, 30);
+    run(Cfg<1, 4, 3, -3, kI8Fold>{}, 1, 1);
+    run(Cfg<1, 4, 3, -3, kI8Fold>{}, 1, 8);
+    run(Cfg<2, 4, 3, 0, kI8Fold>{}, 2, 16);
+    run(Cfg<4, 4, 2, -2, kI8Fold>{}, 4, 30);
+    run(Cfg<4, 8, 2, 0, kI8Fold>{}, 4, 30);
+  });
+  Bench(5120, 25600, [](auto& run) {  // down: 320 tiles of 100 groups
+    run(R1b{}, 1, 1);
+    run(R1b{}, 1, 8);
+    run(R2a{}, 2, 16);
+    run(R4b{}, 4, 30);
+    run(Cfg<1, 4, 3, -8, kI8Imad>{}, 1, 1);
+    run(Cfg<2, 4, 3, -8, kI8Imad>{}, 2, 16);
+    run(Cfg<4, 4, 2, -8, kI8Imad>{}, 4, 30);
+    run(Cfg<1, 4, 3, -8, kI8Fold>{}, 1, 1);
+    run(Cfg<2, 4, 3, -8, kI8Fold>{}, 2, 16);
+    run(Cfg<4, 4, 2, -8, kI8Fold>{}, 4, 30);
+  });
   return 0;
 }
