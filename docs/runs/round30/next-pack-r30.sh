@@ -7,6 +7,8 @@
 #                                 (ptxas: Q4_K 126-127 registers, no spills; Q5_K 8, Q6_K 16 bytes spilled at 4)
 #   specd.lwn, gpu_check.lwn      next-wide-onepass-nt.patch: exp-wide-onepass.patch (call L: 12-16% slower with
 #                                 the runtime count) with the same templating (Q4_K 12 bytes spilled at 4)
+#   specd.lwn4, gpu_check.lwn4    next-wide-onepass-nt4.patch: lwn in blocks of at most 4 warps (the prototype's;
+#                                 round 26 had 4-warp blocks 9% slower with the per-tile structure)
 #   proto_f16mma                  docs/runs/round30/proto_f16mma.cu (the lean prototype, for ncu beside the product)
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
@@ -14,7 +16,7 @@ f=common/backend/cuda/k_matvec.cu
 git diff --quiet -- $f || { echo "next-pack-r30: $f has local changes" >&2; exit 2; }
 BUILD_DIR=build-cuda CARRY_MODELS=0 CARRY_BINS="specd gpu_check" tests/gpu/make_carry.sh > /dev/null
 trap 'git checkout -- $f' EXIT
-for v in tn:next-wide-nt lwn:next-wide-onepass-nt; do
+for v in tn:next-wide-nt lwn:next-wide-onepass-nt lwn4:next-wide-onepass-nt4; do
   git apply "docs/runs/round30/${v#*:}.patch"
   ninja -C build-cuda specd gpu_check > /dev/null
   cp build-cuda/cli/specd ".devcarry/bin/specd.${v%%:*}"
