@@ -6,7 +6,8 @@
 #  1. gpu_check --bench-matvec (Q4_K lines) of the three builds;
 #  2. the six sequences' verify of 18 / 30 columns and batches 6 / 8, alternating, two runs;
 #  3. gpu_check.tn / .lwn / .lwn4 --matmul-only --types Q4_K,Q5_K,Q6_K (bit for bit against the emulation) and --no-matmul;
-#  4. ncu --set full of one 30-column launch on Q4_K 25600 x 5120: the product's wide kernel (--bench-matvec, 216
+#  4. the prototype's timings (its kI8Limb: the lean loop with the product's exact mins);
+#  5. ncu --set full of one 30-column launch on Q4_K 25600 x 5120: the product's wide kernel (--bench-matvec, 216
 #     launches of n = 24 before it) and the prototype's kI8Imad kernel (449 ProtoKernel launches before it):
 #     headline metrics and the warp stall samples by SASS region.
 set -u
@@ -31,6 +32,8 @@ for v in tn lwn lwn4; do
   echo "rc=$? ($(grep -c '^PASS' "$O/check_${v}_matmul.log") passed)"; grep -E "^FAIL" "$O/check_${v}_matmul.log" | head
   GPU_CHECK=gpu_check.$v CHECK_TIMEOUT=40 gpu_checks --no-matmul
 done
+stamp "the prototype (every mode; kI8Limb: the exact mins' cost)"
+timeout 60 "$C/bin/proto_f16mma" 2>&1 | grep -E "i8imad|i8limb|prototype"
 ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2> /dev/null | head -1)
 full() {  # TAG SKIP REGEX BINARY ARGS...
   local tag=$1 skip=$2 re=$3

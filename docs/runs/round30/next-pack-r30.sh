@@ -9,7 +9,8 @@
 #                                 the runtime count) with the same templating (Q4_K 12 bytes spilled at 4)
 #   specd.lwn4, gpu_check.lwn4    next-wide-onepass-nt4.patch: lwn in blocks of at most 4 warps (the prototype's;
 #                                 round 26 had 4-warp blocks 9% slower with the per-tile structure)
-#   proto_f16mma                  docs/runs/round30/proto_f16mma.cu (the lean prototype, for ncu beside the product)
+#   proto_f16mma                  docs/runs/round30/proto_f16mma.cu (the lean prototype, for ncu beside the product;
+#                                 its kI8Limb runs time the exact mins the product takes)
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 f=common/backend/cuda/k_matvec.cu

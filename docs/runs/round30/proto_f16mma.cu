@@ -54,7 +54,11 @@ constexpr int kXFrag = 4096, kXSc = 4096 + 256, kXRec = 4096 + 256 + 32;
 // no IMAD. In the int8 modes a lane's record words are m16n8k32 A fragments:
 // unit u's codes in words 2u (a0 low nibbles, a1 high) and 2u + 1 (a2, a3);
 // its activation record [u][lane] uint4 = (hi b0, hi b1, lo b0, lo b1).
-constexpr int kF16 = 0, kI8Imad = 1, kI8Fold = 2;
+// kI8Limb: kI8Imad with the mins' term as the product takes it, exactly: three
+// int8 m16n8k16 MMAs over the units' sums in 7-bit limbs, the limbs' bytes
+// stood in for by the unit-0 fragment's (timing only: its error is not
+// meaningful).
+constexpr int kF16 = 0, kI8Imad = 1, kI8Fold = 2, kI8Limb = 3;
 
 __device__ __forceinline__ void CpAsync16(void* s, const void* g) {
   const uint32_t a = static_cast<uint32_t>(__cvta_generic_to_shared(s));
@@ -88,6 +92,12 @@ __device__ __forceinline__ void Imma(int (&d)[4], const uint32_t (&a)[4], uint32
       "{%0,%1,%2,%3};\n"
       : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+__device__ __forceinline__ void Imma16(int (&d)[4], uint32_t a0, uint32_t a1, uint32_t b0) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.s32.u8.s8.s32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};\n"
+      : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
+      : "r"(a0), "r"(a1), "r"(b0));
 }
 __device__ __forceinline__ void Tf32Mma(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
                                         uint32_t b0, uint32_t b1) {
@@ -172,7 +182,23 @@ __device__ __forceinline__ void Group(const uint8_t* rec, const uint8_t* xr, int
       const uint2 us = *reinterpret_cast<const uint2*>(xr + c * kXRec + kXFrag + 8 * lane);
       const float2 xs = *reinterpret_cast<const float2*>(xr + c * kXRec + kXSc + 8 * t);  // columns 2t, 2t + 1
       float m[4] = {0.f, 0.f, 0.f, 0.f};
-      Tf32Mma(m, ma0, ma1, ma2, ma3, us.x, us.y);
+      if constexpr (MODE == kI8Limb) {
+        const uint32_t la0 = t < 2 ? *reinterpret_cast<const uint32_t*>(mn + 8 * g + 4 * t) : 0u;
+        const uint32_t la1 = t < 2 ? *reinterpret_cast<const uint32_t*>(mn + 8 * (g + 8) + 4 * t) : 0u;
+        const uint4 lb = *reinterpret_cast<const uint4*>(xr + c * kXRec + 16 * lane);
+        int mi[4] = {0, 0, 0, 0};
+        Imma16(mi, la0, la1, lb.z);
+#pragma unroll
+        for (int i = 0; i < 4; ++i) mi[i] *= 128;
+        Imma16(mi, la0, la1, lb.y);
+#pragma unroll
+        for (int i = 0; i < 4; ++i) mi[i] *= 128;
+        Imma16(mi, la0, la1, lb.x);
+#pragma unroll
+        for (int i = 0; i < 4; ++i) m[i] = static_cast<float>(mi[i]);
+      } else {
+        Tf32Mma(m, ma0, ma1, ma2, ma3, us.x, us.y);
+      }
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
         const int hi = MODE == kI8Fold ? d0[c][i] + 8 * d1[c][i] : d0[c][i];
@@ -552,7 +578,7 @@ void Bench(int rows, int k, Body body) {
     ms /= reps;
     int nb = 0;
     CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nb, kern, threads, sm));
-    std::printf("  %s", MODE == kF16 ? "f16 " : MODE == kI8Imad ? "i8imad" : "i8fold");
+    std::printf("  %s", MODE == kF16 ? "f16 " : MODE == kI8Imad ? "i8imad" : MODE == kI8Fold ? "i8fold" : "i8limb");
     if (P < 0) std::printf(" [%d parts of the groups over grid y]", -P);
     std::printf("  n=%2d (%d col tiles, %s %d, %d stages, %d blocks an SM): %.1f us, %.0f GB/s of records; "
                 "max error %.2e of the typical term sum\n",
@@ -583,6 +609,9 @@ int main() {
     run(Cfg<2, 4, 3, 0, kI8Fold>{}, 2, 16);
     run(Cfg<4, 4, 2, -2, kI8Fold>{}, 4, 30);
     run(Cfg<4, 8, 2, 0, kI8Fold>{}, 4, 30);
+    run(Cfg<1, 4, 3, -3, kI8Limb>{}, 1, 1);
+    run(Cfg<2, 4, 3, 0, kI8Limb>{}, 2, 16);
+    run(Cfg<4, 4, 2, -2, kI8Limb>{}, 4, 30);
   });
   Bench(5120, 25600, [](auto& run) {  // down: 320 tiles of 100 groups
     run(R1b{}, 1, 1);
@@ -595,6 +624,8 @@ int main() {
     run(Cfg<1, 4, 3, -8, kI8Fold>{}, 1, 1);
     run(Cfg<2, 4, 3, -8, kI8Fold>{}, 2, 16);
     run(Cfg<4, 4, 2, -8, kI8Fold>{}, 4, 30);
+    run(Cfg<2, 4, 3, -8, kI8Limb>{}, 2, 16);
+    run(Cfg<4, 4, 2, -8, kI8Limb>{}, 4, 30);
   });
   return 0;
 }
