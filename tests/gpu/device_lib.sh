@@ -24,6 +24,8 @@
 #                              metrics, the warp stall samples by SASS region (ncu_sass_regions.py),
 #                              $O/TAG_details.txt.xz and the SASS source counters $O/TAG_sass.csv.xz
 #                              (GPU_CHECK=gpu_check.V: that build)
+#   ncu_full_of TAG REGEX SKIP COUNT BINARY ARGS...  the same of any command (profiled from its start;
+#                              NCU_FROM_START=off: from its cudaProfilerStart)
 #   bench_q8_prefill BIN...    with each binary: KV Q8_0 decode / verify 4 at 4200, prefill of 512 and 128
 #                              tokens (a line each)
 #   bench_multi REPS BIN...    with each binary in turn, REPS times: batch 6 and 8 decode and six sequences'
@@ -127,13 +129,17 @@ gpu_checks() {
   done
 }
 ncu_full() {
+  local tag=$1 re=$2 skip=$3 count=$4
+  shift 4
+  NCU_FROM_START=off ncu_full_of "$tag" "$re" "$skip" "$count" "$C/bin/${GPU_CHECK:-gpu_check}" --profile-step "$@"
+}
+ncu_full_of() {
   local tag=$1 re=$2 skip=$3 count=$4 ncu
   shift 4
   ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2> /dev/null | head -1)
-  stamp "ncu --set full: $re, gpu_check --profile-step $*"
-  timeout 120 "$ncu" --clock-control none --profile-from-start off --set full --import-source no -k "regex:$re" \
-    --launch-skip "$skip" --launch-count "$count" -o "$O/$tag" "$C/bin/${GPU_CHECK:-gpu_check}" --profile-step "$@" \
-    > "$O/$tag.log" 2>&1
+  stamp "ncu --set full: $re, ${*#"$C/bin/"}"
+  timeout 120 "$ncu" --clock-control none --profile-from-start "${NCU_FROM_START:-on}" --set full --import-source no \
+    -k "regex:$re" --launch-skip "$skip" --launch-count "$count" -o "$O/$tag" "$@" > "$O/$tag.log" 2>&1
   echo "rc=$?"
   "$ncu" -i "$O/$tag.ncu-rep" --page details > "$O/${tag}_details.txt" 2>&1
   grep -E "Kernel|Duration|Registers Per|Warp Cycles Per Issued|Executed Instructions  |SM Active Cycles" \

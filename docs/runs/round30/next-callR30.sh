@@ -34,23 +34,7 @@ for v in tn lwn lwn4; do
 done
 stamp "the prototype (every mode; kI8Limb: the exact mins' cost)"
 timeout 60 "$C/bin/proto_f16mma" 2>&1 | grep -E "i8imad|i8limb|prototype"
-ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2> /dev/null | head -1)
-full() {  # TAG SKIP REGEX BINARY ARGS...
-  local tag=$1 skip=$2 re=$3
-  shift 3
-  stamp "ncu --set full: $tag"
-  timeout 150 "$ncu" --clock-control none --set full --import-source no -k "regex:$re" --launch-skip "$skip" \
-    --launch-count 1 -o "$O/$tag" "$@" > "$O/$tag.log" 2>&1
-  echo "rc=$?"
-  "$ncu" -i "$O/$tag.ncu-rep" --page details > "$O/${tag}_details.txt" 2>&1
-  grep -E "Duration|Registers Per|Warp Cycles Per Issued|Executed Instructions  |Issue Slots Busy|Achieved Occupancy" \
-    "$O/${tag}_details.txt" | head -12
-  "$ncu" -i "$O/$tag.ncu-rep" --page source --print-source sass --csv > "$O/${tag}_sass.csv" 2>&1
-  python3 tests/gpu/ncu_sass_regions.py "$O/${tag}_sass.csv" --step 300 --top 8
-  xz -9 "$O/${tag}_details.txt" "$O/${tag}_sass.csv"
-  rm -f "$O/$tag.ncu-rep"
-}
-before 480 "ncu" && full wide30 216 MmvKernelWide "$C/bin/gpu_check" --bench-matvec
-before 540 "ncu" && full lean30 449 ProtoKernel "$C/bin/proto_f16mma"
+before 480 "ncu" && ncu_full_of wide30 MmvKernelWide 216 1 "$C/bin/gpu_check" --bench-matvec
+before 540 "ncu" && ncu_full_of lean30 ProtoKernel 449 1 "$C/bin/proto_f16mma"
 stamp done
 bundle_out
