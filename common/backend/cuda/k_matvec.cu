@@ -97,22 +97,24 @@ struct WRegs {
   uint32_t b[2];
 };
 
-// Reads the lane's share of a record (in shared memory).
-template <GgmlType T>
+// Reads the lane's share of a record (in shared memory); kCodes = false: its
+// scales only (the wide kernel reads the codes unit by unit, GroupKWide).
+template <GgmlType T, bool kCodes = true>
 __device__ __forceinline__ void LoadW(const uint8_t* rec, int lane, WRegs& w) {
   constexpr Layout l = mmv::LayoutOf(T);
   auto v4 = [&](int off) { return LdS(rec + off); };
   auto v1 = [&](int off) { return LdS32(rec + off); };
-  if constexpr (l.p4 >= 0) {
+  if constexpr (!kCodes) {
+  } else if constexpr (l.p4 >= 0) {
 #pragma unroll
     for (int c = 0; c < 4; ++c) w.p4[c] = v4(l.p4 + 512 * c + 16 * lane);
   }
-  if constexpr (l.p2 >= 0) {
+  if constexpr (kCodes && l.p2 >= 0) {
 #pragma unroll
     for (int q = 0; q < 2; ++q) w.p2[q] = v4(l.p2 + 512 * q + 16 * lane);
   }
-  if constexpr (l.p1 >= 0) w.p1 = v4(l.p1 + 16 * lane);
-  if constexpr (l.p8 >= 0) {
+  if constexpr (kCodes && l.p1 >= 0) w.p1 = v4(l.p1 + 16 * lane);
+  if constexpr (kCodes && l.p8 >= 0) {
 #pragma unroll
     for (int u = 0; u < 8; ++u) w.p8[u] = v4(l.p8 + 512 * u + 16 * lane);
   }
@@ -285,7 +287,7 @@ __device__ __forceinline__ void AddScaledPaired(int (&hi)[4], int (&lo)[4], int 
   lo[2] += s1 * d[3];
 }
 
-template <GgmlType T, int C, bool kSh = false>
+template <GgmlType T, int C>
 __device__ __forceinline__ void GroupK(const WRegs& w, const XView<C>& x, int lane, float (&acc)[Tiles(C)][4]) {
   constexpr int NT = Tiles(C);
   constexpr Layout l = mmv::LayoutOf(T);
@@ -304,7 +306,7 @@ __device__ __forceinline__ void GroupK(const WRegs& w, const XView<C>& x, int la
     for (int j = 0; j < 4; ++j) a[j] = AReg<T>(w, u, j);
 #pragma unroll
     for (int ct = 0; ct < NT; ++ct) {
-      const uint4 b = FragB<C, kSh>(x, ct, u);
+      const uint4 b = FragB<C, false>(x, ct, u);
       if constexpr (!l.unit16) {
         const int s0 = KUnitScale<T>(s, 0, u), s1 = KUnitScale<T>(s, 1, u);
         if constexpr (C == kPaired) {
@@ -353,7 +355,7 @@ __device__ __forceinline__ void GroupK(const WRegs& w, const XView<C>& x, int la
         ma1 = s.mn[1][t];
       }
       const uint4 lb =
-          x.col_ok[ct] ? LdX<kSh>(x.rec[ct] + (l.unit16 ? mmv::xq::kLimb16 : mmv::xq::kLimb32) + 16 * x.lanex)
+          x.col_ok[ct] ? LdX(x.rec[ct] + (l.unit16 ? mmv::xq::kLimb16 : mmv::xq::kLimb32) + 16 * x.lanex)
                        : make_uint4(0, 0, 0, 0);
       Mma16<true>(m, ma0, ma1, lb.z);
 #pragma unroll
@@ -365,8 +367,8 @@ __device__ __forceinline__ void GroupK(const WRegs& w, const XView<C>& x, int la
     }
     float2 dx = make_float2(0.0f, 0.0f);
     if (x.out_ok[ct]) {
-      if constexpr (C == kPaired) dx.x = LdX<kSh, float>(x.rec[ct] + mmv::xq::kScale + 4 * t);
-      else dx = LdX<kSh, float2>(x.rec[ct] + mmv::xq::kScale + 8 * t);
+      if constexpr (C == kPaired) dx.x = LdX<false, float>(x.rec[ct] + mmv::xq::kScale + 4 * t);
+      else dx = LdX<false, float2>(x.rec[ct] + mmv::xq::kScale + 8 * t);
     }
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
@@ -705,9 +707,16 @@ __global__ void __maxnreg__(80) MmvKernel5to8(const __grid_constant__ MmvParams 
 // the batches of 6-8 14% slower; a 64-column instance (prompts in passes of
 // 64) slower than two of 32, and prompts slower than dequantized F16 tiles
 // and cuBLAS. Small launches (64 tiles) lose to two 16-column passes.
+// Round 31 (H100): k-quant groups in one pass over the units for all column
+// tiles (GroupKWide), the tile count compile-time, the copies walking
+// pointers: Q4_K 25600 x 5120 / 5120 x 25600 at 30 columns 79 / 93 -> 71 /
+// 80 us, the six-sequence verify of 30 columns 7-8% faster. Not kept there:
+// the staged pieces packed so that a third stage or four 4-warp blocks fit
+// an SM (73 / 84 us with three stages, 91 / 99 with 4-warp blocks).
 constexpr int kWideMaxWarps = 8;
 constexpr int kWideCols = 32;
-// Two stages (one group in flight): three were slower (round 26 call W).
+// Two stages (one group in flight): three were slower (round 26 call W,
+// round 31 call B).
 constexpr int kWideStages = 2;
 // The 16-byte pieces of an activation record a type reads: the fragments,
 // the limb sums (k-quants with mins) or unit sums (legacy with mins), the
@@ -734,16 +743,101 @@ constexpr size_t WideSmem(int warps, int cts) {
                                              static_cast<size_t>(warps) * mmv::LayoutOf(T).rec);
 }
 
+// A k-quant group of the wide kernel: every staged column tile in one pass
+// over the units, so that a unit's codes are expanded (and its scales read)
+// once for all tiles rather than once a tile, and read from the ring as the
+// units need them instead of held. The same integers and the same float
+// expression as GroupK, so the same bits. The stage holds whole column tiles:
+// columns past n are multiplied without predicates and never stored (their
+// D columns are their own). With the kernel's lean copies (ncu, round 31
+// call A, H100, Q4_K 25600 x 5120 at 30 columns) 827 warp instructions a
+// tile and group where the per-tile calls issued 1111 (round 30's lean
+// prototype, docs/runs/round30/proto_f16mma.cu: 773).
+template <GgmlType T, int NT>
+__device__ __forceinline__ void GroupKWide(const uint8_t* rec, const uint8_t* xr, int lane, float (&acc)[NT][1][4]) {
+  constexpr Layout l = mmv::LayoutOf(T);
+  constexpr bool kS8 = SignedA<T>();
+  WRegs w;
+  LoadW<T, false>(rec, lane, w);
+  KScales s;
+  DecodeK<T>(w, s);
+  int shi[NT][4], slo[NT][4];
+#pragma unroll
+  for (int ct = 0; ct < NT; ++ct)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) shi[ct][i] = slo[ct][i] = 0;
+  const uint8_t* xf = xr + mmv::xq::kFrag + 16 * lane;
+#pragma unroll
+  for (int u = 0; u < 8; ++u) {
+    if constexpr (l.p4 >= 0)
+      if ((u & 1) == 0) w.p4[u >> 1] = LdS(rec + l.p4 + 512 * (u >> 1) + 16 * lane);
+    if constexpr (l.p2 >= 0)
+      if ((u & 3) == 0) w.p2[u >> 2] = LdS(rec + l.p2 + 512 * (u >> 2) + 16 * lane);
+    if constexpr (l.p1 >= 0)
+      if (u == 0) w.p1 = LdS(rec + l.p1 + 16 * lane);
+    uint32_t a[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) a[j] = AReg<T>(w, u, j);
+#pragma unroll
+    for (int ct = 0; ct < NT; ++ct) {
+      const uint4 b = LdS(xf + ct * mmv::xq::kRec + 512 * u);
+      int dh[4], dl[4];
+      if constexpr (!l.unit16) {
+        Mma32<kS8>(dh, a, b.x, b.y);
+        Mma32<kS8>(dl, a, b.z, b.w);
+        AddScaled(shi[ct], slo[ct], KUnitScale<T>(s, 0, u), KUnitScale<T>(s, 1, u), dh, dl);
+      } else {
+#pragma unroll
+        for (int hh = 0; hh < 2; ++hh) {
+          const int v = 2 * u + hh;
+          Mma16<kS8>(dh, a[2 * hh], a[2 * hh + 1], hh ? b.y : b.x);
+          Mma16<kS8>(dl, a[2 * hh], a[2 * hh + 1], hh ? b.w : b.z);
+          AddScaled(shi[ct], slo[ct], KUnitScale<T>(s, 0, v), KUnitScale<T>(s, 1, v), dh, dl);
+        }
+      }
+    }
+  }
+  const int t = lane & 3;
+#pragma unroll
+  for (int ct = 0; ct < NT; ++ct) {
+    const uint8_t* x = xr + ct * mmv::xq::kRec;
+    int m[4] = {0, 0, 0, 0};
+    if constexpr (mmv::HasMins(T)) {  // as GroupK
+      uint32_t ma0, ma1;
+      if constexpr (!l.unit16) {
+        ma0 = t == 0 ? s.mn[0][0] : t == 1 ? s.mn[0][1] : 0u;
+        ma1 = t == 0 ? s.mn[1][0] : t == 1 ? s.mn[1][1] : 0u;
+      } else {
+        ma0 = s.mn[0][t];
+        ma1 = s.mn[1][t];
+      }
+      const uint4 lb = LdS(x + (l.unit16 ? mmv::xq::kLimb16 : mmv::xq::kLimb32) + 16 * lane);
+      Mma16<true>(m, ma0, ma1, lb.z);
+#pragma unroll
+      for (int i = 0; i < 4; ++i) m[i] *= 128;
+      Mma16Acc(m, ma0, ma1, lb.y);
+#pragma unroll
+      for (int i = 0; i < 4; ++i) m[i] *= 128;
+      Mma16Acc(m, ma0, ma1, lb.x);
+    }
+    const float2 dx = *reinterpret_cast<const float2*>(x + mmv::xq::kScale + 8 * t);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const float v = mmv::KGroupValue(shi[ct][i], slo[ct][i], m[i], s.d[i >> 1], s.off[i >> 1]);
+      acc[ct][0][i] = mmv::Fma((i & 1) ? dx.y : dx.x, v, acc[ct][0][i]);
+    }
+  }
+}
+
 // Scratch: part [part][column][launch row], a counter a block column.
-template <GgmlType T>
+template <GgmlType T, int kNT>
 __global__ void __launch_bounds__(32 * kWideMaxWarps, 2) MmvKernelWide(const __grid_constant__ MmvParams p,
                                                                      const MmvScratch s) {
   constexpr int kRec = mmv::LayoutOf(T).rec;
   constexpr int kS = kWideStages;
-  constexpr int kNT = kWideCols / 8;
   extern __shared__ uint4 wide_smem[];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
-  const int cts = (p.n + 7) >> 3;
+  constexpr int cts = kNT;  // the launch's column tiles (WideTiles)
   const int64_t tile = static_cast<int64_t>(blockIdx.x) * nw + warp;
   const bool active = tile < p.tiles;
   const int part = blockIdx.y, parts = gridDim.y;
@@ -753,30 +847,37 @@ __global__ void __launch_bounds__(32 * kWideMaxWarps, 2) MmvKernelWide(const __g
   uint8_t* ring = xs + kS * xstage + static_cast<size_t>(warp) * kS * kRec;
   const MmvMat& m = MatOf(p, active ? tile : 0);
   const uint8_t* wbase = m.w + static_cast<size_t>(tile - m.tile0) * G * kRec + static_cast<size_t>(g0) * kRec;
-  auto copy_w = [&](int64_t i) {
-    if (active && i < ng) CopyRecord<kRec>(ring + (i % kS) * kRec, wbase + static_cast<size_t>(i) * kRec, lane);
-  };
-  auto copy_x = [&](int64_t i) {
+  // The requests walk both streams with pointers (the index arithmetic of
+  // a flat piece loop was a tenth of the kernel's instructions, ncu round 31);
+  // a thread copies the same pieces of every column tile.
+  const uint8_t* wnext = wbase;
+  const uint8_t* xnext = p.xq + static_cast<size_t>(g0) * mmv::xq::kRec;
+  auto copy = [&](int i, bool weights, bool acts) {
     if (i >= ng) return;
-    uint8_t* dst = xs + (i % kS) * xstage;
-    const uint8_t* src = p.xq + static_cast<size_t>(g0 + i) * mmv::xq::kRec;
+    const int stage = i % kS;
+    if (weights && active) CopyRecord<kRec>(ring + stage * kRec, wnext, lane);
+    if (weights) wnext += kRec;
+    if (!acts) return;
+    uint8_t* dst = xs + stage * xstage;
     constexpr int kP = WideXPieces<T>();
-    for (int j = threadIdx.x; j < cts * kP; j += blockDim.x) {
-      const int ct = j / kP, off = WideXOffset<T>(j - ct * kP);
-      CpAsync16(dst + ct * mmv::xq::kRec + off, src + ct * p.xq_ct + off);
+    for (int j = threadIdx.x; j < kP; j += blockDim.x) {
+      const int off = WideXOffset<T>(j);
+#pragma unroll
+      for (int ct = 0; ct < kNT; ++ct) CpAsync16(dst + ct * mmv::xq::kRec + off, xnext + ct * p.xq_ct + off);
     }
+    xnext += mmv::xq::kRec;
   };
   // Weights stream in while the activations' producer finishes (programmatic
   // dependent launch); one commit group per stage, so wait_group counts them.
 #pragma unroll
   for (int i = 0; i < kS - 1; ++i) {
-    copy_w(i);
+    copy(i, true, false);
     CpAsyncCommit();
   }
   GridDepWait();
 #pragma unroll
   for (int i = 0; i < kS - 1; ++i) {
-    copy_x(i);
+    copy(i, false, true);
     CpAsyncCommit();
   }
   float acc[kNT][1][4];
@@ -785,27 +886,28 @@ __global__ void __launch_bounds__(32 * kWideMaxWarps, 2) MmvKernelWide(const __g
 #pragma unroll
     for (int i = 0; i < 4; ++i) acc[ct][0][i] = 0.0f;
   const int g = lane >> 2, t = lane & 3;
-  for (int64_t i = 0; i < ng; ++i) {
+  for (int i = 0; i < ng; ++i) {
     CpAsyncWait<kS - 2>();  // stage i landed (this thread's copies)
     __syncthreads();        // ... and everyone's; stage i - 1 is free
-    copy_w(i + kS - 1);
-    copy_x(i + kS - 1);
+    copy(i + kS - 1, true, true);
     CpAsyncCommit();
     if (active) {
-      WRegs w;
-      LoadW<T>(ring + (i % kS) * kRec, lane, w);
       const uint8_t* xr = xs + (i % kS) * xstage;
+      if constexpr (mmv::LayoutOf(T).kquant) {
+        GroupKWide<T, kNT>(ring + (i % kS) * kRec, xr, lane, acc);
+      } else {
+        WRegs w;
+        LoadW<T>(ring + (i % kS) * kRec, lane, w);
 #pragma unroll
-      for (int ct = 0; ct < kNT; ++ct) {
-        if (ct >= cts) break;
-        XView<1> xv;
-        xv.rec[0] = xr + ct * mmv::xq::kRec;
-        xv.lanex = lane;
-        xv.frag = 16 * lane;
-        xv.col_ok[0] = 8 * ct + g < p.n;
-        xv.out_ok[0] = 8 * ct + 2 * t < p.n;
-        if constexpr (mmv::LayoutOf(T).kquant) GroupK<T, 1, true>(w, xv, lane, acc[ct]);
-        else GroupLegacy<T, 1, true>(w, xv, lane, acc[ct]);
+        for (int ct = 0; ct < kNT; ++ct) {
+          XView<1> xv;
+          xv.rec[0] = xr + ct * mmv::xq::kRec;
+          xv.lanex = lane;
+          xv.frag = 16 * lane;
+          xv.col_ok[0] = 8 * ct + g < p.n;
+          xv.out_ok[0] = 8 * ct + 2 * t < p.n;
+          GroupLegacy<T, 1, true>(w, xv, lane, acc[ct]);
+        }
       }
     }
   }
@@ -1181,7 +1283,8 @@ cudaError_t LaunchMmv(GgmlType type, const MmvMatrix* mats, int n_mats, int64_t 
     cudaError_t err = cudaErrorInvalidValue;
     DispatchPacked(type, [&]<GgmlType T>() {
       const dim3 grid(static_cast<unsigned>(CeilDiv(tiles, w)), static_cast<unsigned>(parts));
-      err = LaunchPdl(MmvKernelWide<T>, grid, dim3(32 * w), WideSmem<T>(w, (n + 7) / 8), s, p, scratch);
+      err = n <= 24 ? LaunchPdl(MmvKernelWide<T, 3>, grid, dim3(32 * w), WideSmem<T>(w, 3), s, p, scratch)
+                    : LaunchPdl(MmvKernelWide<T, 4>, grid, dim3(32 * w), WideSmem<T>(w, 4), s, p, scratch);
     });
     return err;
   }
@@ -1222,13 +1325,13 @@ cudaError_t PrepareMatvecKernels() {
       size_t wide = 0;
       for (int l = 0; l < 3; ++l)
         if (WideSmem<T>(2 << l, kWideCols / 8) <= optin) wide = WideSmem<T>(2 << l, kWideCols / 8);
-      if (e == cudaSuccess && wide > 0)
-        e = cudaFuncSetAttribute(MmvKernelWide<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 static_cast<int>(wide));
+      for (auto* k : {MmvKernelWide<T, 3>, MmvKernelWide<T, 4>})
+        if (e == cudaSuccess && wide > 0)
+          e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(wide));
       for (int l = 0; l < 3 && e == cudaSuccess; ++l) {
         int blocks = 0;
         if (wide > 0 && WideSmem<T>(2 << l, kWideCols / 8) <= wide)
-          e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, MmvKernelWide<T>, 32 * (2 << l),
+          e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, MmvKernelWide<T, 4>, 32 * (2 << l),
                                                             WideSmem<T>(2 << l, kWideCols / 8));
         g_wide_blocks[static_cast<int>(T) & 63][l] = blocks;
       }
