@@ -287,6 +287,56 @@ __device__ __forceinline__ void AddScaledPaired(int (&hi)[4], int (&lo)[4], int 
   lo[2] += s1 * d[3];
 }
 
+// One unit's codes a times one column tile's two activation levels b (hi b0,
+// hi b1, lo b0, lo b1), scaled and added to the limb sums (8-column tiles;
+// GroupK's and GroupKWide's, so the wide kernel's integers are the per-tile
+// kernels').
+template <GgmlType T>
+__device__ __forceinline__ void KUnit(const uint32_t (&a)[4], const uint4& b, const KScales& s, int u, int (&hi)[4],
+                                      int (&lo)[4]) {
+  constexpr bool kS8 = SignedA<T>();
+  if constexpr (!mmv::LayoutOf(T).unit16) {
+    const int s0 = KUnitScale<T>(s, 0, u), s1 = KUnitScale<T>(s, 1, u);
+    int dh[4], dl[4];
+    Mma32<kS8>(dh, a, b.x, b.y);
+    Mma32<kS8>(dl, a, b.z, b.w);
+    AddScaled(hi, lo, s0, s1, dh, dl);
+  } else {
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh) {
+      const int v = 2 * u + hh;
+      const int s0 = KUnitScale<T>(s, 0, v), s1 = KUnitScale<T>(s, 1, v);
+      int dh[4], dl[4];
+      Mma16<kS8>(dh, a[2 * hh], a[2 * hh + 1], hh ? b.y : b.x);
+      Mma16<kS8>(dl, a[2 * hh], a[2 * hh + 1], hh ? b.w : b.z);
+      AddScaled(hi, lo, s0, s1, dh, dl);
+    }
+  }
+}
+// The mins' term, sum over units of min x unit sum: a m16n8k16 over the
+// units (k = unit), the mins the A fragment (KMinFrags), the unit sums as
+// three 7-bit limbs lb (x, y, z) the B fragment, exact in int32 (paired: MMA
+// columns 2c and 2c + 1 both read column c's sums).
+template <GgmlType T>
+__device__ __forceinline__ void KMinFrags(const KScales& s, int t, uint32_t& ma0, uint32_t& ma1) {
+  if constexpr (!mmv::LayoutOf(T).unit16) {
+    ma0 = t == 0 ? s.mn[0][0] : t == 1 ? s.mn[0][1] : 0u;
+    ma1 = t == 0 ? s.mn[1][0] : t == 1 ? s.mn[1][1] : 0u;
+  } else {
+    ma0 = s.mn[0][t];
+    ma1 = s.mn[1][t];
+  }
+}
+__device__ __forceinline__ void KMins(uint32_t ma0, uint32_t ma1, const uint4& lb, int (&m)[4]) {
+  Mma16<true>(m, ma0, ma1, lb.z);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) m[i] *= 128;
+  Mma16Acc(m, ma0, ma1, lb.y);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) m[i] *= 128;
+  Mma16Acc(m, ma0, ma1, lb.x);
+}
+
 template <GgmlType T, int C>
 __device__ __forceinline__ void GroupK(const WRegs& w, const XView<C>& x, int lane, float (&acc)[Tiles(C)][4]) {
   constexpr int NT = Tiles(C);
@@ -307,33 +357,21 @@ __device__ __forceinline__ void GroupK(const WRegs& w, const XView<C>& x, int la
 #pragma unroll
     for (int ct = 0; ct < NT; ++ct) {
       const uint4 b = FragB<C, false>(x, ct, u);
-      if constexpr (!l.unit16) {
+      if constexpr (C != kPaired) {
+        KUnit<T>(a, b, s, u, shi[ct], slo[ct]);
+      } else if constexpr (!l.unit16) {
         const int s0 = KUnitScale<T>(s, 0, u), s1 = KUnitScale<T>(s, 1, u);
-        if constexpr (C == kPaired) {
-          int d[4];
-          Mma32<kS8>(d, a, b.x, b.y);
-          AddScaledPaired(shi[ct], slo[ct], s0, s1, d);
-        } else {
-          int dh[4], dl[4];
-          Mma32<kS8>(dh, a, b.x, b.y);
-          Mma32<kS8>(dl, a, b.z, b.w);
-          AddScaled(shi[ct], slo[ct], s0, s1, dh, dl);
-        }
+        int d[4];
+        Mma32<kS8>(d, a, b.x, b.y);
+        AddScaledPaired(shi[ct], slo[ct], s0, s1, d);
       } else {
 #pragma unroll
         for (int hh = 0; hh < 2; ++hh) {
           const int v = 2 * u + hh;
           const int s0 = KUnitScale<T>(s, 0, v), s1 = KUnitScale<T>(s, 1, v);
-          if constexpr (C == kPaired) {
-            int d[4];
-            Mma16<kS8>(d, a[2 * hh], a[2 * hh + 1], hh ? b.y : b.x);
-            AddScaledPaired(shi[ct], slo[ct], s0, s1, d);
-          } else {
-            int dh[4], dl[4];
-            Mma16<kS8>(dh, a[2 * hh], a[2 * hh + 1], hh ? b.y : b.x);
-            Mma16<kS8>(dl, a[2 * hh], a[2 * hh + 1], hh ? b.w : b.z);
-            AddScaled(shi[ct], slo[ct], s0, s1, dh, dl);
-          }
+          int d[4];
+          Mma16<kS8>(d, a[2 * hh], a[2 * hh + 1], hh ? b.y : b.x);
+          AddScaledPaired(shi[ct], slo[ct], s0, s1, d);
         }
       }
     }
@@ -343,27 +381,12 @@ __device__ __forceinline__ void GroupK(const WRegs& w, const XView<C>& x, int la
   for (int ct = 0; ct < NT; ++ct) {
     int m[4] = {0, 0, 0, 0};
     if constexpr (mmv::HasMins(T)) {
-      // sum over units of min x unit sum: a m16n8k16 over the units (k = unit),
-      // the unit sums as three 7-bit limbs, exact in int32 (paired: MMA
-      // columns 2c and 2c + 1 both read column c's sums).
       uint32_t ma0, ma1;
-      if constexpr (!l.unit16) {
-        ma0 = t == 0 ? s.mn[0][0] : t == 1 ? s.mn[0][1] : 0u;
-        ma1 = t == 0 ? s.mn[1][0] : t == 1 ? s.mn[1][1] : 0u;
-      } else {
-        ma0 = s.mn[0][t];
-        ma1 = s.mn[1][t];
-      }
+      KMinFrags<T>(s, t, ma0, ma1);
       const uint4 lb =
           x.col_ok[ct] ? LdX(x.rec[ct] + (l.unit16 ? mmv::xq::kLimb16 : mmv::xq::kLimb32) + 16 * x.lanex)
                        : make_uint4(0, 0, 0, 0);
-      Mma16<true>(m, ma0, ma1, lb.z);
-#pragma unroll
-      for (int i = 0; i < 4; ++i) m[i] *= 128;
-      Mma16Acc(m, ma0, ma1, lb.y);
-#pragma unroll
-      for (int i = 0; i < 4; ++i) m[i] *= 128;
-      Mma16Acc(m, ma0, ma1, lb.x);
+      KMins(ma0, ma1, lb, m);
     }
     float2 dx = make_float2(0.0f, 0.0f);
     if (x.out_ok[ct]) {
@@ -756,7 +779,6 @@ constexpr size_t WideSmem(int warps, int cts) {
 template <GgmlType T, int NT>
 __device__ __forceinline__ void GroupKWide(const uint8_t* rec, const uint8_t* xr, int lane, float (&acc)[NT][1][4]) {
   constexpr Layout l = mmv::LayoutOf(T);
-  constexpr bool kS8 = SignedA<T>();
   WRegs w;
   LoadW<T, false>(rec, lane, w);
   KScales s;
@@ -779,23 +801,7 @@ __device__ __forceinline__ void GroupKWide(const uint8_t* rec, const uint8_t* xr
 #pragma unroll
     for (int j = 0; j < 4; ++j) a[j] = AReg<T>(w, u, j);
 #pragma unroll
-    for (int ct = 0; ct < NT; ++ct) {
-      const uint4 b = LdS(xf + ct * mmv::xq::kRec + 512 * u);
-      int dh[4], dl[4];
-      if constexpr (!l.unit16) {
-        Mma32<kS8>(dh, a, b.x, b.y);
-        Mma32<kS8>(dl, a, b.z, b.w);
-        AddScaled(shi[ct], slo[ct], KUnitScale<T>(s, 0, u), KUnitScale<T>(s, 1, u), dh, dl);
-      } else {
-#pragma unroll
-        for (int hh = 0; hh < 2; ++hh) {
-          const int v = 2 * u + hh;
-          Mma16<kS8>(dh, a[2 * hh], a[2 * hh + 1], hh ? b.y : b.x);
-          Mma16<kS8>(dl, a[2 * hh], a[2 * hh + 1], hh ? b.w : b.z);
-          AddScaled(shi[ct], slo[ct], KUnitScale<T>(s, 0, v), KUnitScale<T>(s, 1, v), dh, dl);
-        }
-      }
-    }
+    for (int ct = 0; ct < NT; ++ct) KUnit<T>(a, LdS(xf + ct * mmv::xq::kRec + 512 * u), s, u, shi[ct], slo[ct]);
   }
   const int t = lane & 3;
 #pragma unroll
@@ -804,21 +810,8 @@ __device__ __forceinline__ void GroupKWide(const uint8_t* rec, const uint8_t* xr
     int m[4] = {0, 0, 0, 0};
     if constexpr (mmv::HasMins(T)) {  // as GroupK
       uint32_t ma0, ma1;
-      if constexpr (!l.unit16) {
-        ma0 = t == 0 ? s.mn[0][0] : t == 1 ? s.mn[0][1] : 0u;
-        ma1 = t == 0 ? s.mn[1][0] : t == 1 ? s.mn[1][1] : 0u;
-      } else {
-        ma0 = s.mn[0][t];
-        ma1 = s.mn[1][t];
-      }
-      const uint4 lb = LdS(x + (l.unit16 ? mmv::xq::kLimb16 : mmv::xq::kLimb32) + 16 * lane);
-      Mma16<true>(m, ma0, ma1, lb.z);
-#pragma unroll
-      for (int i = 0; i < 4; ++i) m[i] *= 128;
-      Mma16Acc(m, ma0, ma1, lb.y);
-#pragma unroll
-      for (int i = 0; i < 4; ++i) m[i] *= 128;
-      Mma16Acc(m, ma0, ma1, lb.x);
+      KMinFrags<T>(s, t, ma0, ma1);
+      KMins(ma0, ma1, LdS(x + (l.unit16 ? mmv::xq::kLimb16 : mmv::xq::kLimb32) + 16 * lane), m);
     }
     const float2 dx = *reinterpret_cast<const float2*>(x + mmv::xq::kScale + 8 * t);
 #pragma unroll
