@@ -733,7 +733,7 @@ __global__ void __maxnreg__(80) MmvKernel5to8(const __grid_constant__ MmvParams 
 // Round 31 (H100): k-quant groups in one pass over the units for all column
 // tiles (GroupKWide), the tile count compile-time, the copies walking
 // pointers: Q4_K 25600 x 5120 / 5120 x 25600 at 30 columns 79 / 93 -> 71 /
-// 80 us, the six-sequence verify of 30 columns 7-8% faster. Not kept there:
+// 80 us, the six-sequence verify of 30 columns 5-8% faster. Not kept there:
 // the staged pieces packed so that a third stage or four 4-warp blocks fit
 // an SM (73 / 84 us with three stages, 91 / 99 with 4-warp blocks).
 constexpr int kWideMaxWarps = 8;
