@@ -1,21 +1,44 @@
 #!/usr/bin/env bash
-# Prepared for the next device session (not run): why 4-warp wide blocks lose 25% in the product (calls B's
-# lwp4, R30's lwn4) when they are the lean prototype's best. ncu --set full of one 30-column launch on Q4_K
-# 25600 x 5120 (216 wide launches before it in --bench-matvec) of lwc (the landed wide kernel, 8-warp blocks,
-# two an SM) and of lwp4 (packed stage, 4-warp blocks, four an SM), their stall samples by SASS region, then
-# the occupancy and memory sections side by side.
-#   run(command="bash docs/runs/round31/next-callF.sh", carry=[".devpackB31"])   (pack-b.sh builds it on
-#   7bace52, its lwc and lwp4 from the round's patches)
+# Prepared for the next device session (not run): where the product's wide kernel loses to the lean prototype
+# at the same launch shape. ncu --set full of one 30-column launch on Q4_K 25600 x 5120, then the stall
+# samples by SASS region and the occupancy / memory sections side by side:
+#   lwc30     the landed wide kernel (8-warp blocks, 3 parts over grid y: 600 blocks; 71-72 us);
+#   ppall30   call E's pp build with SPECD_EXP_PPB=3: every part in one block row, 200 blocks of 8 warps, two
+#             stages, two an SM: the prototype's shape (75.4 us);
+#   lean8_30  the prototype's kI8Imad kernel in that shape (ProtoKernel<4, 8, 2, 1>, 55.5 us; the 57th launch
+#             of that instantiation is a timed one);
+#   lwp4_30   call B's lwp4 (4-warp blocks four an SM, 91 us): why the prototype's best block shape loses here.
+#   run(command="bash docs/runs/round31/next-callF.sh", carry=[".devpackF31"])
+# .devpackF31 (not in git; ~19 MB): gpu_check.lwc and gpu_check.lwp4 from .devpackB31, gpu_check.pp from
+# .devpackE31, proto_f16mma from .devpackA31, lib/ from .devpackE31 (the packs' libraries are identical):
+#   tar -xJf .devpackX31/devcarry.tar.xz into separate folders, copy those four binaries and one lib/ into a
+#   .devcarry, XZ_OPT=-6 tar -cJf .devpackF31/devcarry.tar.xz .devcarry
 set -u
-export DEVPACK=.devpackB31/devcarry.tar.xz
+export DEVPACK=.devpackF31/devcarry.tar.xz
 . tests/gpu/device_lib.sh
 device_setup
 exec > >(tee "$O/stdout.txt") 2>&1
 ncu_full_of lwc30 MmvKernelWide 216 1 "$C/bin/gpu_check.lwc" --bench-matvec
+SPECD_EXP_PPB=3 ncu_full_of ppall30 MmvKernelWide 216 1 "$C/bin/gpu_check.pp" --bench-matvec
 ncu_full_of lwp4_30 MmvKernelWide 216 1 "$C/bin/gpu_check.lwp4" --bench-matvec
-for t in lwc30 lwp4_30; do
-  stamp "$t: occupancy, memory"
-  xz -dc "$O/${t}_details.txt.xz" | grep -E "Achieved Occupancy|Theoretical Occupancy|Block Limit|Waves Per SM|L2 Hit|Memory Throughput|DRAM Throughput|L1/TEX Hit|Mem Busy|Max Bandwidth|Issue Slots Busy|No Eligible" | head -24
+# The prototype: its instantiations share a base name, so select by the demangled name (the harness's own ncu
+# helper matches base names only).
+ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2> /dev/null | head -1)
+stamp "ncu --set full: ProtoKernel<4, 8, 2, 1>"
+timeout 120 "$ncu" --clock-control none --set full --import-source no --kernel-name-base demangled \
+  -k "regex:ProtoKernel<(\(int\))?4, (\(int\))?8, (\(int\))?2, (\(int\))?1>" --launch-skip 10 --launch-count 1 \
+  -o "$O/lean8_30" "$C/bin/proto_f16mma" > "$O/lean8_30.log" 2>&1
+echo "rc=$?"
+"$ncu" -i "$O/lean8_30.ncu-rep" --page details > "$O/lean8_30_details.txt" 2>&1
+grep -E "Kernel|Duration|Registers Per|Warp Cycles Per Issued|Executed Instructions  |SM Active Cycles" \
+  "$O/lean8_30_details.txt" | head -12
+"$ncu" -i "$O/lean8_30.ncu-rep" --page source --print-source sass --csv > "$O/lean8_30_sass.csv" 2>&1
+python3 tests/gpu/ncu_sass_regions.py "$O/lean8_30_sass.csv" --step 300 --top 6
+xz -9 "$O/lean8_30_details.txt" "$O/lean8_30_sass.csv"
+rm -f "$O/lean8_30.ncu-rep"
+for t in lwc30 ppall30 lean8_30 lwp4_30; do
+  stamp "$t: occupancy, memory, issue"
+  xz -dc "$O/${t}_details.txt.xz" | grep -E "Duration|Achieved Occupancy|Theoretical Occupancy|Block Limit|Waves Per SM|L2 Hit|Memory Throughput|DRAM Throughput|L1/TEX Hit|Mem Busy|Max Bandwidth|Issue Slots Busy|No Eligible|Shared Memory Configuration Size|Dynamic Shared" | head -30
 done
 stamp done
 bundle_out
