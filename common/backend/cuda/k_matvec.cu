@@ -822,7 +822,8 @@ __device__ __forceinline__ void GroupKWide(const uint8_t* rec, const uint8_t* xr
   }
 }
 
-// Scratch: part [part][column][launch row], a counter a block column.
+// kNT column tiles of 8 (3 for 17-24 columns, 4 for 25-32). Scratch: part
+// [part][column][launch row], a counter a block column.
 template <GgmlType T, int kNT>
 __global__ void __launch_bounds__(32 * kWideMaxWarps, 2) MmvKernelWide(const __grid_constant__ MmvParams p,
                                                                      const MmvScratch s) {
@@ -830,12 +831,11 @@ __global__ void __launch_bounds__(32 * kWideMaxWarps, 2) MmvKernelWide(const __g
   constexpr int kS = kWideStages;
   extern __shared__ uint4 wide_smem[];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
-  constexpr int cts = kNT;  // the launch's column tiles (WideTiles)
   const int64_t tile = static_cast<int64_t>(blockIdx.x) * nw + warp;
   const bool active = tile < p.tiles;
   const int part = blockIdx.y, parts = gridDim.y;
   const int64_t G = p.plan.groups, g0 = part * p.plan.gpw, ng = min(G, g0 + p.plan.gpw) - g0;
-  const size_t xstage = static_cast<size_t>(cts) * mmv::xq::kRec;
+  const size_t xstage = static_cast<size_t>(kNT) * mmv::xq::kRec;
   uint8_t* xs = reinterpret_cast<uint8_t*>(wide_smem);
   uint8_t* ring = xs + kS * xstage + static_cast<size_t>(warp) * kS * kRec;
   const MmvMat& m = MatOf(p, active ? tile : 0);
