@@ -25,7 +25,8 @@
 #                              $O/TAG_details.txt.xz and the SASS source counters $O/TAG_sass.csv.xz
 #                              (GPU_CHECK=gpu_check.V: that build)
 #   ncu_full_of TAG REGEX SKIP COUNT BINARY ARGS...  the same of any command (profiled from its start;
-#                              NCU_FROM_START=off: from its cudaProfilerStart)
+#                              NCU_FROM_START=off: from its cudaProfilerStart; NCU_NAME_BASE=demangled: REGEX
+#                              against the demangled name with template arguments, to pick one instantiation)
 #   bench_q8_prefill BIN...    with each binary: KV Q8_0 decode / verify 4 at 4200, prefill of 512 and 128
 #                              tokens (a line each)
 #   bench_multi REPS BIN...    with each binary in turn, REPS times: batch 6 and 8 decode and six sequences'
@@ -139,7 +140,8 @@ ncu_full_of() {
   ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2> /dev/null | head -1)
   stamp "ncu --set full: $re, ${*#"$C/bin/"}"
   timeout 120 "$ncu" --clock-control none --profile-from-start "${NCU_FROM_START:-on}" --set full --import-source no \
-    -k "regex:$re" --launch-skip "$skip" --launch-count "$count" -o "$O/$tag" "$@" > "$O/$tag.log" 2>&1
+    --kernel-name-base "${NCU_NAME_BASE:-function}" -k "regex:$re" --launch-skip "$skip" --launch-count "$count" \
+    -o "$O/$tag" "$@" > "$O/$tag.log" 2>&1
   echo "rc=$?"
   "$ncu" -i "$O/$tag.ncu-rep" --page details > "$O/${tag}_details.txt" 2>&1
   grep -E "Kernel|Duration|Registers Per|Warp Cycles Per Issued|Executed Instructions  |SM Active Cycles" \

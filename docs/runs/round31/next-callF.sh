@@ -21,21 +21,9 @@ exec > >(tee "$O/stdout.txt") 2>&1
 ncu_full_of lwc30 MmvKernelWide 216 1 "$C/bin/gpu_check.lwc" --bench-matvec
 SPECD_EXP_PPB=3 ncu_full_of ppall30 MmvKernelWide 216 1 "$C/bin/gpu_check.pp" --bench-matvec
 ncu_full_of lwp4_30 MmvKernelWide 216 1 "$C/bin/gpu_check.lwp4" --bench-matvec
-# The prototype: its instantiations share a base name, so select by the demangled name (the harness's own ncu
-# helper matches base names only).
-ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2> /dev/null | head -1)
-stamp "ncu --set full: ProtoKernel<4, 8, 2, 1>"
-timeout 120 "$ncu" --clock-control none --set full --import-source no --kernel-name-base demangled \
-  -k "regex:ProtoKernel<(\(int\))?4, (\(int\))?8, (\(int\))?2, (\(int\))?1>" --launch-skip 10 --launch-count 1 \
-  -o "$O/lean8_30" "$C/bin/proto_f16mma" > "$O/lean8_30.log" 2>&1
-echo "rc=$?"
-"$ncu" -i "$O/lean8_30.ncu-rep" --page details > "$O/lean8_30_details.txt" 2>&1
-grep -E "Kernel|Duration|Registers Per|Warp Cycles Per Issued|Executed Instructions  |SM Active Cycles" \
-  "$O/lean8_30_details.txt" | head -12
-"$ncu" -i "$O/lean8_30.ncu-rep" --page source --print-source sass --csv > "$O/lean8_30_sass.csv" 2>&1
-python3 tests/gpu/ncu_sass_regions.py "$O/lean8_30_sass.csv" --step 300 --top 6
-xz -9 "$O/lean8_30_details.txt" "$O/lean8_30_sass.csv"
-rm -f "$O/lean8_30.ncu-rep"
+# The prototype: its instantiations share a base name, so pick one by its demangled name.
+NCU_NAME_BASE=demangled ncu_full_of lean8_30 "ProtoKernel<(\(int\))?4, (\(int\))?8, (\(int\))?2, (\(int\))?1>" 10 1 \
+  "$C/bin/proto_f16mma"
 for t in lwc30 ppall30 lean8_30 lwp4_30; do
   stamp "$t: occupancy, memory, issue"
   xz -dc "$O/${t}_details.txt.xz" | grep -E "Duration|Achieved Occupancy|Theoretical Occupancy|Block Limit|Waves Per SM|L2 Hit|Memory Throughput|DRAM Throughput|L1/TEX Hit|Mem Busy|Max Bandwidth|Issue Slots Busy|No Eligible|Shared Memory Configuration Size|Dynamic Shared" | head -30
