@@ -104,8 +104,7 @@ __device__ __forceinline__ void LoadW(const uint8_t* rec, int lane, WRegs& w) {
   constexpr Layout l = mmv::LayoutOf(T);
   auto v4 = [&](int off) { return LdS(rec + off); };
   auto v1 = [&](int off) { return LdS32(rec + off); };
-  if constexpr (!kCodes) {
-  } else if constexpr (l.p4 >= 0) {
+  if constexpr (kCodes && l.p4 >= 0) {
 #pragma unroll
     for (int c = 0; c < 4; ++c) w.p4[c] = v4(l.p4 + 512 * c + 16 * lane);
   }
