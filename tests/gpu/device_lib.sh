@@ -16,9 +16,12 @@
 #   ncu_step SEQS TOKENS CTX [KV]  ncu's per-kernel GPU time of one 27B-class forward (gpu_check
 #                              --profile-step; KV q8_0, or f16 as specd bench), summed per kernel; the
 #                              CSV into $O/ncu_sSEQStTOKENS[KV][.V].csv.xz (GPU_CHECK=gpu_check.V: that build)
-#   gpu_checks FLAG...         gpu_check with each flag in turn (--no-matmul, --spec, ...): rc and the
-#                              SUMMARY/FAIL lines, the log into $O/check_FLAG.log.xz; GPU_CHECK=gpu_check.V
-#                              runs that build instead (log $O/check_V_FLAG.log.xz); CHECK_TIMEOUT s each (150)
+#   gpu_checks FLAG...         gpu_check with each flag in turn (--no-matmul, --spec, ...): rc, the checks
+#                              passed and the SUMMARY/FAIL lines, the log into $O/check_FLAG.log.xz;
+#                              GPU_CHECK=gpu_check.V runs that build instead (log $O/check_V_FLAG.log.xz);
+#                              CHECK_TIMEOUT s each (150); CHECK_TYPES=Q4_K,Q6_K,... adds --types
+#   bench_verify6 REPS BIN...  with each binary in turn, REPS times: batch 6 and 8 decode and six sequences'
+#                              verify 2 / 4 (18 / 30 columns, the wide matvec) at 1024 ($M6's target)
 #   ncu_full TAG REGEX SKIP COUNT ARGS...  ncu --set full of the kernels matching REGEX (after SKIP
 #                              launches, COUNT of them) in `gpu_check --profile-step ARGS`: the headline
 #                              metrics, the warp stall samples by SASS region (ncu_sass_regions.py),
@@ -121,10 +124,10 @@ gpu_checks() {
   local f b=${GPU_CHECK:-gpu_check} v log
   v=$(variant "$b")
   for f in "$@"; do
-    stamp "$b $f"
+    stamp "$b $f${CHECK_TYPES:+ --types $CHECK_TYPES}"
     log="$O/check_${v:+${v}_}${f#--}.log"
-    timeout "${CHECK_TIMEOUT:-150}" "$C/bin/$b" "$f" > "$log" 2>&1
-    echo "rc=$?"
+    timeout "${CHECK_TIMEOUT:-150}" "$C/bin/$b" "$f" ${CHECK_TYPES:+--types "$CHECK_TYPES"} > "$log" 2>&1
+    echo "rc=$? ($(grep -c '^PASS' "$log") passed)"
     grep -E "^FAIL|SUMMARY" "$log" | head -20
     xz -9 "$log"
   done
@@ -172,6 +175,16 @@ peer_table() {
   SPECD_BIN=$C/bin/specd SPEC_NS=3 PEER_BUDGET_S=150 OUT=$O/peer timeout 160 bash tests/gpu/peer_bench.sh > /dev/null 2>&1
   echo "rc=$?"
   cat "$O/peer/table.md" 2> /dev/null
+}
+bench_verify6() {
+  local reps=$1 rep b
+  shift
+  for rep in $(seq "$reps"); do
+    for b in "$@"; do
+      stamp "$b (rep $rep): batch 6, 8 decode and six sequences' verify 2 / 4 (18 / 30 columns) at 1024"
+      BENCH_TIMEOUT=40 bench_row "$b" --ctx 1024 --prefill 64 --batches 6,8 --verify-k 2,4 --verify-seqs 6
+    done
+  done
 }
 bench_multi() {
   local reps=$1 rep b

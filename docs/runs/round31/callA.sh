@@ -16,16 +16,8 @@ for b in gpu_check gpu_check.lwn gpu_check.lwc; do
   timeout 30 "$C/bin/$b" --bench-matvec 2>&1 | grep -E "Q4_K"
 done
 wait $mk
-for rep in 1 2; do
-  for b in specd specd.lwn specd.lwc; do
-    stamp "$b (rep $rep): batch 6, 8 decode and six sequences' verify 2 / 4 (18 / 30 columns) at 1024"
-    BENCH_TIMEOUT=40 bench_row "$b" --ctx 1024 --prefill 64 --batches 6,8 --verify-k 2,4 --verify-seqs 6
-  done
-done
-stamp "gpu_check.lwc --matmul-only, every packed type (150 s)"
-timeout 150 "$C/bin/gpu_check.lwc" --matmul-only --types Q4_K,Q5_K,Q6_K,Q2_K,Q3_K,Q8_0,Q4_0,Q4_1,Q5_0,Q5_1 \
-  > "$O/check_lwc_matmul.log" 2>&1
-echo "rc=$? ($(grep -c '^PASS' "$O/check_lwc_matmul.log") passed)"; grep -E "^FAIL|SUMMARY" "$O/check_lwc_matmul.log" | head
+bench_verify6 2 specd specd.lwn specd.lwc
+GPU_CHECK=gpu_check.lwc CHECK_TIMEOUT=150 CHECK_TYPES=Q4_K,Q5_K,Q6_K,Q2_K,Q3_K,Q8_0,Q4_0,Q4_1,Q5_0,Q5_1 gpu_checks --matmul-only
 GPU_CHECK=gpu_check.lwc CHECK_TIMEOUT=40 gpu_checks --no-matmul
 before 500 "ncu" && ncu_full_of lwc30 MmvKernelWide 216 1 "$C/bin/gpu_check.lwc" --bench-matvec
 stamp done

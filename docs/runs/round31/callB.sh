@@ -15,19 +15,9 @@ for b in gpu_check gpu_check.lwc gpu_check.lwp gpu_check.lwp3 gpu_check.lwp4 gpu
   timeout 30 "$C/bin/$b" --bench-matvec 2>&1 | grep -E "Q4_K (25600|5120x)"
 done
 wait $mk
-for rep in 1 2; do
-  for b in specd specd.lwc specd.lwp specd.lwp3 specd.lwp4 specd.lwp43; do
-    stamp "$b (rep $rep): batch 6, 8 decode and six sequences' verify 2 / 4 (18 / 30 columns) at 1024"
-    BENCH_TIMEOUT=40 bench_row "$b" --ctx 1024 --prefill 64 --batches 6,8 --verify-k 2,4 --verify-seqs 6
-  done
-done
-stamp "gpu_check.lwp3 --matmul-only, every packed type (150 s)"
-timeout 150 "$C/bin/gpu_check.lwp3" --matmul-only --types Q4_K,Q5_K,Q6_K,Q2_K,Q3_K,Q8_0,Q4_0,Q4_1,Q5_0,Q5_1 \
-  > "$O/check_lwp3_matmul.log" 2>&1
-echo "rc=$? ($(grep -c '^PASS' "$O/check_lwp3_matmul.log") passed)"; grep -E "^FAIL|SUMMARY" "$O/check_lwp3_matmul.log" | head
+bench_verify6 2 specd specd.lwc specd.lwp specd.lwp3 specd.lwp4 specd.lwp43
+GPU_CHECK=gpu_check.lwp3 CHECK_TIMEOUT=150 CHECK_TYPES=Q4_K,Q5_K,Q6_K,Q2_K,Q3_K,Q8_0,Q4_0,Q4_1,Q5_0,Q5_1 gpu_checks --matmul-only
 GPU_CHECK=gpu_check.lwp3 CHECK_TIMEOUT=40 gpu_checks --no-matmul
-stamp "gpu_check.lwp4 --matmul-only Q4_K,Q8_0 (50 s)"
-timeout 50 "$C/bin/gpu_check.lwp4" --matmul-only --types Q4_K,Q8_0 > "$O/check_lwp4_matmul.log" 2>&1
-echo "rc=$? ($(grep -c '^PASS' "$O/check_lwp4_matmul.log") passed)"; grep -E "^FAIL|SUMMARY" "$O/check_lwp4_matmul.log" | head
+GPU_CHECK=gpu_check.lwp4 CHECK_TIMEOUT=50 CHECK_TYPES=Q4_K,Q8_0 gpu_checks --matmul-only
 stamp done
 bundle_out

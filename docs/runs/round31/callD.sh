@@ -12,14 +12,7 @@ for b in gpu_check gpu_check.w16 gpu_check gpu_check.w16; do
   timeout 30 "$C/bin/$b" --bench-matvec 2>&1 | grep -E "Q4_K"
 done
 wait $mk
-for rep in 1 2; do
-  for b in specd specd.w16; do
-    stamp "$b (rep $rep): batch 6, 8 decode and six sequences' verify 2 / 4 (18 / 30 columns) at 1024"
-    BENCH_TIMEOUT=40 bench_row "$b" --ctx 1024 --prefill 64 --batches 6,8 --verify-k 2,4 --verify-seqs 6
-  done
-done
-stamp "gpu_check.w16 --matmul-only Q4_K,Q6_K (40 s)"
-timeout 40 "$C/bin/gpu_check.w16" --matmul-only --types Q4_K,Q6_K > "$O/check_w16_matmul.log" 2>&1
-echo "rc=$? ($(grep -c '^PASS' "$O/check_w16_matmul.log") passed)"; grep -E "^FAIL|SUMMARY" "$O/check_w16_matmul.log" | head
+bench_verify6 2 specd specd.w16
+GPU_CHECK=gpu_check.w16 CHECK_TIMEOUT=40 CHECK_TYPES=Q4_K,Q6_K gpu_checks --matmul-only
 stamp done
 bundle_out

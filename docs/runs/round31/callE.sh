@@ -15,15 +15,8 @@ for v in tree model 1 2 3 8; do
   unset SPECD_EXP_PPB
 done
 wait $mk
-for rep in 1 2; do
-  for b in specd specd.pp; do
-    stamp "$b (rep $rep): batch 6, 8 decode and six sequences' verify 2 / 4 (18 / 30 columns) at 1024"
-    BENCH_TIMEOUT=40 bench_row "$b" --ctx 1024 --prefill 64 --batches 6,8 --verify-k 2,4 --verify-seqs 6
-  done
-done
-stamp "gpu_check.pp --matmul-only Q4_K,Q6_K,Q5_K (45 s)"
-timeout 45 "$C/bin/gpu_check.pp" --matmul-only --types Q4_K,Q6_K,Q5_K > "$O/check_pp_matmul.log" 2>&1
-echo "rc=$? ($(grep -c '^PASS' "$O/check_pp_matmul.log") passed)"; grep -E "^FAIL|SUMMARY" "$O/check_pp_matmul.log" | head
+bench_verify6 2 specd specd.pp
+GPU_CHECK=gpu_check.pp CHECK_TIMEOUT=45 CHECK_TYPES=Q4_K,Q6_K,Q5_K gpu_checks --matmul-only
 GPU_CHECK=gpu_check.pp CHECK_TIMEOUT=30 gpu_checks --no-matmul
 stamp done
 bundle_out

@@ -19,12 +19,7 @@ for b in gpu_check gpu_check.al gpu_check gpu_check.al; do
   timeout 30 "$C/bin/$b" --bench-matvec 2>&1 | grep -E "Q4_K"
 done
 wait $mk
-for rep in 1 2; do
-  for b in specd specd.al; do
-    stamp "$b (rep $rep): batch 6, 8 decode and six sequences' verify 2 / 4 (18 / 30 columns) at 1024"
-    BENCH_TIMEOUT=40 bench_row "$b" --ctx 1024 --prefill 64 --batches 6,8 --verify-k 2,4 --verify-seqs 6
-  done
-done
+bench_verify6 2 specd specd.al
 before 300 "ncu" && {
   ncu_full_of al30 MmvKernelWide 216 1 "$C/bin/gpu_check.al" --bench-matvec
   xz -dc "$O/al30_sass.csv.xz" | python3 -c '
@@ -39,10 +34,7 @@ for row in r:
 print("LDGSTS a warp instruction: L2 sectors %.1f (ideal %.1f), shared wavefronts %.1f (ideal %.1f)" %
       (t[1] / t[0], t[2] / t[0], t[3] / t[0], t[4] / t[0]))'
 }
-stamp "gpu_check.al --matmul-only, every packed type (150 s)"
-timeout 150 "$C/bin/gpu_check.al" --matmul-only --types Q4_K,Q5_K,Q6_K,Q2_K,Q3_K,Q8_0,Q4_0,Q4_1,Q5_0,Q5_1 \
-  > "$O/check_al_matmul.log" 2>&1
-echo "rc=$? ($(grep -c '^PASS' "$O/check_al_matmul.log") passed)"; grep -E "^FAIL|SUMMARY" "$O/check_al_matmul.log" | head
+GPU_CHECK=gpu_check.al CHECK_TIMEOUT=150 CHECK_TYPES=Q4_K,Q5_K,Q6_K,Q2_K,Q3_K,Q8_0,Q4_0,Q4_1,Q5_0,Q5_1 gpu_checks --matmul-only
 GPU_CHECK=gpu_check.al CHECK_TIMEOUT=40 gpu_checks --no-matmul
 stamp done
 bundle_out
