@@ -264,6 +264,10 @@ struct BackendOptions {
   // refuses other values.
   static constexpr int kAttnSplitStep = 32, kAttnSplitMax = 256;
   int cuda_attn_split = 0;
+  // cuda: prompt chunks of up to this many tokens on Q4_K / Q5_K / Q6_K
+  // weights multiply the quantized tiles directly (LaunchQGemm); longer
+  // ones, other types, or 0: F16 tiles and cuBLAS.
+  int cuda_qgemm_max_tokens = 256;
   // Sample/Accept in device kernels (no host round trip per token); off:
   // the rows are read back and the reference rules run on the host
   // (host_sample.h).

@@ -56,6 +56,10 @@ void EngineOptions::AddFlags(Config* c, const std::string& p) {
                          " up to ", BackendOptions::kAttnSplitMax,
                          " (0: the built-in 128); longer splits mean fewer blocks to merge at long contexts"),
             0, BackendOptions::kAttnSplitMax);
+  c->AddInt(p + "cuda-qgemm-max-tokens", 256,
+            "CUDA: prompt chunks of up to this many tokens on Q4_K / Q5_K / Q6_K weights multiply the "
+            "quantized tiles directly; longer chunks and other types dequantize to F16 for cuBLAS (0: always)",
+            0, 1 << 20);
   c->AddString(p + "device-registry", "auto",
                "where the processes on a device record what they hold, so that they share one budget: auto ("
                "GPU backends: /dev/shm/specd-registry-UID; cpu: off), off, or a directory");
@@ -82,6 +86,7 @@ BackendOptions EngineOptions::BackendFromConfig(const Config& c, const std::stri
   b.cpu_float_activations = c.GetString(p + "cpu-float-activations");
   b.device = static_cast<int>(c.GetInt(p + "device"));
   b.cuda_attn_split = static_cast<int>(c.GetInt(p + "cuda-attn-split"));
+  b.cuda_qgemm_max_tokens = static_cast<int>(c.GetInt(p + "cuda-qgemm-max-tokens"));
   return b;
 }
 

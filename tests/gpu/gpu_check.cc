@@ -658,13 +658,35 @@ void CheckMatMul(OpEnv& env, GgmlType type, int64_t rows, int64_t k) {
   for (int c = 0; c < 5; ++c) e_ref = std::max(e_ref, RelErr(yg.data() + c * rows, yc.data() + c * rows, rows));
   env.ctl->SetMatMulPath(CudaBackendControl::MatMulPath::kAuto);
   Check(e_ref <= 1e-5, absl::StrCat(tag, ": reference (dequantize + FP32) path vs CPU, rel err ", Fmt(e_ref)));
-  env.ctl->SetMatMulPath(CudaBackendControl::MatMulPath::kGemm);
-  CHECK_OK(gpu_mm(kMaxN, *xd, &yg));
-  env.ctl->SetMatMulPath(CudaBackendControl::MatMulPath::kAuto);
-  double e_gemm = 0;
-  for (int c = 0; c < kMaxN; ++c)
-    e_gemm = std::max(e_gemm, RelErr(yg.data() + c * rows, yc.data() + c * rows, rows));
+  // Prompt paths (any n past kMmvMaxN): the quantized GEMM on k-quant tiles
+  // (n = 65: one column past a block; 100: a partial second block; the
+  // shapes above give split-K plans of 1 to 8 parts), then cuBLAS on F16
+  // tiles with it off.
   const double gb = type == GgmlType::F32 ? 1e-5 : 3e-3;
+  auto gemm_err = [&](int n) -> double {  // (a failed run: infinite)
+    env.ctl->SetMatMulPath(CudaBackendControl::MatMulPath::kGemm);
+    const absl::Status st = gpu_mm(n, *xd, &yg);
+    env.ctl->SetMatMulPath(CudaBackendControl::MatMulPath::kAuto);
+    if (!st.ok()) {
+      Check(false, absl::StrCat(tag, ": prompt path n=", n, " -> ", st.ToString()));
+      return HUGE_VAL;
+    }
+    double e = 0;
+    for (int c = 0; c < n; ++c) e = std::max(e, RelErr(yg.data() + c * rows, yc.data() + c * rows, rows));
+    return e;
+  };
+  const cuda::Tuning tuning = cuda::GetTuning();
+  if (cuda::QGemmSupported(type) && k % 256 == 0 && tuning.qgemm_max_n >= kMaxN) {
+    const cuda::QGemmShape qs = cuda::QGemmPlan(type, rows, k, kMaxN);
+    const double e = std::max(gemm_err(65), gemm_err(kMaxN));
+    Check(e <= gb, absl::StrCat(tag, ": quantized prompt GEMM (n=65, 100; ", qs.parts, " parts of ", qs.gpp,
+                                " groups) vs CPU, rel err ", Fmt(e), " (bound ", Fmt(gb), ")"));
+    cuda::Tuning off = tuning;
+    off.qgemm_max_n = 0;
+    cuda::SetTuning(off);
+  }
+  const double e_gemm = gemm_err(kMaxN);
+  cuda::SetTuning(tuning);
   Check(e_gemm <= gb, absl::StrCat(tag, ": cuBLAS path (n=100) vs CPU, rel err ", Fmt(e_gemm), " (bound ", Fmt(gb), ")"));
 }
 

@@ -156,7 +156,7 @@ class VmmArena {
 enum OpKind : int64_t {
   kEmbed = 1, kRmsNorm, kMatMul, kQuantX, kRope, kAttention, kSwiGLU, kAdd, kGather, kFeed, kSample, kAcceptSeqs
 };
-enum MmPath : int64_t { kPathMmv = 0, kPathFmv, kPathDequant, kPathGemm };
+enum MmPath : int64_t { kPathMmv = 0, kPathFmv, kPathDequant, kPathGemm, kPathQGemm };
 
 // All members 8 bytes wide: no padding, so records compare and hash as bytes.
 struct OpRec {
@@ -421,6 +421,10 @@ class CudaBackend final : public Backend, public CudaBackendControl {
   size_t slab_bytes_ = BackendOptions::kPromptSlabMin;  // its size once a prompt GEMM or the reference path needs it
   void* xhalf_ = nullptr;
   size_t xhalf_cap_ = 0;
+  void* xsum_ = nullptr;  // the prompt GEMM's unit sums of xhalf_
+  size_t xsum_cap_ = 0;
+  void* qg_part_ = nullptr;  // its split-K partial sums
+  size_t qg_part_cap_ = 0;
   void* attn_part_ = nullptr;
   size_t attn_part_cap_ = 0;
   void* norm_cnt_ = nullptr;  // RMSNorm blocks done per row, zero between launches
@@ -505,6 +509,7 @@ absl::Status CudaBackend::Init(const BackendOptions& opts) {
   static_assert(BackendOptions::kAttnSplitStep == cuda::kAttnSub &&
                 BackendOptions::kAttnSplitMax == 8 * cuda::kAttnSub);
   if (opts.cuda_attn_split != 0) tuning.attn_split = opts.cuda_attn_split;  // checked by CreateBackend
+  tuning.qgemm_max_n = opts.cuda_qgemm_max_tokens;
   cuda::SetTuning(tuning);
   device_sampling_ = opts.cuda_device_sampling;
   slab_bytes_ = opts.cuda_prompt_slab > 0 ? opts.cuda_prompt_slab : BackendOptions::kPromptSlabMin;
@@ -513,7 +518,7 @@ absl::Status CudaBackend::Init(const BackendOptions& opts) {
                   << Kv("pdl", cuda::GetTuning().pdl && prop.major >= 9 ? "on" : "off")
                   << Kv("attn_kernel", cuda::GetTuning().attn_kernel) << Kv("attn_split", cuda::GetTuning().attn_split)
                   << Kv("sampling", device_sampling_ ? "device" : "host")
-                  << Kv("prompt_slab_mib", slab_bytes_ >> 20);
+                  << Kv("prompt_slab_mib", slab_bytes_ >> 20) << Kv("qgemm_max_tokens", cuda::GetTuning().qgemm_max_n);
   SPECD_CUDA_RETURN(cuda::PrepareMatvecKernels(), "preparing the matvec kernels");
   SPECD_CUDA_RETURN(cuda::PrepareAttentionKernels(), "preparing the attention kernels");
   SPECD_CUDA_RETURN(cuda::PrepareMiscKernels(), "preparing the norm kernels");
@@ -539,6 +544,8 @@ CudaBackend::~CudaBackend() {
   for (auto& s : xq_) cudaFree(s.buf);
   cudaFree(slab_);
   cudaFree(xhalf_);
+  cudaFree(xsum_);
+  cudaFree(qg_part_);
   cudaFree(attn_part_);
   cudaFree(norm_cnt_);
   cudaFree(mmv_part_);
@@ -1119,6 +1126,10 @@ void CudaBackend::MatMul(const Weight& w, const Weight* bias, const float* x, in
   else if (cuda::FmvSupported(w.type)) path = kPathFmv;
   else if (cuda::MmvSupported(w.type)) path = kPathMmv;
   else path = kPathDequant;
+  // Prompt chunks on k-quant tiles: the quantized tensor-core GEMM instead
+  // of dequantized F16 tiles (Tuning::qgemm_max_n, 0: never).
+  if (path == kPathGemm && cuda::QGemmSupported(w.type) && k % 256 == 0 && n <= cuda::GetTuning().qgemm_max_n)
+    path = kPathQGemm;
   op.i[4] = path;
   op.i[7] = 1;
   if (path == kPathMmv) {
@@ -1151,6 +1162,14 @@ void CudaBackend::MatMul(const Weight& w, const Weight* bias, const float* x, in
     const size_t row_f = static_cast<size_t>(k) * (path == kPathGemm ? 2 : 4);
     const size_t need = std::max(slab_bytes_, row_f);
     if (const absl::Status st = Grow(&slab_, &slab_cap_, need, "dequantized weight tiles"); !st.ok()) return Fail(st);
+  }
+  if (path == kPathQGemm) {
+    const size_t part = cuda::QGemmPartBytes(cuda::QGemmPlan(w.type, rows, k, n), rows, n);
+    for (auto [buf, cap, bytes, what] :
+         {std::tuple{&xhalf_, &xhalf_cap_, static_cast<size_t>(n) * k * 2, "F16 activations"},
+          std::tuple{&xsum_, &xsum_cap_, static_cast<size_t>(n) * (k / 32) * 2, "F16 activation unit sums"},
+          std::tuple{&qg_part_, &qg_part_cap_, std::max<size_t>(part, 4), "prompt GEMM partial sums"}})
+      if (const absl::Status st = Grow(buf, cap, bytes, what); !st.ok()) return Fail(st);
   }
   if (path == kPathGemm && w.type != GgmlType::F32) {
     if (const absl::Status st = Grow(&xhalf_, &xhalf_cap_, static_cast<size_t>(n) * k * 2, "F16 activations");
@@ -1491,6 +1510,14 @@ void CudaBackend::ExecMatMul(const OpRec& op) {
       if (bias) Fail(cuda::LaunchAddBias(y, bias, n, static_cast<int>(rows), rows, stream_), "bias");
       return;
     }
+    case kPathQGemm:
+      Fail(cuda::LaunchToHalf(x, static_cast<int64_t>(n) * k, xhalf_, stream_), "activation conversion");
+      Fail(cuda::LaunchUnitSums(xhalf_, static_cast<int64_t>(n) * k, xsum_, stream_), "activation unit sums");
+      Fail(cuda::LaunchQGemm(type, op.p[0], rows, k, xhalf_, xsum_, n, y, rows, static_cast<float*>(qg_part_),
+                             qg_part_cap_, stream_),
+           "prompt GEMM");
+      if (bias) Fail(cuda::LaunchAddBias(y, bias, n, static_cast<int>(rows), rows, stream_), "bias");
+      return;
     default:
       return Fail(absl::InternalError("unknown matmul path"));
   }

@@ -121,6 +121,21 @@ cudaError_t LaunchMmv(GgmlType type, const MmvMatrix* mats, int n_mats, int64_t 
 cudaError_t LaunchDequantPacked(GgmlType type, const void* packed, int64_t k, const int32_t* row_ids, int64_t r0,
                                 int64_t nrows, void* dst, int64_t ld, bool to_f16, cudaStream_t s);
 
+// Prompt products (more than kMmvMaxN columns) on packed Q4_K / Q5_K / Q6_K
+// tiles, k a multiple of 256: F16 activations x16 (n x k), their 32-element
+// unit sums (LaunchUnitSums), FP32 sums; a matrix of few row blocks splits
+// its groups into parts through `part` (QGemmPartBytes of its plan).
+struct QGemmShape {
+  int row_blocks = 0, col_blocks = 0, parts = 1;
+  int64_t gpp = 0;  // groups a part
+};
+bool QGemmSupported(GgmlType type);
+QGemmShape QGemmPlan(GgmlType type, int64_t rows, int64_t k, int n);
+size_t QGemmPartBytes(const QGemmShape& p, int64_t rows, int n);
+cudaError_t LaunchUnitSums(const void* x16, int64_t count, void* sums, cudaStream_t s);
+cudaError_t LaunchQGemm(GgmlType type, const void* packed, int64_t rows, int64_t k, const void* x16, const void* xsum,
+                        int n, float* y, int64_t ldy, float* part, size_t part_cap, cudaStream_t s);
+
 // Float weights (F16, BF16, F32): FP32 FMA kernel, n <= 16 columns.
 bool FmvSupported(GgmlType type);
 cudaError_t LaunchFmv(GgmlType type, const void* w, int64_t rows, int64_t k, const float* x, int64_t ldx, int n,
@@ -253,11 +268,13 @@ const DeviceInfo& GetDeviceInfo();
 
 // ---- tuning: process-wide, set once at backend creation (logged there) ----
 // None of these changes results except attn_kernel and attn_split (other
-// summation orders; both are batch-invariant).
+// summation orders; both are batch-invariant) and qgemm_max_n (prompts'
+// products, which no decode or verify has to reproduce).
 struct Tuning {
   bool pdl = true;              // programmatic dependent launch between kernels (sm_90)
   int attn_kernel = 2;          // 2: tensor-core split kernel where it applies, 1: FP32 everywhere
   int attn_split = kAttnSplit;  // positions per attention split (multiple of 32)
+  int qgemm_max_n = 256;        // prompt chunks up to this many tokens on k-quant tiles: LaunchQGemm (0: never)
 };
 void SetTuning(const Tuning& t);
 const Tuning& GetTuning();
