@@ -98,7 +98,8 @@ Verdict VerdictFromProto(const v1::VerifyResponse& resp) {
                  rpc::ToVector(resp.appended()),
                  rpc::LogprobsFromProto(resp.logprobs()),
                  VerifyFigures{resp.forward_seconds(), resp.accept_seconds(), resp.worker_seconds(), resp.call_seconds(),
-                               resp.batch_seqs(), resp.batch_tokens(), resp.cold_forward(), resp.batch_mixed()},
+                               resp.prefill_wait_seconds(), resp.batch_seqs(), resp.batch_tokens(), resp.cold_forward(),
+                               resp.batch_mixed()},
                  rpc::ToVector(resp.proposed()),
                  {}};
 }
@@ -292,8 +293,9 @@ absl::StatusOr<Proposal> GrpcDraftClient::Propose(const ProposeRequest& pr, Dead
   p.tokens = rpc::ToVector(resp.tokens());
   p.confidence.assign(resp.confidences().begin(), resp.confidences().end());
   p.ref = ExchangeRef{resp.slot(), resp.generation()};
-  p.figures = ProposeFigures{resp.forwards(), resp.forward_seconds(), resp.worker_seconds(), resp.call_seconds(),
-                             resp.batch_seqs(), resp.batch_forwards(), resp.cold_forward(), resp.batch_mixed()};
+  p.figures = ProposeFigures{resp.forwards(),       resp.forward_seconds(), resp.worker_seconds(),
+                             resp.call_seconds(),   resp.prefill_wait_seconds(), resp.batch_seqs(),
+                             resp.batch_forwards(), resp.cold_forward(),   resp.batch_mixed()};
   return p;
 }
 

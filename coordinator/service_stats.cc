@@ -30,11 +30,13 @@ ServiceStats::ServiceStats(size_t recent) : recent_max_(recent) {
                           ExponentialBuckets(1, 2, 14));
   k_h_ = r.AddHistogram("specd_drafts_per_step", "Draft tokens verified per step (0: target-only step).",
                         metrics::LinearBuckets(0, 1, 17));
-  const char* parts[kTimeParts] = {"draft_forward", "verify_forward", "accept", "transport", "gate", "wait", "host"};
+  const char* parts[kTimeParts] = {"draft_forward", "verify_forward", "accept", "transport",
+                                   "gate",          "wait",           "prefill", "host"};
   for (int i = 0; i < kTimeParts; ++i)
     time_c_[i] = r.AddCounter("specd_step_seconds_total",
                               "Where the steps' time went: draft forwards, verify forward, acceptance, transport "
-                              "(RPC), wait (worker engine threads, lockstep), host work.",
+                              "(RPC), gate (lockstep), wait (worker engine threads), prefill (behind other requests' "
+                              "prompts in the workers), host work.",
                               {{"part", parts[i]}});
   for (int i = 0; i < kTimeParts; ++i)
     spec_time_c_[i] = r.AddCounter("specd_speculative_step_seconds_total",
@@ -139,7 +141,9 @@ void ServiceStats::Record(const RequestOutcome& o) {
                   << Kv("overhead_ms_per_step", per_step(st.time.overhead()))
                   << Kv("transport_ms_per_step", per_step(st.time.transport))
                   << Kv("gate_ms_per_step", per_step(st.time.gate))
-                  << Kv("wait_ms_per_step", per_step(st.time.wait)) << Kv("host_ms_per_step", per_step(st.time.host))
+                  << Kv("wait_ms_per_step", per_step(st.time.wait))
+                  << Kv("prefill_ms_per_step", per_step(st.time.prefill))
+                  << Kv("host_ms_per_step", per_step(st.time.host))
                   << (failed ? Kv("error", r.status.ToString()) : Kv("error", ""));
 }
 

@@ -54,10 +54,10 @@ class ServiceStats {
   metrics::Counter *prompt_tokens_c_, *completion_tokens_c_, *spec_steps_c_, *plain_steps_c_, *drafted_c_,
       *accepted_c_, *draft_failures_c_, *pipelined_c_, *pipeline_fallbacks_c_;
   metrics::Histogram *duration_h_, *queue_h_, *ttft_h_, *k_h_, *tps_h_;
-  static constexpr int kTimeParts = 7;
+  static constexpr int kTimeParts = 8;
   // A StepTimes' parts in the order of the counters' `part` labels.
   static std::array<double, kTimeParts> Parts(const StepTimes& t) {
-    return {t.draft_forward, t.verify_forward, t.accept, t.transport, t.gate, t.wait, t.host};
+    return {t.draft_forward, t.verify_forward, t.accept, t.transport, t.gate, t.wait, t.prefill, t.host};
   }
   metrics::Counter* time_c_[kTimeParts];       // specd_step_seconds_total by part
   metrics::Counter* spec_time_c_[kTimeParts];  // specd_speculative_step_seconds_total by part

@@ -154,7 +154,8 @@ ProposeRequest JobFromProto(const v1::ProposeRequest& req) {
   return job;
 }
 
-void FillPropose(const Proposed& r, std::chrono::steady_clock::time_point arrived, v1::ProposeResponse* resp) {
+void FillPropose(const Proposed& r, std::chrono::steady_clock::time_point arrived, double behind_prefill,
+                 v1::ProposeResponse* resp) {
   const Proposal& p = r.proposal;
   resp->mutable_tokens()->Add(p.tokens.begin(), p.tokens.end());
   resp->mutable_confidences()->Add(p.confidence.begin(), p.confidence.end());
@@ -169,6 +170,7 @@ void FillPropose(const Proposed& r, std::chrono::steady_clock::time_point arrive
   resp->set_cold_forward(p.figures.cold);
   resp->set_batch_mixed(p.figures.batch_mixed);
   resp->set_call_seconds(std::chrono::duration<double>(std::chrono::steady_clock::now() - arrived).count());
+  resp->set_prefill_wait_seconds(behind_prefill);
 }
 
 }  // namespace
@@ -176,9 +178,10 @@ void FillPropose(const Proposed& r, std::chrono::steady_clock::time_point arrive
 grpc::Status DraftService::Propose(grpc::ServerContext* ctx, const v1::ProposeRequest* req, v1::ProposeResponse* resp) {
   const auto arrived = std::chrono::steady_clock::now();
   if (auto st = rpc::Authorize(ctx); !st.ok()) return st;
-  auto r = thread_->Submit(JobFromProto(*req));
+  double behind_prefill = 0;
+  auto r = thread_->Submit(JobFromProto(*req), &behind_prefill);
   if (!r.ok()) return ToGrpc(r.status());
-  FillPropose(*r, arrived, resp);
+  FillPropose(*r, arrived, behind_prefill, resp);
   return grpc::Status::OK;
 }
 
@@ -190,10 +193,12 @@ grpc::Status DraftService::ProposeBatch(grpc::ServerContext* ctx, const v1::Prop
   std::vector<ProposeRequest> jobs;
   jobs.reserve(req->calls_size());
   for (const v1::ProposeRequest& c : req->calls()) jobs.push_back(JobFromProto(c));
-  std::vector<absl::StatusOr<Proposed>> res = thread_->SubmitAll(std::move(jobs));
-  for (auto& r : res) {
+  std::vector<double> behind_prefill;
+  std::vector<absl::StatusOr<Proposed>> res = thread_->SubmitAll(std::move(jobs), &behind_prefill);
+  for (size_t j = 0; j < res.size(); ++j) {
+    const absl::StatusOr<Proposed>& r = res[j];
     v1::ProposeResponse* reply = resp->add_replies();
-    if (r.ok()) FillPropose(*r, arrived, reply);
+    if (r.ok()) FillPropose(*r, arrived, behind_prefill[j], reply);
     rpc::ToCallStatus(r.status(), resp->add_status());
   }
   return grpc::Status::OK;

@@ -148,7 +148,8 @@ grpc::Status TargetService::AbandonVerify(grpc::ServerContext* ctx, const v1::Ab
 
 namespace {
 
-void FillVerify(const Verified& r, std::chrono::steady_clock::time_point ready, v1::VerifyResponse* resp) {
+void FillVerify(const Verified& r, std::chrono::steady_clock::time_point ready, double behind_prefill,
+                v1::VerifyResponse* resp) {
   resp->set_accepted(r.step.n_accepted);
   resp->mutable_appended()->Add(r.step.appended.begin(), r.step.appended.end());
   rpc::LogprobsToProto(r.step.logprobs, resp->mutable_logprobs());
@@ -162,6 +163,7 @@ void FillVerify(const Verified& r, std::chrono::steady_clock::time_point ready, 
   resp->set_cold_forward(f.cold);
   resp->set_batch_mixed(f.batch_mixed);
   resp->set_call_seconds(std::chrono::duration<double>(std::chrono::steady_clock::now() - ready).count());
+  resp->set_prefill_wait_seconds(behind_prefill);
 }
 
 }  // namespace
@@ -189,9 +191,10 @@ grpc::Status TargetService::Verify(grpc::ServerContext* ctx, const v1::VerifyReq
   std::chrono::steady_clock::time_point ready;
   auto job = Prepare(ctx, *req, arrived, resp, &ready);
   if (!job.ok()) return ToGrpc(job.status());
-  auto r = thread_->Submit(*std::move(job));
+  double behind_prefill = 0;
+  auto r = thread_->Submit(*std::move(job), &behind_prefill);
   if (!r.ok()) return ToGrpc(r.status());
-  FillVerify(*r, ready, resp);
+  FillVerify(*r, ready, behind_prefill, resp);
   return grpc::Status::OK;
 }
 
@@ -215,10 +218,11 @@ grpc::Status TargetService::VerifyBatch(grpc::ServerContext* ctx, const v1::Veri
     jobs.push_back(*std::move(job));
     job_call.push_back(i);
   }
-  std::vector<absl::StatusOr<Verified>> res = thread_->SubmitAll(std::move(jobs));
+  std::vector<double> behind_prefill;
+  std::vector<absl::StatusOr<Verified>> res = thread_->SubmitAll(std::move(jobs), &behind_prefill);
   for (size_t j = 0; j < res.size(); ++j) {
     const int i = job_call[j];
-    if (res[j].ok()) FillVerify(*res[j], ready[i], resp->mutable_replies(i));
+    if (res[j].ok()) FillVerify(*res[j], ready[i], behind_prefill[j], resp->mutable_replies(i));
     else status[i] = res[j].status();
   }
   for (int i = 0; i < n; ++i) rpc::ToCallStatus(status[i], resp->add_status());

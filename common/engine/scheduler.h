@@ -19,6 +19,11 @@
 // at most one job per key (sequence): a second one for the same sequence
 // waits for the next round.
 //
+// A job's wait behind prefill slices (other requests' prompts), measured
+// from its hand-over to its batch's start, is reported to the caller
+// (Submit's `behind_prefill`): the coordinator's step anatomy tells it from
+// the rest of a call's wait.
+//
 // Gathering a batch, when no other work waits: jobs that carry a lockstep
 // cohort (common/spec/cohort.h: the coordinator released them together and
 // says how many there are) wait up to cohort_wait until every job of their
@@ -93,21 +98,29 @@ class EngineThread {
   EngineThread(const EngineThread&) = delete;
   EngineThread& operator=(const EngineThread&) = delete;
 
-  Result Submit(Job job) {
+  // behind_prefill (optional): the seconds the job waited behind prefill slices.
+  Result Submit(Job job, double* behind_prefill = nullptr) {
     std::vector<Job> one;
     one.push_back(std::move(job));
-    return std::move(SubmitAll(std::move(one)).front());
+    std::vector<double> behind;
+    Result r = std::move(SubmitAll(std::move(one), behind_prefill ? &behind : nullptr).front());
+    if (behind_prefill) *behind_prefill = behind.front();
+    return r;
   }
 
   // Several jobs handed over at once (a cohort's calls in one message): the
   // thread sees all of them pending together. Results in the jobs' order.
-  std::vector<Result> SubmitAll(std::vector<Job> jobs) {
+  // behind_prefill (optional): per job, the seconds it waited behind prefill slices.
+  std::vector<Result> SubmitAll(std::vector<Job> jobs, std::vector<double>* behind_prefill = nullptr) {
     std::vector<std::future<Result>> fs;
+    std::vector<std::shared_ptr<double>> behind;
     fs.reserve(jobs.size());
     {
       std::lock_guard<std::mutex> l(mu_);
+      const int64_t pf0 = PrefillNsLocked();
       for (Job& j : jobs) {
-        auto p = std::make_unique<Pending>(Pending{std::move(j), {}});
+        auto p = std::make_unique<Pending>(Pending{std::move(j), {}, pf0, nullptr});
+        if (behind_prefill) behind.push_back(p->behind = std::make_shared<double>(0.0));
         fs.push_back(p->done.get_future());
         jobs_.push_back(std::move(p));
       }
@@ -116,6 +129,10 @@ class EngineThread {
     std::vector<Result> out;
     out.reserve(fs.size());
     for (auto& f : fs) out.push_back(f.get());
+    if (behind_prefill) {
+      behind_prefill->clear();
+      for (const auto& b : behind) behind_prefill->push_back(*b);
+    }
     return out;
   }
 
@@ -183,7 +200,15 @@ class EngineThread {
   struct Pending {
     Job job;
     std::promise<Result> done;
+    int64_t pf0 = 0;                 // PrefillNsLocked() at its hand-over
+    std::shared_ptr<double> behind;  // set before `done`: seconds behind prefill slices (when asked)
   };
+  static int64_t NowNs() {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  }
+  // Prefill slice time so far, the running slice's part included (mu_ held).
+  int64_t PrefillNsLocked() const { return prefill_ns_ + (slice_start_ns_ > 0 ? NowNs() - slice_start_ns_ : 0); }
   struct PrefillJob {
     int64_t key = 0;
     int64_t remaining = 0;
@@ -260,6 +285,11 @@ class EngineThread {
                                         .count());
       }
       if (batch.empty()) continue;
+      {
+        std::lock_guard<std::mutex> l(mu_);
+        for (auto& p : batch)
+          if (p->behind) *p->behind = static_cast<double>(std::max<int64_t>(0, prefill_ns_ - p->pf0)) * 1e-9;
+      }
       std::vector<Job> jobs;
       jobs.reserve(batch.size());
       for (auto& p : batch) jobs.push_back(std::move(p->job));
@@ -345,7 +375,16 @@ class EngineThread {
       served.push_back(*it);
       it = prefills_.erase(it);
     }
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      slice_start_ns_ = NowNs();
+    }
     std::vector<absl::StatusOr<int64_t>> res = prefill_(reqs);
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      prefill_ns_ += NowNs() - slice_start_ns_;
+      slice_start_ns_ = 0;
+    }
     prefill_rounds_.fetch_add(1);
     for (size_t i = 0; i < served.size(); ++i) {
       if (i < res.size() && res[i].ok()) prefill_tokens_.fetch_add(reqs[i].tokens);
@@ -378,6 +417,7 @@ class EngineThread {
   std::vector<std::shared_ptr<PrefillJob>> incoming_;
   std::deque<std::shared_ptr<PrefillJob>> prefills_;  // engine thread only (read in the wait predicate there)
   bool stop_ = false;
+  int64_t prefill_ns_ = 0, slice_start_ns_ = 0;  // prefill slices' time, the running one's start (mu_)
   std::unordered_map<uint64_t, int> taken_;  // cohort id -> its jobs batched so far (mu_)
   std::deque<uint64_t> taken_order_;
   std::atomic<int64_t> batches_{0}, batched_jobs_{0}, prefill_tokens_{0}, prefill_rounds_{0};

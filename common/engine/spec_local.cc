@@ -413,7 +413,7 @@ std::vector<absl::StatusOr<Verdict>> LocalTarget::VerifyBatch(const std::vector<
       }
     }
     out[i] = Verdict{res[n].n_accepted, std::move(res[n].appended), std::move(res[n].logprobs),
-                     VerifyFigures{times.forward, times.accept, worker, 0.0, static_cast<int>(reqs.size()),
+                     VerifyFigures{times.forward, times.accept, worker, 0.0, 0.0, static_cast<int>(reqs.size()),
                                    batch_tokens, times.cold, fed_more}};
   }
   return out;

@@ -78,7 +78,8 @@ std::string StepTimes::PerStep(int64_t steps) const {
       "wait %.3f ms, host %.3f ms; overhead %.3f ms (%.0f%%)",
       draft_forward * ms, verify_forward * ms, accept * ms, transport * ms, gate * ms, wait * ms, host * ms,
       overhead() * ms,
-      all > 0 ? 100.0 * overhead() / all : 0.0);
+      all > 0 ? 100.0 * overhead() / all : 0.0) +
+         (prefill > 0 ? absl::StrFormat("; others' prefill %.3f ms", prefill * ms) : std::string());
 }
 
 void StepTimes::Add(const StepTimes& o) {
@@ -88,6 +89,7 @@ void StepTimes::Add(const StepTimes& o) {
   transport += o.transport;
   gate += o.gate;
   wait += o.wait;
+  prefill += o.prefill;
   host += o.host;
 }
 
@@ -109,6 +111,7 @@ StepTimes StepTimes::Minus(const StepTimes& o) const {
   r.transport = transport - o.transport;
   r.gate = gate - o.gate;
   r.wait = wait - o.wait;
+  r.prefill = prefill - o.prefill;
   r.host = host - o.host;
   return r;
 }
@@ -424,14 +427,20 @@ SpecResult RunSpeculative(const SpecRequest& req, const Tokenizer& tok, Verifier
     ev.time.verify_forward = vf.forward_seconds;
     ev.time.accept = vf.accept_seconds;
     // A call's time: the RPC (transport), then in the worker before its
-    // engine thread ran it (wait), then the worker's own time.
+    // engine thread ran it (wait; the part the worker measured behind other
+    // requests' prefill slices: prefill), then the worker's own time.
     auto in_worker = [](double worker_call, double worker) {
       return worker_call > 0 ? std::max(worker_call, worker) : worker;
     };
-    auto split = [&](double call, double worker_call, double worker) {
+    auto waited = [&](double w, double behind_prefill) {
+      const double p = std::min(w, std::max(0.0, behind_prefill));
+      ev.time.prefill += p;
+      ev.time.wait += w - p;
+    };
+    auto split = [&](double call, double worker_call, double worker, double behind_prefill) {
       const double inside = in_worker(worker_call, worker);
       ev.time.transport += std::max(0.0, call - inside);
-      ev.time.wait += std::min(std::max(0.0, inside - worker), call);
+      waited(std::min(std::max(0.0, inside - worker), call), behind_prefill);
     };
     ev.time.gate = gate_wait;
     if (took) {
@@ -445,11 +454,12 @@ SpecResult RunSpeculative(const SpecRequest& req, const Tokenizer& tok, Verifier
       const double gated = std::min(verify_gate_wait, rest);
       ev.time.transport = rest - gated;
       ev.time.gate += gated;
-      ev.time.wait += std::max(0.0, v_in - vf.worker_seconds);
-      if (proposed) ev.time.wait += std::max(0.0, d_in - prop.figures.worker_seconds);
+      waited(std::max(0.0, v_in - vf.worker_seconds), vf.prefill_wait_seconds);
+      if (proposed) waited(std::max(0.0, d_in - prop.figures.worker_seconds), prop.figures.prefill_wait_seconds);
     } else {
-      split(verify_call, vf.call_seconds, vf.worker_seconds);
-      if (use_draft) split(draft_call, prop.figures.call_seconds, prop.figures.worker_seconds);
+      split(verify_call, vf.call_seconds, vf.worker_seconds, vf.prefill_wait_seconds);
+      if (use_draft)
+        split(draft_call, prop.figures.call_seconds, prop.figures.worker_seconds, prop.figures.prefill_wait_seconds);
     }
     const bool quiet = costs->QuietSince(quiet_mark);
     costs->ObserveVerify(VerifyCostCell(vf, ev.proposed),
@@ -499,7 +509,8 @@ SpecResult RunSpeculative(const SpecRequest& req, const Tokenizer& tok, Verifier
     if (end == FinishReason::kStop) r.stop = stopper.match();
     // Host: the rest of the step until its output is ready (before it is streamed).
     ev.time.host = std::max(0.0, since(ts) - draft_open - ev.time.draft_forward - ev.time.verify_forward -
-                                     ev.time.accept - ev.time.transport - ev.time.gate - ev.time.wait);
+                                     ev.time.accept - ev.time.transport - ev.time.gate - ev.time.wait -
+                                     ev.time.prefill);
     // The policy's overhead of a step leaves out the lockstep gate: a wait
     // for the cohort's others, which the members' choice of length does not
     // change (they ask for one). Counted, a target-only step's wait at the

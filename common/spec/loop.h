@@ -70,8 +70,8 @@ struct SpecRequest {
 
 // Where a step's time went (seconds), measured by the run itself: the
 // figures the proposer and the verifier report for their own work, the calls'
-// times as the loop saw them, and the step's wall time. The five parts add
-// up to the step's time.
+// times as the loop saw them, and the step's wall time. The parts add up to
+// the step's time.
 struct StepTimes {
   double draft_forward = 0;   // the proposer's forwards and sampling
   double verify_forward = 0;  // the target's forward
@@ -79,16 +79,19 @@ struct StepTimes {
   double transport = 0;       // the calls' time outside the workers (RPC)
   double gate = 0;            // at the lockstep gate, for the cohort's other members
   double wait = 0;            // in the workers before their engine thread ran the call (behind another
-                              // batch or a prefill; the hand-off)
+                              // batch; the hand-off)
+  double prefill = 0;         // in the workers behind other requests' prefill slices (their prompts)
   double host = 0;            // everything else: the workers' and the loop's own host work
-  double total() const { return draft_forward + verify_forward + accept + transport + gate + wait + host; }
-  // What is not a forward or the acceptance: the step's overhead.
+  double total() const { return draft_forward + verify_forward + accept + transport + gate + wait + prefill + host; }
+  // What is not a forward, the acceptance, or other requests' prefill: the
+  // step's own overhead.
   double overhead() const { return transport + gate + wait + host; }
   void Add(const StepTimes& o);
   // This minus o, part by part (e.g. all steps minus the speculative ones).
   StepTimes Minus(const StepTimes& o) const;
   // "per step: draft forwards 0.35 ms, verify forward 1.20 ms, acceptance 0.05 ms,
-  // transport 0.30 ms, gate 0.02 ms, wait 0.05 ms, host 0.10 ms; overhead 0.47 ms (22%)" over `steps` steps.
+  // transport 0.30 ms, gate 0.02 ms, wait 0.05 ms, host 0.10 ms; overhead 0.47 ms (22%)" over `steps` steps,
+  // and "; others' prefill 2.10 ms" when there was any.
   std::string PerStep(int64_t steps) const;
 };
 

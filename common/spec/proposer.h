@@ -44,6 +44,7 @@ struct ProposeFigures {
   double forward_seconds = 0;   // device time of the forwards and their sampling
   double worker_seconds = 0;    // the proposer's own time for the call (host work = worker - forward)
   double call_seconds = 0;      // the call from its arrival to its reply, waits included (0: as worker_seconds)
+  double prefill_wait_seconds = 0;  // of the call's wait, behind other requests' prefill slices
   // The forwards this proposal ran in: the sequences that drafted in them
   // and how many forwards ran (its longest member's); 0: not reported (taken
   // as this one alone).

@@ -23,6 +23,7 @@ struct VerifyFigures {
   double accept_seconds = 0;   // the target's sampling and the acceptance rule
   double worker_seconds = 0;   // the verifier's own time for the call (host work = worker - forward - accept)
   double call_seconds = 0;     // the call from its arrival to its reply, waits included (0: as worker_seconds)
+  double prefill_wait_seconds = 0;  // of the call's wait, behind other requests' prefill slices
   // The forward this verify ran in: its sequences and their tokens scored
   // (each one's proposals + 1); 0: not reported (taken as this one alone).
   int batch_seqs = 0;

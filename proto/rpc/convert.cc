@@ -225,6 +225,7 @@ void StepTimeToProto(const StepTimes& t, int64_t steps, v1::StepTime* out) {
   out->set_host(t.host);
   out->set_wait(t.wait);
   out->set_gate(t.gate);
+  out->set_prefill(t.prefill);
 }
 
 StepTimes StepTimeFromProto(const v1::StepTime& t) {
@@ -236,6 +237,7 @@ StepTimes StepTimeFromProto(const v1::StepTime& t) {
   s.host = t.host();
   s.wait = t.wait();
   s.gate = t.gate();
+  s.prefill = t.prefill();
   return s;
 }
 

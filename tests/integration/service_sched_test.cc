@@ -144,6 +144,16 @@ TEST_F(ServiceSchedTest, LongPromptDoesNotStallAShortRequest) {
   const client::Stats st = svc_->Stats();
   EXPECT_GE(st.target.prefill_tokens, 3499);
   EXPECT_EQ(st.target.prefill_chunk, 32);
+  // The short request's calls that waited behind the prompt's slices: the
+  // step anatomy's "others' prefill", apart from the wait (the cancelled
+  // request's figures reach the stats as its loop ends, soon after the stream).
+  client::Stats after = st;
+  for (int i = 0; i < 200 && after.step_time.prefill == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    after = svc_->Stats();
+  }
+  EXPECT_GT(after.step_time.prefill, 0);
+  EXPECT_LE(after.step_time.prefill, prefill_window + 1.0);
   EXPECT_TRUE(svc_->WaitNoSequences());
 }
 

@@ -139,6 +139,45 @@ TEST(Scheduler, LongPrefillIsChunkedBetweenBatches) {
   EXPECT_EQ(slices, 10);
 }
 
+// A job's wait behind prefill slices is measured and reported (the step
+// anatomy's "others' prefill"): none when no prompt is going in, at least
+// the running slice's rest while one is.
+TEST(Scheduler, AJobsWaitBehindPrefillSlicesIsReported) {
+  std::atomic<int> slices{0};
+  int64_t left = 300;  // the prompt's tokens still to go in (engine thread only)
+  Thread t(
+      [](const std::vector<Job>& jobs) {
+        std::vector<absl::StatusOr<int64_t>> out;
+        for (const Job& j : jobs) out.push_back(j.seq);
+        return out;
+      },
+      [](const Job& j) { return j.seq; }, SchedulerOptions{.prefill_chunk = 100},
+      [&](const std::vector<PrefillRequest>& reqs) {
+        slices.fetch_add(1);  // the slice is running
+        std::this_thread::sleep_for(std::chrono::milliseconds(40));
+        left -= std::min(left, reqs.front().tokens);
+        return std::vector<absl::StatusOr<int64_t>>{left};
+      });
+  double behind = -1;
+  ASSERT_TRUE(t.Submit(Job{7}, &behind).ok());
+  EXPECT_EQ(behind, 0.0);
+  std::thread pre([&] { EXPECT_TRUE(t.Prefill(1, 300).ok()); });
+  while (slices.load() == 0) std::this_thread::sleep_for(std::chrono::microseconds(200));
+  // Handed over inside the first slice: they wait at least for its rest.
+  std::vector<double> behinds;
+  const auto res = t.SubmitAll({Job{8}, Job{9}}, &behinds);
+  pre.join();
+  ASSERT_EQ(res.size(), 2u);
+  ASSERT_EQ(behinds.size(), 2u);
+  for (double b : behinds) {
+    EXPECT_GT(b, 0.0) << "the jobs came while a slice ran";
+    EXPECT_LT(b, 5.0);
+  }
+  EXPECT_EQ(behinds[0], behinds[1]);  // handed over together, one batch
+  ASSERT_TRUE(t.Submit(Job{7}, &behind).ok());
+  EXPECT_EQ(behind, 0.0) << "the prompt is in: nothing to wait behind";
+}
+
 TEST(Scheduler, PrefillsShareTheChunkRoundRobin) {
   Recorder rec;
   rec.pending[1] = 1000;

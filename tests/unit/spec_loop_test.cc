@@ -608,7 +608,7 @@ TEST_F(SpecLoopTest, StepTimeIsTakenApartByTheRun) {
   StepTimes sum;
   for (const StepEvent& ev : events) {
     for (double part : {ev.time.draft_forward, ev.time.verify_forward, ev.time.accept, ev.time.transport, ev.time.gate,
-                        ev.time.wait, ev.time.host})
+                        ev.time.wait, ev.time.prefill, ev.time.host})
       EXPECT_GE(part, 0.0);
     EXPECT_GT(ev.time.verify_forward, 0.0);  // the workers measured their own work
     if (ev.draft_used) {
