@@ -113,14 +113,16 @@ class EngineThread {
   // behind_prefill (optional): per job, the seconds it waited behind prefill slices.
   std::vector<Result> SubmitAll(std::vector<Job> jobs, std::vector<double>* behind_prefill = nullptr) {
     std::vector<std::future<Result>> fs;
-    std::vector<std::shared_ptr<double>> behind;
     fs.reserve(jobs.size());
+    // Written by the engine thread before each job's result; read after all
+    // of them (the futures order it).
+    if (behind_prefill) behind_prefill->assign(jobs.size(), 0.0);
     {
       std::lock_guard<std::mutex> l(mu_);
       const int64_t pf0 = PrefillNsLocked();
-      for (Job& j : jobs) {
-        auto p = std::make_unique<Pending>(Pending{std::move(j), {}, pf0, nullptr});
-        if (behind_prefill) behind.push_back(p->behind = std::make_shared<double>(0.0));
+      for (size_t i = 0; i < jobs.size(); ++i) {
+        auto p = std::make_unique<Pending>(
+            Pending{std::move(jobs[i]), {}, pf0, behind_prefill ? &(*behind_prefill)[i] : nullptr});
         fs.push_back(p->done.get_future());
         jobs_.push_back(std::move(p));
       }
@@ -129,10 +131,6 @@ class EngineThread {
     std::vector<Result> out;
     out.reserve(fs.size());
     for (auto& f : fs) out.push_back(f.get());
-    if (behind_prefill) {
-      behind_prefill->clear();
-      for (const auto& b : behind) behind_prefill->push_back(*b);
-    }
     return out;
   }
 
@@ -200,8 +198,8 @@ class EngineThread {
   struct Pending {
     Job job;
     std::promise<Result> done;
-    int64_t pf0 = 0;                 // PrefillNsLocked() at its hand-over
-    std::shared_ptr<double> behind;  // set before `done`: seconds behind prefill slices (when asked)
+    int64_t pf0 = 0;          // PrefillNsLocked() at its hand-over
+    double* behind = nullptr;  // set before `done` (when asked): seconds behind prefill slices
   };
   static int64_t NowNs() {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
@@ -285,11 +283,9 @@ class EngineThread {
                                         .count());
       }
       if (batch.empty()) continue;
-      {
-        std::lock_guard<std::mutex> l(mu_);
-        for (auto& p : batch)
-          if (p->behind) *p->behind = static_cast<double>(std::max<int64_t>(0, prefill_ns_ - p->pf0)) * 1e-9;
-      }
+      // (prefill_ns_ has one writer, this thread: read here without mu_.)
+      for (auto& p : batch)
+        if (p->behind) *p->behind = static_cast<double>(std::max<int64_t>(0, prefill_ns_ - p->pf0)) * 1e-9;
       std::vector<Job> jobs;
       jobs.reserve(batch.size());
       for (auto& p : batch) jobs.push_back(std::move(p->job));
@@ -417,7 +413,9 @@ class EngineThread {
   std::vector<std::shared_ptr<PrefillJob>> incoming_;
   std::deque<std::shared_ptr<PrefillJob>> prefills_;  // engine thread only (read in the wait predicate there)
   bool stop_ = false;
-  int64_t prefill_ns_ = 0, slice_start_ns_ = 0;  // prefill slices' time, the running one's start (mu_)
+  // Prefill slices' time so far and the running one's start (0: none): written
+  // by the engine thread under mu_, read by submitters under mu_.
+  int64_t prefill_ns_ = 0, slice_start_ns_ = 0;
   std::unordered_map<uint64_t, int> taken_;  // cohort id -> its jobs batched so far (mu_)
   std::deque<uint64_t> taken_order_;
   std::atomic<int64_t> batches_{0}, batched_jobs_{0}, prefill_tokens_{0}, prefill_rounds_{0};

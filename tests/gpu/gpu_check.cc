@@ -676,7 +676,7 @@ void CheckMatMul(OpEnv& env, GgmlType type, int64_t rows, int64_t k) {
     return e;
   };
   const cuda::Tuning tuning = cuda::GetTuning();
-  if (cuda::QGemmSupported(type) && k % 256 == 0 && tuning.qgemm_max_n >= kMaxN) {
+  if (cuda::QGemmSupported(type, k) && tuning.qgemm_max_n >= kMaxN) {
     const cuda::QGemmShape qs = cuda::QGemmPlan(type, rows, k, kMaxN);
     const double e = std::max(gemm_err(65), gemm_err(kMaxN));
     Check(e <= gb, absl::StrCat(tag, ": quantized prompt GEMM (n=65, 100; ", qs.parts, " parts of ", qs.gpp,

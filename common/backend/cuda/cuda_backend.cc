@@ -1128,7 +1128,7 @@ void CudaBackend::MatMul(const Weight& w, const Weight* bias, const float* x, in
   else path = kPathDequant;
   // Prompt chunks on k-quant tiles: the quantized tensor-core GEMM instead
   // of dequantized F16 tiles (Tuning::qgemm_max_n, 0: never).
-  if (path == kPathGemm && cuda::QGemmSupported(w.type) && k % 256 == 0 && n <= cuda::GetTuning().qgemm_max_n)
+  if (path == kPathGemm && cuda::QGemmSupported(w.type, k) && n <= cuda::GetTuning().qgemm_max_n)
     path = kPathQGemm;
   op.i[4] = path;
   op.i[7] = 1;
@@ -1163,18 +1163,17 @@ void CudaBackend::MatMul(const Weight& w, const Weight* bias, const float* x, in
     const size_t need = std::max(slab_bytes_, row_f);
     if (const absl::Status st = Grow(&slab_, &slab_cap_, need, "dequantized weight tiles"); !st.ok()) return Fail(st);
   }
-  if (path == kPathQGemm) {
-    const size_t part = cuda::QGemmPartBytes(cuda::QGemmPlan(w.type, rows, k, n), rows, n);
-    for (auto [buf, cap, bytes, what] :
-         {std::tuple{&xhalf_, &xhalf_cap_, static_cast<size_t>(n) * k * 2, "F16 activations"},
-          std::tuple{&xsum_, &xsum_cap_, static_cast<size_t>(n) * (k / 32) * 2, "F16 activation unit sums"},
-          std::tuple{&qg_part_, &qg_part_cap_, std::max<size_t>(part, 4), "prompt GEMM partial sums"}})
-      if (const absl::Status st = Grow(buf, cap, bytes, what); !st.ok()) return Fail(st);
-  }
-  if (path == kPathGemm && w.type != GgmlType::F32) {
+  if ((path == kPathGemm && w.type != GgmlType::F32) || path == kPathQGemm) {
     if (const absl::Status st = Grow(&xhalf_, &xhalf_cap_, static_cast<size_t>(n) * k * 2, "F16 activations");
         !st.ok())
       return Fail(st);
+  }
+  if (path == kPathQGemm) {
+    const size_t part = cuda::QGemmPartBytes(cuda::QGemmPlan(w.type, rows, k, n), rows, n);
+    for (auto [buf, cap, bytes, what] :
+         {std::tuple{&xsum_, &xsum_cap_, static_cast<size_t>(n) * (k / 32) * 2, "F16 activation unit sums"},
+          std::tuple{&qg_part_, &qg_part_cap_, std::max<size_t>(part, 4), "prompt GEMM partial sums"}})
+      if (const absl::Status st = Grow(buf, cap, bytes, what); !st.ok()) return Fail(st);
   }
   Record(op, {{y, sizeof(float) * n * rows}});
 }

@@ -448,13 +448,11 @@ __device__ __forceinline__ float MergeO(const MergeW& w, float o, float ob) {
 
 // ---- Q8_0 rows to F16 (exact) ----
 // Four int8 (the bytes of w, element 0 lowest) as two half2, exactly: the
-// biased bytes q + 128 become the low mantissa bits of 1024 + q + 128, and
-// 1152 is subtracted (the values __int2half_rn gives, a few instructions for
-// four where I2F took one each).
+// bytes biased by 128, less 1152 (the values __int2half_rn gives).
 __device__ __forceinline__ void S8x4ToHalf2(uint32_t w, uint32_t& h01, uint32_t& h23) {
   const uint32_t u = w ^ 0x80808080u;
-  asm("sub.rn.f16x2 %0, %1, %2;" : "=r"(h01) : "r"(__byte_perm(u, 0x64646464u, 0x4140)), "r"(0x64806480u));
-  asm("sub.rn.f16x2 %0, %1, %2;" : "=r"(h23) : "r"(__byte_perm(u, 0x64646464u, 0x4342)), "r"(0x64806480u));
+  h01 = BytesToHalf2(u, false, 0x64806480u);
+  h23 = BytesToHalf2(u, true, 0x64806480u);
 }
 // The 32 quants of a staged Q8_0 block (2-byte aligned) as 8 words.
 __device__ __forceinline__ void LoadQ8Quants(const uint8_t* blk, uint32_t (&w)[8]) {

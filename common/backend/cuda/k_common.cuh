@@ -85,6 +85,17 @@ __device__ __forceinline__ void CpAsyncWait() {
 // Exact half -> float in one instruction (same value as HalfToFloat).
 __device__ __forceinline__ float H2F(uint16_t h) { return __half2float(__ushort_as_half(h)); }
 
+// Bytes 0, 1 (hi: 2, 3) of w, element 0 lowest, as a half2 less a bias,
+// exactly: each byte q becomes the low mantissa bits of 1024 + q, and bias2
+// (1024 + b in both halves) is subtracted, giving q - b for any b that keeps
+// the results integers below 2048 in magnitude (a few instructions for two
+// where I2F takes one each).
+__device__ __forceinline__ uint32_t BytesToHalf2(uint32_t w, bool hi, uint32_t bias2) {
+  uint32_t h;
+  asm("sub.rn.f16x2 %0, %1, %2;" : "=r"(h) : "r"(__byte_perm(w, 0x64646464u, hi ? 0x4342 : 0x4140)), "r"(bias2));
+  return h;
+}
+
 // ---- quantized activations (layout: mmv::xq in common/quant/mmv_tiles.h) ----
 // A group's unit sums, scale and limbs from one warp, lane L < 16 holding the
 // sum of 16-unit L (mine16; 0 on the others): the tail of both quantizers.

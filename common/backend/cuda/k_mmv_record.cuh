@@ -87,23 +87,34 @@ constexpr bool SignedA() {
          T == GgmlType::Q3_K;
 }
 
-// A register j of unit u (u, j compile-time after unrolling).
+// The codes of A register j of unit u as stored, a byte each, unsigned (the
+// type's offset not applied; Q8_0: its int8 bytes). u, j compile-time after
+// unrolling.
 template <GgmlType T>
-__device__ __forceinline__ uint32_t AReg(const WRegs& w, int u, int j) {
+__device__ __forceinline__ uint32_t StoredCodes(const WRegs& w, int u, int j) {
   constexpr Layout l = mmv::LayoutOf(T);
   if constexpr (T == GgmlType::Q8_0) return Word(w.p8[u], j);
   uint32_t nib = 0, two = 0, one = 0;
   if constexpr (l.p4 >= 0) nib = (Word(w.p4[u >> 1], j) >> (4 * (u & 1))) & 0x0F0F0F0Fu;
   if constexpr (l.p2 >= 0) two = (Word(w.p2[u >> 2], u & 3) >> (2 * j)) & 0x03030303u;
   if constexpr (l.p1 >= 0) one = (Word(w.p1, u >> 1) >> (4 * (u & 1) + j)) & 0x01010101u;
-  if constexpr (T == GgmlType::Q4_K || T == GgmlType::Q4_1) return nib;
-  if constexpr (T == GgmlType::Q5_K || T == GgmlType::Q5_1) return nib | (one << 4);
-  if constexpr (T == GgmlType::Q2_K) return two;
-  if constexpr (T == GgmlType::Q4_0) return (nib ^ 0x08080808u) << 4;
-  if constexpr (T == GgmlType::Q5_0) return ((nib | (one << 4)) ^ 0x10101010u) << 3;
-  if constexpr (T == GgmlType::Q6_K) return ((nib | (two << 4)) ^ 0x20202020u) << 2;
-  if constexpr (T == GgmlType::Q3_K) return ((two | (one << 2)) ^ 0x04040404u) << 5;
-  return 0;
+  if constexpr (T == GgmlType::Q3_K) return two | (one << 2);
+  if constexpr (l.p2 >= 0 && l.p4 >= 0) return nib | (two << 4);  // Q6_K
+  if constexpr (l.p2 >= 0) return two;                           // Q2_K
+  if constexpr (l.p1 >= 0) return nib | (one << 4);              // Q5_0, Q5_1, Q5_K
+  return nib;
+}
+
+// A register j of unit u: the stored codes as the integer MMA's A bytes
+// (signed codes offset and kept in the byte's top bits, CodeScale).
+template <GgmlType T>
+__device__ __forceinline__ uint32_t AReg(const WRegs& w, int u, int j) {
+  const uint32_t c = StoredCodes<T>(w, u, j);
+  if constexpr (T == GgmlType::Q4_0) return (c ^ 0x08080808u) << 4;
+  if constexpr (T == GgmlType::Q5_0) return (c ^ 0x10101010u) << 3;
+  if constexpr (T == GgmlType::Q6_K) return (c ^ 0x20202020u) << 2;
+  if constexpr (T == GgmlType::Q3_K) return (c ^ 0x04040404u) << 5;
+  return c;
 }
 
 __device__ __forceinline__ int Byte(uint32_t w, int i) { return (w >> (8 * i)) & 0xFF; }

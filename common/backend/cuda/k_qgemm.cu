@@ -57,12 +57,6 @@ constexpr size_t QgSmem() {
   return 2 * QgStageBytes<T>();
 }
 
-__device__ __forceinline__ uint32_t H2(uint32_t a, uint32_t b, uint32_t c, bool fma) {
-  uint32_t r;
-  if (fma) asm("fma.rn.f16x2 %0, %1, %2, %3;\n" : "=r"(r) : "r"(a), "r"(b), "r"(c));
-  else asm("sub.rn.f16x2 %0, %1, %2;\n" : "=r"(r) : "r"(a), "r"(b));
-  return r;
-}
 __device__ __forceinline__ uint32_t HMul2(uint32_t a, uint32_t b) {
   uint32_t r;
   asm("mul.rn.f16x2 %0, %1, %2;\n" : "=r"(r) : "r"(a), "r"(b));
@@ -80,28 +74,17 @@ __device__ __forceinline__ void MmaF16(float (&d)[4], uint32_t a0, uint32_t a1, 
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
-// The unsigned codes of A register j of unit u, a byte each (Q6_K's before
-// its -32), and the offset the type subtracts.
-template <GgmlType T>
-__device__ __forceinline__ uint32_t RawCodes(const WRegs& w, int u, int j) {
-  constexpr Layout l = mmv::LayoutOf(T);
-  uint32_t nib = (Word(w.p4[u >> 1], j) >> (4 * (u & 1))) & 0x0F0F0F0Fu;
-  if constexpr (l.p1 >= 0) nib |= ((Word(w.p1, u >> 1) >> (4 * (u & 1) + j)) & 0x01010101u) << 4;
-  if constexpr (l.p2 >= 0) nib |= ((Word(w.p2[u >> 2], u & 3) >> (2 * j)) & 0x03030303u) << 4;
-  return nib;
-}
+// The offset the type subtracts from its stored codes (StoredCodes).
 template <GgmlType T>
 constexpr int CodeOffset() {
   return T == GgmlType::Q6_K ? 32 : 0;
 }
 
-// Two codes (bytes lo, lo + 1 of r) as F16 (1024 + q, exact), less 1024 +
-// the offset (exact integers), times the F16 unit factor f (one rounding).
+// Two stored codes (bytes 0, 1 of r; hi: 2, 3) less the offset, exact in
+// F16, times the F16 unit factor f (one rounding).
 template <GgmlType T>
 __device__ __forceinline__ uint32_t Expand(uint32_t r, bool hi, uint32_t f) {
-  constexpr uint32_t kBias = (0x6400u + CodeOffset<T>()) * 0x10001u;
-  const uint32_t h = __byte_perm(r, 0x64646464u, hi ? 0x4342u : 0x4140u);
-  return HMul2(H2(h, kBias, 0, false), f);
+  return HMul2(BytesToHalf2(r, hi, (0x6400u + CodeOffset<T>()) * 0x10001u), f);
 }
 
 template <GgmlType T>
@@ -236,8 +219,8 @@ __global__ void __launch_bounds__(32 * kQgWarps, 2)
             const uint32_t wd = fa[rt][h][v >> 1];
             f[h][m] = __byte_perm(wd, wd, (v & 1) ? 0x3232u : 0x1010u);
           }
-        const uint32_t r0 = RawCodes<T>(wr[rt], u, 0), r1 = RawCodes<T>(wr[rt], u, 1);
-        const uint32_t r2 = RawCodes<T>(wr[rt], u, 2), r3 = RawCodes<T>(wr[rt], u, 3);
+        const uint32_t r0 = StoredCodes<T>(wr[rt], u, 0), r1 = StoredCodes<T>(wr[rt], u, 1);
+        const uint32_t r2 = StoredCodes<T>(wr[rt], u, 2), r3 = StoredCodes<T>(wr[rt], u, 3);
         // First MMA (elements 4t..4t+3): a0 row g slots 2t.., a1 row g+8, a2 row g slots 2t+8.., a3 row g+8.
         a[rt][0] = Expand<T>(r0, false, f[0][0]);
         a[rt][1] = Expand<T>(r1, false, f[1][0]);
@@ -329,8 +312,8 @@ bool DispatchQg(GgmlType type, F&& f) {
 
 }  // namespace
 
-bool QGemmSupported(GgmlType type) {
-  return type == GgmlType::Q4_K || type == GgmlType::Q5_K || type == GgmlType::Q6_K;
+bool QGemmSupported(GgmlType type, int64_t k) {
+  return (type == GgmlType::Q4_K || type == GgmlType::Q5_K || type == GgmlType::Q6_K) && k % 256 == 0;
 }
 
 QGemmShape QGemmPlan(GgmlType type, int64_t rows, int64_t k, int n) {
@@ -372,7 +355,7 @@ cudaError_t LaunchQGemm(GgmlType type, const void* packed, int64_t rows, int64_t
                         const void* xsum, int n, float* y, int64_t ldy, float* part, size_t part_cap,
                         cudaStream_t s) {
   if (n < 1 || rows < 1) return cudaSuccess;
-  if (k % 256 != 0) return cudaErrorInvalidValue;
+  if (!QGemmSupported(type, k)) return cudaErrorInvalidValue;
   const QGemmShape p = QGemmPlan(type, rows, k, n);
   if (QGemmPartBytes(p, rows, n) > part_cap) return cudaErrorInvalidValue;
   cudaError_t err = cudaErrorInvalidValue;

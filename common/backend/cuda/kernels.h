@@ -122,14 +122,15 @@ cudaError_t LaunchDequantPacked(GgmlType type, const void* packed, int64_t k, co
                                 int64_t nrows, void* dst, int64_t ld, bool to_f16, cudaStream_t s);
 
 // Prompt products (more than kMmvMaxN columns) on packed Q4_K / Q5_K / Q6_K
-// tiles, k a multiple of 256: F16 activations x16 (n x k), their 32-element
-// unit sums (LaunchUnitSums), FP32 sums; a matrix of few row blocks splits
-// its groups into parts through `part` (QGemmPartBytes of its plan).
+// tiles, k a multiple of 256 (QGemmSupported): F16 activations x16 (n x k),
+// their 32-element unit sums (LaunchUnitSums), FP32 sums; a matrix of few row
+// blocks splits its groups into parts through `part` (QGemmPartBytes of its
+// plan).
 struct QGemmShape {
   int row_blocks = 0, col_blocks = 0, parts = 1;
   int64_t gpp = 0;  // groups a part
 };
-bool QGemmSupported(GgmlType type);
+bool QGemmSupported(GgmlType type, int64_t k);
 QGemmShape QGemmPlan(GgmlType type, int64_t rows, int64_t k, int n);
 size_t QGemmPartBytes(const QGemmShape& p, int64_t rows, int n);
 cudaError_t LaunchUnitSums(const void* x16, int64_t count, void* sums, cudaStream_t s);
