@@ -32,6 +32,8 @@
 #                              against the demangled name with template arguments, to pick one instantiation)
 #   bench_q8_prefill BIN...    with each binary: KV Q8_0 decode / verify 4 at 4200, prefill of 512 and 128
 #                              tokens (a line each)
+#   prefill_qg BIN TOKENS QG   one `specd bench --prefill TOKENS --cuda-qgemm-max-tokens QG` line of BIN on
+#                              $M6's target (QG 0: the slab and cuBLAS), tagged with BIN and QG
 #   bench_multi REPS BIN...    with each binary in turn, REPS times: batch 6 and 8 decode and six sequences'
 #                              verify 4 at 1024, verify 6 at 4200 ($M6's target; a line each)
 #   bench_row BIN ARGS...      one line of `specd bench` rows (BIN of .devcarry/bin on $M6's target, --reps 5,
@@ -153,6 +155,11 @@ ncu_full_of() {
   python3 tests/gpu/ncu_sass_regions.py "$O/${tag}_sass.csv" --step 300 --top 6
   xz -9 "$O/${tag}_details.txt" "$O/${tag}_sass.csv"
   rm -f "$O/$tag.ncu-rep"
+}
+prefill_qg() {
+  timeout 60 "$C/bin/$1" bench --backend cuda --model "$M6/target.gguf" --ctx $(( $2 + 64 )) --prefill "$2" \
+    --batches 1 --verify-k 1 --reps 2 --cuda-qgemm-max-tokens "$3" 2>&1 | grep -E "^prefill" | tr '\n' ' '
+  echo "[$1 qgemm $3]"
 }
 bench_q8_prefill() {
   local b

@@ -13,14 +13,9 @@ exec > >(tee "$O/stdout.txt") 2>&1
 make_pair "$M6" > /dev/null 2>&1 & mk=$!
 CHECK_TIMEOUT=60 CHECK_TYPES=Q4_K,Q5_K,Q6_K gpu_checks --matmul-only
 wait $mk
-pf() {  # pf TOKENS QG: one prefill figure
-  timeout 60 "$C/bin/specd" bench --backend cuda --model "$M6/target.gguf" --ctx $(( $1 + 64 )) --prefill "$1" \
-    --batches 1 --verify-k 1 --reps 2 --cuda-qgemm-max-tokens "$2" 2>&1 | grep -E "^prefill" | tr '\n' ' '
-  echo "[qgemm $2]"
-}
 for t in 128 512 256; do
   stamp "prefill $t, qgemm max 512 / 0"
-  pf $t 512; pf $t 0
+  prefill_qg specd $t 512; prefill_qg specd $t 0
 done
 before 150 "ncu" && ncu_full_of qg QGemmKernel 4 1 "$C/bin/specd" bench --backend cuda --model "$M6/target.gguf" \
   --ctx 192 --prefill 128 --batches 1 --verify-k 1 --reps 1

@@ -13,16 +13,11 @@ exec > >(tee "$O/stdout.txt") 2>&1
 make_pair "$M6" > /dev/null 2>&1 & mk=$!
 for v in w8 hf w8hf; do GPU_CHECK=gpu_check.$v CHECK_TIMEOUT=40 CHECK_TYPES=Q4_K,Q5_K,Q6_K gpu_checks --matmul-only; done
 wait $mk
-pf() {  # pf BIN TOKENS QG
-  timeout 60 "$C/bin/$1" bench --backend cuda --model "$M6/target.gguf" --ctx $(( $2 + 64 )) --prefill "$2" \
-    --batches 1 --verify-k 1 --reps 2 --cuda-qgemm-max-tokens "$3" 2>&1 | grep -E "^prefill" | tr '\n' ' '
-  echo "[$1 qgemm $3]"
-}
 for rep in 1 2; do
   for t in 128 256 512; do
     stamp "prefill $t (rep $rep)"
-    for b in specd specd.w8 specd.hf specd.w8hf; do pf $b $t 512; done
-    pf specd $t 0
+    for b in specd specd.w8 specd.hf specd.w8hf; do prefill_qg $b $t 512; done
+    prefill_qg specd $t 0
   done
 done
 before 400 "ncu" && ncu_full_of qg QGemmKernel 4 1 "$C/bin/specd.${NCU_V:-hf}" bench --backend cuda \

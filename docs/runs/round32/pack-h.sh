@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
-# Round 32 pack H, .devpackH32/devcarry.tar.xz (carry [".devpackH32"]), for round 17's cohort call (six
-# streams through the three services, base against new): .devcarry/base/bin the services, specd and gpu_check
-# of this tree; .devcarry/bin the same with round 31's next-wide-align.patch (the wide kernel's stages on a
-# 128-byte line).
+# Round 32 pack H, .devpackH32/devcarry.tar.xz, built at 616ae2f: .devcarry/base/bin the services, specd and
+# gpu_check of that tree (pack-i.sh takes them as its base); .devcarry/bin the same with round 31's
+# next-wide-align.patch (its six-stream call was dropped: call Q measured the alignment and it was not kept).
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 f=common/backend/cuda/k_matvec.cu

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Round 32 pack I, .devpackI32/devcarry.tar.xz (carry [".devpackI32"]), for callI.sh (six streams through the
+# Round 32 pack I, .devpackI32/devcarry.tar.xz (carry [".devpackI32"]), for callI2.sh (six streams through the
 # services, round 31's binaries against this tree's): .devcarry/bin the services, specd and gpu_check of this
 # working tree (ALIGN=1: with round 31's next-wide-align.patch); .devcarry/base/bin round 31's (616ae2f),
 # taken from .devpackH32 (pack-h.sh).
