@@ -1,21 +1,16 @@
 #!/usr/bin/env bash
 # Round 33 call P: the side-by-side table (tests/gpu/peer_bench.sh, llama.cpp 0.3.36 from .peer) with the
 # tree's specd (765ce41: round 32's quantized prompt GEMM, so the prefill rows are side by side for the first
-# time), speculation at N = 3 and 6 and adaptive on the 6-layer pair, N = 3, 4, 6 on the ~80% pair; then the
-# wgmma prototype of the prompt GEMM (round 32's proto_wgmma.cu, one descriptor reading a process).
+# time), speculation at N = 3 and 6 and adaptive on the 6-layer pair, N = 3, 4, 6 on the ~80% pair (the
+# wgmma prototype runs in callW.sh: the pack, the tree and .peer come to just over the 64-MiB carry limit).
 #   pack: BUILD_DIR=build-cuda CARRY_MODELS=0 CARRY_BINS=specd tests/gpu/make_carry.sh;
 #         XZ_OPT=-9 tar -cJf .devpackP33/devcarry.tar.xz .devcarry
-#         nvcc -O3 -std=c++20 -gencode arch=compute_90a,code=sm_90a -I. -o .devpackW33/proto_wgmma \
-#           docs/runs/round32/proto_wgmma.cu
-#   run(command="bash docs/runs/round33/callP.sh", carry=[".devpackP33", ".devpackW33", ".peer"])
+#   run(command="bash docs/runs/round33/callP.sh", carry=[".devpackP33", ".peer"])
 set -u
 export DEVPACK=.devpackP33/devcarry.tar.xz
 . tests/gpu/device_lib.sh
 device_setup
 exec > >(tee "$O/stdout.txt") 2>&1
-stamp "wgmma prototype"
-timeout 60 .devpackW33/proto_wgmma 0; rc=$?
-[ "$rc" = 2 ] && timeout 60 .devpackW33/proto_wgmma 1
 make_pair "$M6"
 stamp "peer_bench, 6-layer pair (specd: the tree)"
 SPECD_BIN=$C/bin/specd SPEC_NS="3 6" PEER_BUDGET_S=300 OUT=$O/peer timeout 320 bash tests/gpu/peer_bench.sh > /dev/null 2>&1
