@@ -4,12 +4,17 @@
 # time), speculation at N = 3 and 6 and adaptive on the 6-layer pair, N = 3, 4, 6 on the ~80% pair (the
 # wgmma prototype runs in callW.sh: the pack, the tree and .peer come to just over the 64-MiB carry limit).
 #   pack: BUILD_DIR=build-cuda CARRY_MODELS=0 CARRY_BINS=specd tests/gpu/make_carry.sh;
+#         rm .devcarry/lib/{libssl.so.3,libcrypto.so.3,libstdc++.so.6}   (the peer's lib has the same files:
+#           with them the pack, the tree and .peer exceed the 64-MiB carry limit)
 #         XZ_OPT=-9 tar -cJf .devpackP33/devcarry.tar.xz .devcarry
 #   run(command="bash docs/runs/round33/callP.sh", carry=[".devpackP33", ".peer"])
 set -u
 export DEVPACK=.devpackP33/devcarry.tar.xz
 . tests/gpu/device_lib.sh
 device_setup
+mkdir -p /tmp/peer
+[ -x /tmp/peer/llama-cuda/bin/llama-bench ] || tar -C /tmp/peer -xJf .peer/llama-cuda.tar.xz
+export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:/tmp/peer/llama-cuda/lib
 exec > >(tee "$O/stdout.txt") 2>&1
 make_pair "$M6"
 stamp "peer_bench, 6-layer pair (specd: the tree)"
