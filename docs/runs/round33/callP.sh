@@ -8,6 +8,7 @@
 #           with them the pack, the tree and .peer exceed the 64-MiB carry limit)
 #         XZ_OPT=-9 tar -cJf .devpackP33/devcarry.tar.xz .devcarry
 #   run(command="bash docs/runs/round33/callP.sh", carry=[".devpackP33", ".peer"])
+#   (GAIN_PAIR=0: the 6-layer pair only; PEER_S: its budget in s, default 300)
 set -u
 export DEVPACK=.devpackP33/devcarry.tar.xz
 . tests/gpu/device_lib.sh
@@ -18,14 +19,16 @@ export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:/tmp/peer/llama-cuda/lib
 exec > >(tee "$O/stdout.txt") 2>&1
 make_pair "$M6"
 stamp "peer_bench, 6-layer pair (specd: the tree)"
-SPECD_BIN=$C/bin/specd SPEC_NS="3 6" PEER_BUDGET_S=300 OUT=$O/peer timeout 320 bash tests/gpu/peer_bench.sh > /dev/null 2>&1
+SPECD_BIN=$C/bin/specd SPEC_NS="3 6" PEER_BUDGET_S=${PEER_S:-300} OUT=$O/peer timeout $(( ${PEER_S:-300} + 20 )) bash tests/gpu/peer_bench.sh > /dev/null 2>&1
 echo "rc=$?"
 cat "$O/peer/table.md" 2> /dev/null
-make_pair "$M8" --residual-gain 0.05
-stamp "peer_bench, ~80% pair, speculative rows"
-SPECD_BIN=$C/bin/specd RESIDUAL_GAIN=0.05 SPEC_ONLY=1 SPEC_NS="3 4 6" PEER_BUDGET_S=150 OUT=$O/gain \
-  timeout 170 bash tests/gpu/peer_bench.sh > /dev/null 2>&1
-echo "rc=$?"
-cat "$O/gain/table.md" 2> /dev/null
+if [ "${GAIN_PAIR:-1}" = 1 ]; then
+  make_pair "$M8" --residual-gain 0.05
+  stamp "peer_bench, ~80% pair, speculative rows"
+  SPECD_BIN=$C/bin/specd RESIDUAL_GAIN=0.05 SPEC_ONLY=1 SPEC_NS="3 4 6" PEER_BUDGET_S=150 OUT=$O/gain \
+    timeout 170 bash tests/gpu/peer_bench.sh > /dev/null 2>&1
+  echo "rc=$?"
+  cat "$O/gain/table.md" 2> /dev/null
+fi
 stamp done
 bundle_out
