@@ -2,8 +2,8 @@
 # Prepared (not run): the wide matvec's fold part by part (fo1) and four parts at a time (fo4;
 # next-wide-fold.patch) against the tree.
 # Round 31 call A's ncu of the wide kernel (Q4_K 25600 x 5120, 30 columns; docs/runs/round31/callA/lwc30_sass.csv.xz)
-# has ~29% of its warp stall samples after the main loop: the barrier around LastBlockArrives (~6%) and the
-# last block's fold of the parts (~22%), which loaded output by output, one L2 round trip a part and output
+# has ~29% of its warp stall samples after the main loop: the barrier around LastBlockArrives (~7%) and the
+# last block's fold of the parts (~21%), which loaded output by output, one L2 round trip a part and output
 # (16 outputs a thread). fo1 loads a part's 16 outputs together (one round trip a part), fo4 four parts' (one
 # round trip for up to 4 parts; 128 registers, no spills for the k-quants); the same additions in the same
 # order (the same bits).
