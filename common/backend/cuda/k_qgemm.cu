@@ -313,7 +313,7 @@ bool DispatchQg(GgmlType type, F&& f) {
 }  // namespace
 
 bool QGemmSupported(GgmlType type, int64_t k) {
-  return (type == GgmlType::Q4_K || type == GgmlType::Q5_K || type == GgmlType::Q6_K) && k % 256 == 0;
+  return k % 256 == 0 && DispatchQg(type, []<GgmlType>() {});  // the types DispatchQg launches
 }
 
 QGemmShape QGemmPlan(GgmlType type, int64_t rows, int64_t k, int n) {
