@@ -5,7 +5,7 @@
 # cohort script, one run each.
 #   run(command="bash docs/runs/round32/callI2.sh", carry=[".devpackI32"])   (pack-i.sh builds it)
 set -u
-export DEVPACK=.devpackI32/devcarry.tar.xz
+export DEVPACK=${DEVPACK:-.devpackI32/devcarry.tar.xz}
 . tests/gpu/device_lib.sh
 device_setup
 exec > >(tee "$O/stdout.txt") 2>&1

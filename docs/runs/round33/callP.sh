@@ -10,7 +10,7 @@
 #   run(command="bash docs/runs/round33/callP.sh", carry=[".devpackP33", ".peer"])
 #   (GAIN_PAIR=0: the 6-layer pair only; PEER_S: its budget in s, default 300)
 set -u
-export DEVPACK=.devpackP33/devcarry.tar.xz
+export DEVPACK=${DEVPACK:-.devpackP33/devcarry.tar.xz}
 . tests/gpu/device_lib.sh
 device_setup
 mkdir -p /tmp/peer
