@@ -22,7 +22,8 @@
 #               tg128; -ngl 99 -fa 1
 #   specd bench decode at ctx 64 and DEPTH, verify k=1..8 at DEPTH, the draft;
 #               prefill of 128 (ctx 64 run) and 512 tokens (DEPTH run)
-#   generate    target only, NTOK tokens, greedy: llama-completion vs specd
+#   generate    target only and the draft alone, NTOK tokens, greedy:
+#               llama-completion vs specd
 #   speculative llama-speculative-simple --spec-draft-n-max N (p-min 0) vs
 #               specd generate --draft --k N, for N in $SPEC_NS (default
 #               "3 6"), and specd's adaptive; same prompt
@@ -197,6 +198,8 @@ if [ -n "$L" ]; then
     STDOUT=$LBJ run "$LL" 60 llama-bench-draft "$L/llama-bench" -m "$D" -ngl $NGL -fa 1 -p 0 -n 128 -r $REPS -o jsonl
     run "$LL" 90 llama-completion "$L/llama-completion" -m "$T" -ngl $NGL -fa on -c 2048 -n $NTOK --temp 0 \
       --ignore-eos -no-cnv --no-display-prompt -p "$PROMPT"
+    run "$LL" 60 llama-completion-draft "$L/llama-completion" -m "$D" -ngl $NGL -fa on -c 2048 -n $NTOK --temp 0 \
+      --ignore-eos -no-cnv --no-display-prompt -p "$PROMPT"
   fi
   for n in $SPEC_NS; do
     run "$LL" 120 "llama-spec-n$n" "$L/llama-speculative-simple" -m "$T" -md "$D" -ngl $NGL -ngld $NGL -fa on \
@@ -221,6 +224,7 @@ if [ -n "$S" ]; then
     bench specd-bench-target-depth 150 --model "$T" --ctx $DEPTH --prefill 512 --batches 1 --verify-k 1,2,3,4,5,6,7,8
     bench specd-bench-draft 60 --model "$D" --ctx 64 --prefill 64 --batches 1 --verify-k 1
     run "$SL" 90 specd-generate "${GEN[@]}" --model "$T"
+    run "$SL" 60 specd-generate-draft "${GEN[@]}" --model "$D"
   fi
   for n in $SPEC_NS; do
     run "$SL" 120 "specd-spec-k$n" "${GEN[@]}" --model "$T" --draft "$D" --k "$n"

@@ -139,6 +139,9 @@ def main():
                  llama_gen_tps(ll.get("llama-completion")), specd_gen(sl.get("specd-generate"))[0], False, "{:.1f}"))
     rows.append(("draft decode, depth 0, tok/s (tg128 | bench ctx 64)",
                  get(("draft", 0, 128, 0), 0), decode_tps("specd-bench-draft"), False, "{:.1f}"))
+    rows.append((f"draft generate {a.ntok} tokens greedy, tok/s (llama-completion | specd generate)",
+                 llama_gen_tps(ll.get("llama-completion-draft")), specd_gen(sl.get("specd-generate-draft"))[0], False,
+                 "{:.1f}"))
     for n in range(2, 10):
         rows.append((f"{n}-token pass @ d{depth}, ms (pp{n} | verify k={n - 1})",
                      get(("target", n, 0, depth), 1), verify_ms("specd-bench-target-depth", n - 1), True, "{:.2f}"))
