@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Prepared (not run): specd bench with its logits buffer pinned (pin, next-bench-pin.patch: Backend::PinHost,
-# as llama.cpp's output buffer is pinned) against the tree, then the side-by-side table with the tree, which
+# Prepared (not run): specd bench with its logits buffer pinned (pin, next-bench-pin.patch: Backend::PinHost and
+# Engine::RunInto, a pinned buffer written as is, as llama.cpp's output buffer) against the tree, then the side-by-side table with the tree, which
 # now has the draft alone through generate beside llama-completion.
 # Round 34's call P: a proposal's draft forwards ran 1.07 ms each (`specd generate --k 3`'s step anatomy)
 # where `specd bench` of the draft ran 1.22 ms a step (819 tok/s: 1.27x llama-bench's tg128); the bench
