@@ -9,6 +9,9 @@
 #                              extra make-model ARGS (e.g. --residual-gain 0.05); its seconds
 #                              in DIR/make-model.seconds
 #   M6, M8                     the 6-layer pair's and the ~80% pair's folders
+#   peer_libs                  llama.cpp from .peer/llama-cuda.tar.xz unpacked into /tmp/peer (peer_bench.sh
+#                              finds it there) and its lib on LD_LIBRARY_PATH: a pack that leaves out
+#                              libssl / libcrypto / libstdc++ (to fit the carry limit beside .peer) takes them there
 #   bench_against REPS BIN...  specd bench of the 6-layer pair ($M6, made first) with each binary of
 #                              .devcarry/bin in turn, REPS times: the target at context 64 (batch 1, 8;
 #                              verify 1, 4; CTX64_VERIFY overrides) and 4200 (verify 1, 4, 7), the
@@ -57,6 +60,11 @@ device_setup() {
   nvidia-smi --query-gpu=name,clocks.max.sm,clocks.max.mem --format=csv,noheader 2> /dev/null || true  # the card
 }
 stamp() { echo "== [$(( $(date +%s) - t0 )) s] $*"; }
+peer_libs() {
+  mkdir -p /tmp/peer
+  [ -x /tmp/peer/llama-cuda/bin/llama-bench ] || tar -C /tmp/peer -xJf .peer/llama-cuda.tar.xz
+  export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:/tmp/peer/llama-cuda/lib
+}
 bench_row() {
   local b=$1
   shift

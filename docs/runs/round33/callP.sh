@@ -13,9 +13,7 @@ set -u
 export DEVPACK=${DEVPACK:-.devpackP33/devcarry.tar.xz}
 . tests/gpu/device_lib.sh
 device_setup
-mkdir -p /tmp/peer
-[ -x /tmp/peer/llama-cuda/bin/llama-bench ] || tar -C /tmp/peer -xJf .peer/llama-cuda.tar.xz
-export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:/tmp/peer/llama-cuda/lib
+peer_libs
 exec > >(tee "$O/stdout.txt") 2>&1
 make_pair "$M6"
 stamp "peer_bench, 6-layer pair (specd: the tree)"
