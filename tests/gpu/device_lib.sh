@@ -9,6 +9,8 @@
 #                              extra make-model ARGS (e.g. --residual-gain 0.05); its seconds
 #                              in DIR/make-model.seconds
 #   M6, M8                     the 6-layer pair's and the ~80% pair's folders
+#   peer_run DIR BUDGET [VAR=V...]  tests/gpu/peer_bench.sh with the pack's specd (VARs: its settings, e.g.
+#                              SPEC_NS="3 6"), within BUDGET s, into $O/DIR; its rc and table
 #   peer_libs                  llama.cpp from .peer/llama-cuda.tar.xz unpacked into /tmp/peer (peer_bench.sh
 #                              finds it there) and its lib on LD_LIBRARY_PATH: a pack that leaves out
 #                              libssl / libcrypto / libstdc++ (to fit the carry limit beside .peer) takes them there
@@ -60,6 +62,14 @@ device_setup() {
   nvidia-smi --query-gpu=name,clocks.max.sm,clocks.max.mem --format=csv,noheader 2> /dev/null || true  # the card
 }
 stamp() { echo "== [$(( $(date +%s) - t0 )) s] $*"; }
+peer_run() {
+  local dir=$1 budget=$2
+  shift 2
+  env "$@" SPECD_BIN="$C/bin/specd" PEER_BUDGET_S="$budget" OUT="$O/$dir" timeout $(( budget + 20 )) \
+    bash tests/gpu/peer_bench.sh > /dev/null 2>&1
+  echo "rc=$?"
+  cat "$O/$dir/table.md" 2> /dev/null
+}
 peer_libs() {
   mkdir -p /tmp/peer
   [ -x /tmp/peer/llama-cuda/bin/llama-bench ] || tar -C /tmp/peer -xJf .peer/llama-cuda.tar.xz

@@ -17,16 +17,11 @@ peer_libs
 exec > >(tee "$O/stdout.txt") 2>&1
 make_pair "$M6"
 stamp "peer_bench, 6-layer pair (specd: the tree)"
-SPECD_BIN=$C/bin/specd SPEC_NS="3 6" PEER_BUDGET_S=${PEER_S:-300} OUT=$O/peer timeout $(( ${PEER_S:-300} + 20 )) bash tests/gpu/peer_bench.sh > /dev/null 2>&1
-echo "rc=$?"
-cat "$O/peer/table.md" 2> /dev/null
+peer_run peer "${PEER_S:-300}" SPEC_NS="3 6"
 if [ "${GAIN_PAIR:-1}" = 1 ]; then
   make_pair "$M8" --residual-gain 0.05
   stamp "peer_bench, ~80% pair, speculative rows"
-  SPECD_BIN=$C/bin/specd RESIDUAL_GAIN=0.05 SPEC_ONLY=1 SPEC_NS="3 4 6" PEER_BUDGET_S=150 OUT=$O/gain \
-    timeout 170 bash tests/gpu/peer_bench.sh > /dev/null 2>&1
-  echo "rc=$?"
-  cat "$O/gain/table.md" 2> /dev/null
+  peer_run gain 150 RESIDUAL_GAIN=0.05 SPEC_ONLY=1 SPEC_NS="3 4 6"
 fi
 stamp done
 bundle_out

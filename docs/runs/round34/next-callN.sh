@@ -18,9 +18,6 @@ exec > >(tee "$O/stdout.txt") 2>&1
 make_pair "$M6"
 bench_against 2 specd specd.pin
 stamp "peer_bench, 6-layer pair (specd: the tree)"
-SPECD_BIN=$C/bin/specd SPEC_NS="3 6" PEER_BUDGET_S=${PEER_S:-220} OUT=$O/peer timeout $(( ${PEER_S:-220} + 20 )) \
-  bash tests/gpu/peer_bench.sh > /dev/null 2>&1
-echo "rc=$?"
-cat "$O/peer/table.md" 2> /dev/null
+peer_run peer "${PEER_S:-220}" SPEC_NS="3 6"
 stamp done
 bundle_out
