@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <memory>
 #include <sstream>
 
 #include "absl/strings/numbers.h"
@@ -31,22 +32,33 @@ double Median(std::vector<double> v) {
 
 class Bencher {
  public:
-  Bencher(Engine* e, int reps) : e_(e), reps_(reps) {}
+  // `rows`: the most logits rows a run returns. Like llama.cpp's output
+  // buffer theirs is pinned host memory (Backend::PinHost) that the backend
+  // writes as it is: a step's figure is the forward and its logits read
+  // back, not the driver's staged pageable copy or a new vector's zero fill.
+  Bencher(Engine* e, int reps, size_t rows)
+      : e_(e), reps_(reps), rows_(rows), out_(std::make_unique_for_overwrite<float[]>(rows * e->vocab_size())) {
+    const absl::Status st = e->backend()->PinHost(out_.get(), rows * e->vocab_size() * sizeof(float));
+    pinned_ = st.ok();
+    if (!pinned_) std::fprintf(stderr, "bench: logits buffer not pinned (%s)\n", st.ToString().c_str());
+  }
+  ~Bencher() {
+    if (pinned_) e_->backend()->UnpinHost(out_.get());
+  }
 
   // Prefills sequence `seq` with `n` tokens (chunked by the engine).
   absl::StatusOr<double> Prefill(int32_t seq, int n) {
     SPECD_RETURN_IF_ERROR(e_->NewSequence(seq));
-    std::vector<float> out;
     const auto t0 = std::chrono::steady_clock::now();
-    SPECD_RETURN_IF_ERROR(e_->Run({{seq, Tokens(n, seq), 1}}, &out));
+    SPECD_RETURN_IF_ERROR(e_->RunInto({{seq, Tokens(n, seq), 1}}, out_.get()));
     return Seconds(t0);
   }
 
   // Median seconds of one Run feeding `per_seq` tokens to each of `seqs`,
   // rolled back after each run so the context stays fixed.
   absl::StatusOr<double> Step(const std::vector<int32_t>& seqs, int per_seq) {
+    if (seqs.size() * static_cast<size_t>(per_seq) > rows_) return absl::InternalError("bench: more rows than planned");
     std::vector<double> times;
-    std::vector<float> out;
     // Two warm-up runs: the CUDA backend runs a new shape eagerly, then
     // captures it as a graph the second time (with --reps 2 the median was
     // half a capture).
@@ -58,9 +70,8 @@ class Bencher {
         feeds.push_back({s, Tokens(per_seq, s + r), per_seq});
         lens.push_back(e_->Length(s));
       }
-      out.clear();
       const auto t0 = std::chrono::steady_clock::now();
-      SPECD_RETURN_IF_ERROR(e_->Run(feeds, &out));
+      SPECD_RETURN_IF_ERROR(e_->RunInto(feeds, out_.get()));
       if (r >= kWarmup) times.push_back(Seconds(t0));
       for (size_t i = 0; i < seqs.size(); ++i) SPECD_RETURN_IF_ERROR(e_->Truncate(seqs[i], lens[i]));
     }
@@ -78,6 +89,9 @@ class Bencher {
   }
   Engine* e_;
   int reps_;
+  size_t rows_;
+  std::unique_ptr<float[]> out_;  // every run's logits rows
+  bool pinned_ = false;
 };
 
 }  // namespace
@@ -155,7 +169,7 @@ int Bench(const std::vector<std::string>& args) {
   std::printf("%s", e.ledger().ToString().c_str());
   std::printf("copy bandwidth (read+write): %.1f GB/s\n\n", bw / 1e9);
 
-  Bencher b(&e, static_cast<int>(c.GetInt("reps")));
+  Bencher b(&e, static_cast<int>(c.GetInt("reps")), static_cast<size_t>(o.max_out_rows));
   nlohmann::ordered_json js = {{"model", what}, {"backend", e.backend()->Name()}, {"weight_bytes", weight_bytes},
                                 {"copy_bandwidth", bw}, {"ctx", ctx}};
   // Prefill: the first one pays one-time costs (cuBLAS set-up, kernel

@@ -231,6 +231,12 @@ class Backend {
   virtual absl::Status ReadToHost(const float* src, float* host, size_t n) = 0;
   // Copies bytes from backend memory to host memory; waits for all work.
   virtual absl::Status ReadBytes(const void* src, void* host, size_t bytes) = 0;
+  // Page-locks host memory that results are read into (CUDA: registered with
+  // the driver), so that a read into it is one DMA rather than a copy staged
+  // through the driver's pageable path; UnpinHost before freeing it. Backends
+  // in host memory have nothing to do.
+  virtual absl::Status PinHost(void* /*p*/, size_t /*bytes*/) { return absl::OkStatus(); }
+  virtual void UnpinHost(void* /*p*/) {}
   // Waits for all queued work; reports any asynchronous (device) error.
   virtual absl::Status Synchronize() = 0;
 

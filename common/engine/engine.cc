@@ -565,11 +565,17 @@ absl::Status Engine::Read(const void* src, void* host, size_t bytes, Timing* tim
 }
 
 absl::Status Engine::Run(const std::vector<Feed>& feeds, std::vector<float>* logits) {
-  const size_t V = static_cast<size_t>(vocab_size());
   size_t total_rows = 0;
   for (const Feed& f : feeds) total_rows += static_cast<size_t>(std::max(f.n_logits, 0));
   const size_t base = logits->size();
-  logits->resize(base + total_rows * V);
+  logits->resize(base + total_rows * static_cast<size_t>(vocab_size()));
+  const absl::Status st = RunInto(feeds, logits->data() + base);
+  if (!st.ok()) logits->resize(base);
+  return st;
+}
+
+absl::Status Engine::RunInto(const std::vector<Feed>& feeds, float* logits) {
+  const size_t V = static_cast<size_t>(vocab_size());
   // Feed i's rows go after the rows of the feeds before it.
   std::vector<size_t> dest(feeds.size(), 0);
   for (size_t i = 1; i < feeds.size(); ++i) dest[i] = dest[i - 1] + static_cast<size_t>(std::max(feeds[i - 1].n_logits, 0));
@@ -579,7 +585,7 @@ absl::Status Engine::Run(const std::vector<Feed>& feeds, std::vector<float>* log
   absl::Status st = Enqueue(feeds, [&](const float* out, const std::vector<PassRows>& rows) {
     for (const PassRows& r : rows) {
       if (!copy.ok()) return;
-      copy = backend_->ReadToHost(out + static_cast<size_t>(r.row0) * V, logits->data() + base + dest[r.feed] * V,
+      copy = backend_->ReadToHost(out + static_cast<size_t>(r.row0) * V, logits + dest[r.feed] * V,
                                   static_cast<size_t>(feeds[r.feed].n_logits) * V);
     }
   });
@@ -590,7 +596,6 @@ absl::Status Engine::Run(const std::vector<Feed>& feeds, std::vector<float>* log
       for (const auto& [seq, len] : start_len) (void)kv_.Truncate(seq, len);
     }
   }
-  if (!st.ok()) logits->resize(base);
   return st;
 }
 

@@ -198,6 +198,9 @@ class Engine {
   // Runs all feeds and appends the logits rows to `logits` in feed order
   // (sum of n_logits rows of vocab floats): the reference path.
   absl::Status Run(const std::vector<Feed>& feeds, std::vector<float>* logits);
+  // The same into caller memory with room for the rows (none initialized:
+  // a bench's pinned buffer, written as is by the backend's read).
+  absl::Status RunInto(const std::vector<Feed>& feeds, float* logits);
 
   // Counters since start.
   struct Counters {

@@ -273,6 +273,15 @@ class CudaBackend final : public Backend, public CudaBackendControl {
   void ClearMarks() override { n_marks_ = 0; }
   absl::Status ReadToHost(const float* src, float* host, size_t n) override;
   absl::Status ReadBytes(const void* src, void* host, size_t bytes) override;
+  absl::Status PinHost(void* p, size_t bytes) override {
+    cudaSetDevice(device_);
+    SPECD_CUDA_RETURN(cudaHostRegister(p, bytes, cudaHostRegisterDefault), "pinning host memory");
+    return absl::OkStatus();
+  }
+  void UnpinHost(void* p) override {
+    cudaSetDevice(device_);
+    cudaHostUnregister(p);
+  }
   absl::Status Synchronize() override;
   int64_t ColdRuns() const override { return stats_.first_runs + stats_.graph_captures; }
   // Device-to-device copy with CUDA events, bytes read + written, best of 10
