@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 
+#include "common/spec/warmup.h"
 #include "common/util/log.h"
 #include "proto/rpc/convert.h"
 #include "proto/rpc/server.h"
@@ -34,6 +35,62 @@ Frontend::Frontend(Cluster* cluster, const FrontendOptions& opts)
   if (opts.lockstep) gate_ = std::make_unique<StepGate>(opts.lockstep_gate);
   if (opts.lockstep && opts.batch_calls) gather_ = std::make_unique<CallGatherers>(cluster_, opts.batch_calls_wait);
   AddCollectors();
+  if (opts.warmup) warm_thread_ = std::thread([this] { WarmUpLoop(); });
+}
+
+Frontend::~Frontend() {
+  {
+    std::lock_guard<std::mutex> l(warm_mu_);
+    warm_stop_ = true;
+  }
+  warm_cv_.notify_all();  // (a warm-up under way sees warm_stop_ between steps)
+  if (warm_thread_.joinable()) warm_thread_.join();
+}
+
+int32_t Frontend::NewSeq() {
+  int32_t seq = next_seq_.fetch_add(1);
+  if (seq <= 0 || seq > 0x7ffffff0) {
+    next_seq_ = 2;
+    seq = 1;
+  }
+  return seq;
+}
+
+// Keyed by the target process and the draft's epoch (a new process or a swap)
+// and whether it is usable: a draft that comes up after the target gets its
+// own warm-up (with the target's verifies of its lengths).
+void Frontend::WarmUpLoop() {
+  std::string warmed;
+  std::unique_lock<std::mutex> l(warm_mu_);
+  while (!warm_cv_.wait_for(l, std::chrono::milliseconds(200), [this] { return warm_stop_.load(); })) {
+    const std::shared_ptr<const TargetView> view = cluster_->target();
+    if (!view) continue;
+    const std::optional<DraftView> dv = cluster_->draft();
+    const std::optional<v1::InfoResponse> di = cluster_->draft_info();
+    const std::string key = absl::StrCat(view->info.pid(), "/", dv ? static_cast<int64_t>(dv->epoch) : -1);
+    if (key == warmed) continue;
+    warmed = key;
+    if (!view->info.prepares_shapes() && !(dv && di && di->prepares_shapes())) continue;
+    l.unlock();
+    GrpcTargetClient target(cluster_, opts_.timeouts, gather_.get());
+    GrpcDraftClient draft(cluster_, opts_.timeouts, gather_.get());
+    WarmupOptions w;
+    w.seq = NewSeq();
+    if (dv) w.k_max = std::min(draft_max_.load(), dv->k_max);
+    w.max_context = ContextFor(view->info);
+    w.pipeline_verify = opts_.pipeline_verify;
+    w.deadline = std::chrono::system_clock::now() + std::chrono::minutes(2);
+    w.cancelled = [this] { return warm_stop_.load(); };
+    const WarmupReport rep = WarmUp(*view->tokenizer, target, dv ? &draft : nullptr, w);
+    if (rep.status.ok()) {
+      SPECD_LOG(INFO) << "warm-up: every step shape run" << Kv("target_pid", view->info.pid())
+                      << Kv("draft", dv ? "yes" : "no") << Kv("ran", rep.ToString());
+    } else {
+      // Requests pay the shapes' first runs themselves; nothing else is lost.
+      SPECD_LOG(WARN) << "warm-up failed" << Kv("ran", rep.ToString()) << Kv("why", rep.status.ToString());
+    }
+    l.lock();
+  }
 }
 
 std::string Frontend::LockstepFigures() const {
@@ -114,11 +171,7 @@ absl::StatusOr<api::Summary> Frontend::Generate(const api::Request& req, const a
     queue_seconds += slot->queue_seconds();
 
     SpecRequest sr = api::ToSpecRequest(req, prompt, run_tokens, choice, context);
-    sr.seq = next_seq_.fetch_add(1);
-    if (sr.seq <= 0 || sr.seq > 0x7ffffff0) {
-      next_seq_ = 2;
-      sr.seq = 1;
-    }
+    sr.seq = NewSeq();
     id = next_id_.fetch_add(1);
     if (choice.follow_live) sr.live_k = [this] { return LiveK(); };
     GrpcTargetClient target(cluster_, opts_.timeouts, gather_.get());

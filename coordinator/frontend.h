@@ -19,6 +19,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <thread>
 
 #include "common/api/request.h"
 #include "common/spec/step_gate.h"
@@ -56,11 +57,16 @@ struct FrontendOptions {
   // waiting at most batch_calls_wait for the cohort's calls.
   bool batch_calls = true;
   std::chrono::microseconds batch_calls_wait{1000};
+  // Run each step shape before serving (common/spec/warmup.h) whenever the
+  // workers are new (a target, a draft, a swap), where their backends
+  // prepare shapes (CUDA graphs).
+  bool warmup = true;
 };
 
 class Frontend : public api::Generator {
  public:
   Frontend(Cluster* cluster, const FrontendOptions& opts);
+  ~Frontend() override;
   // Not OK when the options could not be applied (a bad acceptance prior).
   const absl::Status& status() const { return status_; }
 
@@ -95,6 +101,10 @@ class Frontend : public api::Generator {
   absl::Status TargetUnavailable(Deadline deadline, const std::function<bool()>& cancelled) const;
   api::SpecDefaults SpecNow() const;
   std::string LockstepFigures() const;
+  // A new sequence id (both workers know a request's sequence by it).
+  int32_t NewSeq();
+  // The warm-up thread: runs WarmUp whenever the workers it ran for changed.
+  void WarmUpLoop();
 
   Cluster* cluster_;
   FrontendOptions opts_;
@@ -117,6 +127,10 @@ class Frontend : public api::Generator {
   std::unique_ptr<StepGate> gate_;
   std::unique_ptr<CallGatherers> gather_;  // lockstep and batch_calls only
   absl::Status status_;
+  std::mutex warm_mu_;
+  std::condition_variable warm_cv_;
+  std::atomic<bool> warm_stop_{false};
+  std::thread warm_thread_;
 };
 
 // The gRPC Coordinator service: requests and events in their wire form.

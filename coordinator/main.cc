@@ -60,6 +60,9 @@ int Main(int argc, char** argv) {
   cfg.AddBool("pipeline-verify", true,
               "send each step's Verify together with its Propose: the target takes the proposal from the draft's "
               "exchange buffer as soon as it is published, instead of after the coordinator has it back");
+  cfg.AddBool("warmup", true,
+              "when the workers are new (start, restart, draft swap) and prepare batch shapes (CUDA graphs), run each "
+              "speculation length's step once greedy and once sampled before requests pay for them");
   cfg.AddBool("batch-calls", true,
               "send a lockstep step's calls to each worker as one message (when the worker takes them), instead of "
               "one call per request");
@@ -116,6 +119,7 @@ int Main(int argc, char** argv) {
   fo.timeouts.target = ms(cfg.GetInt("target-timeout-ms"));
   fo.lockstep = cfg.GetBool("lockstep");
   fo.pipeline_verify = cfg.GetBool("pipeline-verify");
+  fo.warmup = cfg.GetBool("warmup");
   fo.batch_calls = cfg.GetBool("batch-calls");
   fo.batch_calls_wait = std::chrono::microseconds(cfg.GetInt("batch-calls-wait-us"));
   fo.lockstep_gate.max_wait = ms(cfg.GetInt("lockstep-max-wait-ms"));

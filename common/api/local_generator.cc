@@ -2,6 +2,9 @@
 
 #include <algorithm>
 
+#include "common/spec/warmup.h"
+#include "common/util/log.h"
+
 namespace specd::api {
 
 absl::StatusOr<std::unique_ptr<LocalGenerator>> LocalGenerator::Create(const EngineOptions& opts,
@@ -20,6 +23,17 @@ absl::StatusOr<std::unique_ptr<LocalGenerator>> LocalGenerator::Create(const Eng
     SPECD_ASSIGN_OR_RETURN(g->draft_engine_, Engine::Create(d));
     SPECD_ASSIGN_OR_RETURN(g->draft_, LocalDraft::Create(g->draft_engine_.get(), std::max(spec.k, spec.draft_max)));
     SPECD_RETURN_IF_ERROR(g->target_->Attach(g->draft_->exchange().kind(), g->draft_->exchange().name()));
+  }
+  const bool prepares = g->target_engine_->backend()->PreparesShapes() ||
+                        (g->draft_engine_ && g->draft_engine_->backend()->PreparesShapes());
+  if (spec.warmup && prepares) {
+    WarmupOptions w;
+    if (g->draft_) w.k_max = std::min({std::max(spec.k, spec.draft_max), g->draft_->k_max(), opts.max_out_rows - 1});
+    w.max_context = opts.max_seq_len;
+    const WarmupReport rep = WarmUp(g->tokenizer(), *g->target_, g->draft_.get(), w);
+    if (!rep.status.ok())
+      return absl::Status(rep.status.code(), absl::StrCat("warm-up (--warmup=false skips it): ", rep.status.message()));
+    SPECD_LOG(INFO) << "warm-up: every step shape run before the first request" << Kv("ran", rep.ToString());
   }
   return g;
 }

@@ -140,6 +140,9 @@ struct SpecDefaults {
   float min_confidence = -1.0f;  // < 0: 0 in fixed mode, learned in adaptive mode
   ProposerKind proposer = ProposerKind::kDraft;
   NgramOptions ngram;
+  // Before the first request, run each step shape (WarmUp, common/spec/warmup.h)
+  // where a backend prepares shapes (CUDA graphs).
+  bool warmup = true;
 };
 struct SpecChoice {
   bool adaptive = false;

@@ -247,6 +247,9 @@ class Backend {
   // Only grows; the engine compares it around a forward (Engine::Timing::cold).
   // CPU: 0 (nothing to prepare, every forward is warm).
   virtual int64_t ColdRuns() const { return 0; }
+  // Whether a batch shape's first runs are cold (above): then running each
+  // step shape once before serving pays (common/spec/warmup.h).
+  virtual bool PreparesShapes() const { return false; }
 
   // Memory bandwidth of this backend's memory in bytes/s, bytes read plus
   // bytes written by a large copy (the roofline's ceiling). 0: unknown.

@@ -270,6 +270,7 @@ void EngineInfoToProto(const Engine& e, const std::string& vocab_digest, v1::Inf
   out->set_forward_tokens(e.counters().tokens);
   out->set_forward_seconds(e.counters().forward_seconds);
   out->set_cold_forwards(e.backend()->ColdRuns());
+  out->set_prepares_shapes(e.backend()->PreparesShapes());
 }
 
 CohortTag CohortFromProto(const v1::Cohort& c) { return CohortTag{c.id(), c.size()}; }

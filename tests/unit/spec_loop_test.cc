@@ -14,6 +14,7 @@
 #include "common/engine/spec_local.h"
 #include "common/spec/chain.h"
 #include "common/spec/loop.h"
+#include "common/spec/warmup.h"
 #include "common/spec/step_gate.h"
 #include "common/spec/ngram.h"
 #include "common/spec/policy.h"
@@ -1173,6 +1174,48 @@ TEST_F(SpecLoopTest, CancelAndDeadlineReleaseBothSequences) {
   EXPECT_EQ(g.reason, FinishReason::kCancelled);
   EXPECT_EQ(target_engine_->active_sequences(), 0);
   EXPECT_EQ(draft_engine_->active_sequences(), 0);
+}
+
+// The warm-up asks for every length 0..k_max twice, greedy then sampled, through
+// the real draft and target, and leaves nothing behind: both sequences
+// released, and the same greedy output as a fresh request after it.
+TEST_F(SpecLoopTest, WarmUpRunsEveryLengthTwiceGreedyAndSampled) {
+  const std::vector<int> schedule = WarmupSchedule(3);
+  EXPECT_EQ(schedule, (std::vector<int>{0, 0, 1, 1, 2, 2, 3, 3}));
+  WarmupOptions o;
+  o.seq = 21;
+  o.k_max = 3;
+  const WarmupReport rep = WarmUp(tok(), *target_, draft_.get(), o);
+  ASSERT_TRUE(rep.status.ok()) << rep.status;
+  EXPECT_EQ(rep.requests, 2);
+  EXPECT_EQ(rep.steps, 16);
+  std::vector<int> twice = schedule;
+  twice.insert(twice.end(), schedule.begin(), schedule.end());
+  EXPECT_EQ(rep.lengths, twice);  // a greedy draft proposes every token it is asked for
+  EXPECT_EQ(rep.ToString().substr(0, 36), "2 requests, 16 steps, lengths 0..3, ");
+  EXPECT_EQ(target_engine_->active_sequences(), 0);
+  EXPECT_EQ(draft_engine_->active_sequences(), 0);
+
+  // Without a draft: target-only steps only.
+  const WarmupReport solo = WarmUp(tok(), *target_, nullptr, o);
+  ASSERT_TRUE(solo.status.ok()) << solo.status;
+  EXPECT_EQ(solo.lengths, (std::vector<int>{0, 0, 0, 0}));
+
+  // Requests after it are what they were.
+  const std::vector<int32_t> prompt = tok().Encode("The quick brown fox", true, false);
+  SpecRequest req;
+  req.seq = 21;
+  req.prompt = prompt;
+  req.max_tokens = 24;
+  req.ignore_eos = true;
+  req.k = 3;
+  const SpecResult r = Run(req, draft_.get());
+  ASSERT_EQ(r.reason, FinishReason::kLength) << r.status;
+  EXPECT_EQ(r.tokens, ReferenceGreedy(prompt, 24));
+
+  // A warm-up past its deadline says so.
+  o.deadline = std::chrono::system_clock::now() - std::chrono::seconds(1);
+  EXPECT_EQ(WarmUp(tok(), *target_, draft_.get(), o).status.code(), absl::StatusCode::kDeadlineExceeded);
 }
 
 // A draft that fails now and then, the way a remote one does.

@@ -284,6 +284,7 @@ class CudaBackend final : public Backend, public CudaBackendControl {
   }
   absl::Status Synchronize() override;
   int64_t ColdRuns() const override { return stats_.first_runs + stats_.graph_captures; }
+  bool PreparesShapes() const override { return graphs_on_; }
   // Device-to-device copy with CUDA events, bytes read + written, best of 10
   // after a warm-up (the roofline's ceiling).
   double MeasureCopyBandwidth(size_t bytes) override {

@@ -1,0 +1,67 @@
+#include "common/spec/warmup.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "absl/strings/str_format.h"
+
+namespace specd {
+
+std::vector<int> WarmupSchedule(int k_max) {
+  std::vector<int> s;
+  for (int k = 0; k <= std::max(k_max, 0); ++k) s.insert(s.end(), {k, k});
+  return s;
+}
+
+std::string WarmupReport::ToString() const {
+  const auto [lo, hi] = lengths.empty() ? std::pair<int, int>{0, 0}
+                                        : std::pair<int, int>{*std::min_element(lengths.begin(), lengths.end()),
+                                                              *std::max_element(lengths.begin(), lengths.end())};
+  return absl::StrFormat("%d requests, %d steps, lengths %d..%d, %.2f s", requests, steps, lo, hi, seconds);
+}
+
+WarmupReport WarmUp(const Tokenizer& tok, Verifier& target, Proposer* draft, const WarmupOptions& o) {
+  const auto t0 = std::chrono::steady_clock::now();
+  WarmupReport rep;
+  const std::vector<int> schedule = WarmupSchedule(draft ? o.k_max : 0);
+  // A short prompt of ordinary text (any ids would do; these decode).
+  std::vector<int32_t> prompt = tok.Encode("The history of the city begins with a small harbour", true, false);
+  if (prompt.empty()) prompt = {0};
+  int budget = 8;
+  for (int k : schedule) budget += k + 1;  // a step appends at most k + 1 tokens
+
+  SamplingParams sampled;
+  sampled.temperature = 1.0f;
+  sampled.seed = 1;
+  for (const SamplingParams& sp : {SamplingParams{}, sampled}) {
+    if (o.cancelled && o.cancelled()) break;
+    SpecCosts costs;  // its own: warm-up times teach the pair nothing
+    SpecRequest r;
+    r.seq = o.seq;
+    r.prompt = prompt;
+    r.sampling = sp;
+    r.max_tokens = budget;
+    r.ignore_eos = true;
+    r.costs = &costs;
+    r.max_context = o.max_context;
+    r.deadline = o.deadline;
+    r.pipeline_verify = o.pipeline_verify;
+    r.cancelled = o.cancelled;
+    r.draft_retry = std::chrono::milliseconds(0);
+    size_t step = 0;
+    r.live_k = [&] { return schedule[std::min(step, schedule.size() - 1)]; };
+    const SpecResult res = RunSpeculative(r, tok, target, draft, [&](const StepEvent& ev) {
+      rep.lengths.push_back(ev.proposed);
+      return ++step < schedule.size();
+    });
+    ++rep.requests;
+    rep.steps += res.stats.steps;
+    if (!rep.status.ok()) continue;
+    if (res.reason == FinishReason::kError) rep.status = res.status;
+    if (res.reason == FinishReason::kDeadline) rep.status = absl::DeadlineExceededError("the warm-up ran past its deadline");
+  }
+  rep.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return rep;
+}
+
+}  // namespace specd
