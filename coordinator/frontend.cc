@@ -78,6 +78,7 @@ void Frontend::WarmUpLoop() {
     w.seq = NewSeq();
     if (dv) w.k_max = std::min(draft_max_.load(), dv->k_max);
     w.max_context = ContextFor(view->info);
+    w.prompt_tokens = static_cast<int>(std::max(view->info.prefill_chunk(), di ? di->prefill_chunk() : 0));
     w.pipeline_verify = opts_.pipeline_verify;
     w.deadline = std::chrono::system_clock::now() + std::chrono::minutes(2);
     w.cancelled = [this] { return warm_stop_.load(); };

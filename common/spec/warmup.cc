@@ -17,18 +17,27 @@ std::string WarmupReport::ToString() const {
   const auto [lo, hi] = lengths.empty() ? std::pair<int, int>{0, 0}
                                         : std::pair<int, int>{*std::min_element(lengths.begin(), lengths.end()),
                                                               *std::max_element(lengths.begin(), lengths.end())};
-  return absl::StrFormat("%d requests, %d steps, lengths %d..%d, %.2f s", requests, steps, lo, hi, seconds);
+  return absl::StrFormat("%d requests of a %d-token prompt, %d steps, lengths %d..%d, %.2f s", requests, prompt_tokens,
+                         steps, lo, hi, seconds);
 }
 
 WarmupReport WarmUp(const Tokenizer& tok, Verifier& target, Proposer* draft, const WarmupOptions& o) {
   const auto t0 = std::chrono::steady_clock::now();
   WarmupReport rep;
   const std::vector<int> schedule = WarmupSchedule(draft ? o.k_max : 0);
-  // A short prompt of ordinary text (any ids would do; these decode).
-  std::vector<int32_t> prompt = tok.Encode("The history of the city begins with a small harbour", true, false);
-  if (prompt.empty()) prompt = {0};
+  // Ordinary text (any ids would do; these decode).
+  std::vector<int32_t> text = tok.Encode("The history of the city begins with a small harbour", true, false);
+  if (text.empty()) text = {0};
   int budget = 8;
   for (int k : schedule) budget += k + 1;  // a step appends at most k + 1 tokens
+  int length = std::max(o.prompt_tokens, static_cast<int>(text.size()));
+  if (o.max_context > 0) length = std::max(1, std::min(length, o.max_context - budget - 1));
+  // The text, then its words again (from its second token: no second bos) up to `length`.
+  std::vector<int32_t> prompt;
+  const size_t again = text.size() > 1 ? 1 : 0;
+  for (size_t i = 0; static_cast<int>(prompt.size()) < length; i = i + 1 < text.size() ? i + 1 : again)
+    prompt.push_back(text[i]);
+  rep.prompt_tokens = length;
 
   SamplingParams sampled;
   sampled.temperature = 1.0f;

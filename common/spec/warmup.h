@@ -29,6 +29,11 @@ struct WarmupOptions {
   int32_t seq = 0;      // the sequence id the warm-up opens (and releases) on both workers
   int k_max = 0;        // the longest speculation to warm (0 or no draft: target-only steps only)
   int max_context = 0;  // the target's positions per sequence (0: unknown)
+  // The prompt's length: the workers' largest forward (their prefill chunk),
+  // so that every buffer sized by a batch's tokens has grown before the
+  // graphs are captured (a buffer that grows later drops them all: round 12's
+  // warm-up, with a 9-token prompt, was undone by a 23-token request).
+  int prompt_tokens = 0;
   Deadline deadline = kNoDeadline;
   bool pipeline_verify = true;  // as the requests' (SpecRequest::pipeline_verify)
   std::function<bool()> cancelled;  // polled between steps (a shutdown)
@@ -37,10 +42,11 @@ struct WarmupOptions {
 struct WarmupReport {
   absl::Status status;  // the first request that failed (the rest still ran)
   int requests = 0;
+  int prompt_tokens = 0;
   int steps = 0;
   std::vector<int> lengths;  // drafts verified per step, in order (telemetry and tests)
   double seconds = 0;
-  std::string ToString() const;  // "2 requests, 40 steps, lengths 0..8, 0.61 s"
+  std::string ToString() const;  // "2 requests of a 512-token prompt, 40 steps, lengths 0..8, 0.61 s"
 };
 
 // The schedule of one warm-up request: 0, 0, 1, 1, ..., k_max, k_max.

@@ -1192,7 +1192,9 @@ TEST_F(SpecLoopTest, WarmUpRunsEveryLengthTwiceGreedyAndSampled) {
   std::vector<int> twice = schedule;
   twice.insert(twice.end(), schedule.begin(), schedule.end());
   EXPECT_EQ(rep.lengths, twice);  // a greedy draft proposes every token it is asked for
-  EXPECT_EQ(rep.ToString().substr(0, 36), "2 requests, 16 steps, lengths 0..3, ");
+  EXPECT_EQ(rep.prompt_tokens, static_cast<int>(tok().Encode("The history of the city begins with a small harbour",
+                                                               true, false).size()));
+  EXPECT_EQ(rep.ToString().rfind("2 requests of a ", 0), 0u) << rep.ToString();
   EXPECT_EQ(target_engine_->active_sequences(), 0);
   EXPECT_EQ(draft_engine_->active_sequences(), 0);
 
@@ -1200,6 +1202,16 @@ TEST_F(SpecLoopTest, WarmUpRunsEveryLengthTwiceGreedyAndSampled) {
   const WarmupReport solo = WarmUp(tok(), *target_, nullptr, o);
   ASSERT_TRUE(solo.status.ok()) << solo.status;
   EXPECT_EQ(solo.lengths, (std::vector<int>{0, 0, 0, 0}));
+
+  // The prompt is as long as asked (the workers' largest forward), within the context.
+  o.prompt_tokens = 40;
+  EXPECT_EQ(WarmUp(tok(), *target_, draft_.get(), o).prompt_tokens, 40);
+  o.max_context = 64;  // the schedule's 20 tokens, 8 spare, one for the bonus token
+  const WarmupReport tight = WarmUp(tok(), *target_, draft_.get(), o);
+  ASSERT_TRUE(tight.status.ok()) << tight.status;
+  EXPECT_EQ(tight.prompt_tokens, 64 - 28 - 1);
+  o.prompt_tokens = 0;
+  o.max_context = 0;
 
   // Requests after it are what they were.
   const std::vector<int32_t> prompt = tok().Encode("The quick brown fox", true, false);
