@@ -2,7 +2,7 @@
 # Round 35 call A: the warm-up (common/spec/warmup.h) on the ~80% pair in process, `specd generate` of 256
 # tokens with --warmup=true / false (adaptive and k = 6, two reps each; the graphs' launches, captures and
 # eager batches of each run), then the side-by-side table with the tree's specd (specd bench's pinned logits
-# buffer, the warm-up) on both pairs.
+# buffer, the warm-up) on the ~80% pair (SIX=1: on the 6-layer pair too, ~100 s more).
 #   pack: BUILD_DIR=build-cuda CARRY_MODELS=0 CARRY_BINS=specd tests/gpu/make_carry.sh;
 #         rm -f .devcarry/lib/{libssl.so.3,libcrypto.so.3,libstdc++.so.6}; mkdir -p .devpackA35
 #         XZ_OPT=-9 tar -cJf .devpackA35/devcarry.tar.xz .devcarry
@@ -29,8 +29,10 @@ for rep in 1 2; do
 done
 stamp "peer_bench, ~80% pair, speculative rows"
 peer_run gain 150 RESIDUAL_GAIN=0.05 SPEC_ONLY=1 SPEC_NS="3 4 6"
-make_pair "$M6"
-stamp "peer_bench, 6-layer pair"
-peer_run peer 240 SPEC_NS="3 6"
+if [ "${SIX:-0}" = 1 ]; then
+  make_pair "$M6"
+  stamp "peer_bench, 6-layer pair"
+  peer_run peer 240 SPEC_NS="3 6"
+fi
 stamp done
 bundle_out
