@@ -33,9 +33,10 @@ void AddRequestFlags(Config* c) {
   c->AddInt("k", 4, "draft tokens per step; given explicitly: fixed k (unless --adaptive is given too)", 0, 64);
   c->AddBool("adaptive", true, "choose the speculation length per step (acceptance and measured costs)");
   c->AddInt("draft-max", 8, "adaptive: most draft tokens per step (in process)", 1, 64);
-  c->AddBool("warmup", true,
-             "in process, CUDA: before the request, run each speculation length's step once greedy and once sampled "
-             "(graphs captured), so that the request does not pay them");
+  c->AddString("warmup", "auto",
+               "in process: before the request, run each speculation length's step once greedy and once sampled, so "
+               "that the request does not pay their first runs (auto: where a backend prepares shapes, CUDA graphs; "
+               "always; off)");
   c->AddDouble("min-confidence", -1.0, "the draft stops below this top probability (-1: 0 fixed, learned adaptive)",
                -1.0, 1.0);
   c->AddString("acceptance-prior", "",
@@ -100,7 +101,7 @@ absl::StatusOr<std::unique_ptr<api::Generator>> MakeGenerator(const Config& c, a
   d.adaptive = c.GetBool("adaptive");
   d.draft_max = static_cast<int>(c.GetInt("draft-max"));
   d.min_confidence = static_cast<float>(c.GetDouble("min-confidence"));
-  d.warmup = c.GetBool("warmup");
+  SPECD_ASSIGN_OR_RETURN(d.warmup, ParseWarmupMode(c.GetString("warmup")));
   SPECD_RETURN_IF_ERROR(api::ProposerFromFlags(c, &d));
   SPECD_ASSIGN_OR_RETURN(auto g, api::LocalGenerator::Create(opts, c.GetString("draft"), d));
   if (!c.GetString("acceptance-prior").empty()) SPECD_RETURN_IF_ERROR(g->LoadAcceptancePrior(c.GetString("acceptance-prior")));

@@ -35,7 +35,7 @@ Frontend::Frontend(Cluster* cluster, const FrontendOptions& opts)
   if (opts.lockstep) gate_ = std::make_unique<StepGate>(opts.lockstep_gate);
   if (opts.lockstep && opts.batch_calls) gather_ = std::make_unique<CallGatherers>(cluster_, opts.batch_calls_wait);
   AddCollectors();
-  if (opts.warmup) warm_thread_ = std::thread([this] { WarmUpLoop(); });
+  if (opts.warmup != WarmupMode::kOff) warm_thread_ = std::thread([this] { WarmUpLoop(); });
 }
 
 Frontend::~Frontend() {
@@ -70,7 +70,7 @@ void Frontend::WarmUpLoop() {
     const std::string key = absl::StrCat(view->info.pid(), "/", dv ? static_cast<int64_t>(dv->epoch) : -1);
     if (key == warmed) continue;
     warmed = key;
-    if (!view->info.prepares_shapes() && !(dv && di && di->prepares_shapes())) continue;
+    if (!WarmsUp(opts_.warmup, view->info.prepares_shapes() || (dv && di && di->prepares_shapes()))) continue;
     l.unlock();
     GrpcTargetClient target(cluster_, opts_.timeouts, gather_.get());
     GrpcDraftClient draft(cluster_, opts_.timeouts, gather_.get());
@@ -82,6 +82,15 @@ void Frontend::WarmUpLoop() {
     w.pipeline_verify = opts_.pipeline_verify;
     w.deadline = std::chrono::system_clock::now() + std::chrono::minutes(2);
     w.cancelled = [this] { return warm_stop_.load(); };
+    // Admitted as a request is, so that it never takes a sequence slot or KV blocks a request was promised.
+    const int64_t block = std::max(view->info.kv_block_size(), 1);
+    auto slot = admission_.Acquire((WarmupPositions(w) + block - 1) / block, LimitsFor(view->info), w.deadline,
+                                   w.cancelled);
+    if (!slot.ok()) {
+      SPECD_LOG(WARN) << "warm-up skipped" << Kv("why", slot.status().ToString());
+      l.lock();
+      continue;
+    }
     const WarmupReport rep = WarmUp(*view->tokenizer, target, dv ? &draft : nullptr, w);
     if (rep.status.ok()) {
       SPECD_LOG(INFO) << "warm-up: every step shape run" << Kv("target_pid", view->info.pid())

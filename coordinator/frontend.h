@@ -58,9 +58,9 @@ struct FrontendOptions {
   bool batch_calls = true;
   std::chrono::microseconds batch_calls_wait{1000};
   // Run each step shape before serving (common/spec/warmup.h) whenever the
-  // workers are new (a target, a draft, a swap), where their backends
+  // workers are new (a target, a draft, a swap); kAuto: where their backends
   // prepare shapes (CUDA graphs).
-  bool warmup = true;
+  WarmupMode warmup = WarmupMode::kAuto;
 };
 
 class Frontend : public api::Generator {

@@ -60,9 +60,10 @@ int Main(int argc, char** argv) {
   cfg.AddBool("pipeline-verify", true,
               "send each step's Verify together with its Propose: the target takes the proposal from the draft's "
               "exchange buffer as soon as it is published, instead of after the coordinator has it back");
-  cfg.AddBool("warmup", true,
-              "when the workers are new (start, restart, draft swap) and prepare batch shapes (CUDA graphs), run each "
-              "speculation length's step once greedy and once sampled before requests pay for them");
+  cfg.AddString("warmup", "auto",
+                "when the workers are new (start, restart, draft swap), run each speculation length's step once greedy "
+                "and once sampled before requests pay their first runs (auto: where a worker's backend prepares batch "
+                "shapes, CUDA graphs; always; off)");
   cfg.AddBool("batch-calls", true,
               "send a lockstep step's calls to each worker as one message (when the worker takes them), instead of "
               "one call per request");
@@ -119,7 +120,11 @@ int Main(int argc, char** argv) {
   fo.timeouts.target = ms(cfg.GetInt("target-timeout-ms"));
   fo.lockstep = cfg.GetBool("lockstep");
   fo.pipeline_verify = cfg.GetBool("pipeline-verify");
-  fo.warmup = cfg.GetBool("warmup");
+  {
+    auto wm = ParseWarmupMode(cfg.GetString("warmup"));
+    if (!wm.ok()) return rpc::ExitWith(kProgram, wm.status(), 2);
+    fo.warmup = *wm;
+  }
   fo.batch_calls = cfg.GetBool("batch-calls");
   fo.batch_calls_wait = std::chrono::microseconds(cfg.GetInt("batch-calls-wait-us"));
   fo.lockstep_gate.max_wait = ms(cfg.GetInt("lockstep-max-wait-ms"));

@@ -26,14 +26,14 @@ absl::StatusOr<std::unique_ptr<LocalGenerator>> LocalGenerator::Create(const Eng
   }
   const bool prepares = g->target_engine_->backend()->PreparesShapes() ||
                         (g->draft_engine_ && g->draft_engine_->backend()->PreparesShapes());
-  if (spec.warmup && prepares) {
+  if (WarmsUp(spec.warmup, prepares)) {
     WarmupOptions w;
     if (g->draft_) w.k_max = std::min({std::max(spec.k, spec.draft_max), g->draft_->k_max(), opts.max_out_rows - 1});
     w.max_context = opts.max_seq_len;
     w.prompt_tokens = opts.max_batch_tokens;
     const WarmupReport rep = WarmUp(g->tokenizer(), *g->target_, g->draft_.get(), w);
     if (!rep.status.ok())
-      return absl::Status(rep.status.code(), absl::StrCat("warm-up (--warmup=false skips it): ", rep.status.message()));
+      return absl::Status(rep.status.code(), absl::StrCat("warm-up (--warmup off skips it): ", rep.status.message()));
     SPECD_LOG(INFO) << "warm-up: every step shape run before the first request" << Kv("ran", rep.ToString());
   }
   return g;

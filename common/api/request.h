@@ -21,6 +21,7 @@
 #include "common/spec/chain.h"
 #include "common/spec/loop.h"
 #include "common/spec/ngram.h"
+#include "common/spec/warmup.h"
 #include "common/sampler/sampler.h"
 #include "common/tokenizer/tokenizer.h"
 #include "common/util/config.h"
@@ -140,9 +141,8 @@ struct SpecDefaults {
   float min_confidence = -1.0f;  // < 0: 0 in fixed mode, learned in adaptive mode
   ProposerKind proposer = ProposerKind::kDraft;
   NgramOptions ngram;
-  // Before the first request, run each step shape (WarmUp, common/spec/warmup.h)
-  // where a backend prepares shapes (CUDA graphs).
-  bool warmup = true;
+  // Before the first request, run each step shape (WarmUp, common/spec/warmup.h).
+  WarmupMode warmup = WarmupMode::kAuto;
 };
 struct SpecChoice {
   bool adaptive = false;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
 namespace specd {
@@ -11,6 +12,28 @@ std::vector<int> WarmupSchedule(int k_max) {
   std::vector<int> s;
   for (int k = 0; k <= std::max(k_max, 0); ++k) s.insert(s.end(), {k, k});
   return s;
+}
+
+namespace {
+// A step appends at most k + 1 tokens; 8 spare.
+int StepTokens(const std::vector<int>& schedule) {
+  int n = 8;
+  for (int k : schedule) n += k + 1;
+  return n;
+}
+constexpr int kTextTokens = 64;  // the warm-up text's tokens, at most, in any vocabulary worth serving
+}  // namespace
+
+absl::StatusOr<WarmupMode> ParseWarmupMode(std::string_view s) {
+  if (s == "auto") return WarmupMode::kAuto;
+  if (s == "always") return WarmupMode::kAlways;
+  if (s == "off") return WarmupMode::kOff;
+  return absl::InvalidArgumentError(absl::StrCat("--warmup must be auto, always or off, not '", std::string(s), "'"));
+}
+
+int64_t WarmupPositions(const WarmupOptions& o) {
+  const int64_t n = std::max(o.prompt_tokens, kTextTokens) + StepTokens(WarmupSchedule(o.k_max)) + 1;
+  return o.max_context > 0 ? std::min<int64_t>(n, o.max_context) : n;
 }
 
 std::string WarmupReport::ToString() const {
@@ -28,8 +51,7 @@ WarmupReport WarmUp(const Tokenizer& tok, Verifier& target, Proposer* draft, con
   // Ordinary text (any ids would do; these decode).
   std::vector<int32_t> text = tok.Encode("The history of the city begins with a small harbour", true, false);
   if (text.empty()) text = {0};
-  int budget = 8;
-  for (int k : schedule) budget += k + 1;  // a step appends at most k + 1 tokens
+  const int budget = StepTokens(schedule);
   int length = std::max(o.prompt_tokens, static_cast<int>(text.size()));
   if (o.max_context > 0) length = std::max(1, std::min(length, o.max_context - budget - 1));
   // The text, then its words again (from its second token: no second bos) up to `length`.

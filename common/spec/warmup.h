@@ -19,11 +19,22 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/spec/loop.h"
 
 namespace specd {
+
+// When a generator warms up: kAuto where a worker's backend prepares shapes
+// (Backend::PreparesShapes: CUDA graphs), kAlways (also the CPU: tests), kOff.
+enum class WarmupMode { kAuto, kAlways, kOff };
+// "auto", "always", "off" (INVALID_ARGUMENT otherwise).
+absl::StatusOr<WarmupMode> ParseWarmupMode(std::string_view s);
+// Whether a generator in `mode` warms up, given whether a backend prepares shapes.
+inline bool WarmsUp(WarmupMode mode, bool prepares_shapes) {
+  return mode == WarmupMode::kAlways || (mode == WarmupMode::kAuto && prepares_shapes);
+}
 
 struct WarmupOptions {
   int32_t seq = 0;      // the sequence id the warm-up opens (and releases) on both workers
@@ -51,6 +62,9 @@ struct WarmupReport {
 
 // The schedule of one warm-up request: 0, 0, 1, 1, ..., k_max, k_max.
 std::vector<int> WarmupSchedule(int k_max);
+// The most positions the warm-up's sequence holds (its prompt and its
+// steps' tokens): what admission reserves for it.
+int64_t WarmupPositions(const WarmupOptions& o);
 
 // Runs the schedule once greedy and once sampled (temperature 1, the OpenAI
 // API's default: the sampler's and the acceptance rule's device work).

@@ -65,6 +65,41 @@ std::vector<int32_t> RandomPrompt(int n, uint32_t seed) {
   return p;
 }
 
+// --warmup always (the CPU backend prepares no shapes, so auto skips it):
+// once both workers are up, the coordinator runs every speculation length's
+// step through them, as a request would, and leaves nothing behind: no
+// sequence, no request counted, and the next request is the target's greedy
+// output.
+TEST_F(ServiceSchedTest, WarmUpRunsEveryStepShapeThroughTheWorkers) {
+  StartService({"--warmup", "always", "--draft-max", "3"});
+  const std::string want = "draft=yes ran=\"2 requests of a 512-token prompt, 16 steps, lengths 0..3";
+  const auto end = Clock::now() + std::chrono::seconds(60);
+  std::string log;
+  auto read_log = [&] {
+    std::ifstream f(dir_.File("coordinator.log"));
+    return std::string(std::istreambuf_iterator<char>(f), {});
+  };
+  while ((log = read_log()).find(want) == std::string::npos && Clock::now() < end)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  ASSERT_NE(log.find(want), std::string::npos) << svc_->Logs();
+  ASSERT_TRUE(svc_->WaitNoSequences()) << svc_->Logs();
+  const client::Stats s = svc_->Stats();
+  EXPECT_EQ(s.requests_total, 0);
+  EXPECT_GE(s.target.prefill_tokens, 512);
+  EXPECT_GE(s.draft.prefill_tokens, 512);
+
+  api::Request p;
+  p.prompt = "Hello world";
+  p.max_tokens = 16;
+  p.ignore_eos = true;
+  p.deadline = api::After(std::chrono::seconds(60));
+  const auto ids = c().Tokenize(p.prompt);
+  ASSERT_TRUE(ids.ok()) << ids.status();
+  const auto sum = c().Generate(p);
+  ASSERT_TRUE(sum.ok()) << sum.status();
+  EXPECT_EQ(sum->tokens, ReferenceGreedy(g_models->target, *ids, 16));
+}
+
 TEST_F(ServiceSchedTest, LongPromptDoesNotStallAShortRequest) {
   StartService({}, {"--prefill-chunk", "32"});
   const std::vector<int32_t> long_prompt = RandomPrompt(3500, 11);

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Round 35 call A: the warm-up (common/spec/warmup.h) on the ~80% pair in process, `specd generate` of 256
-# tokens with --warmup=true / false (adaptive and k = 6, two reps each; the graphs' launches, captures and
+# tokens with --warmup auto / off (adaptive and k = 6, two reps each; the graphs' launches, captures and
 # eager batches of each run), then the side-by-side table with the tree's specd (specd bench's pinned logits
 # buffer, the warm-up) on the ~80% pair (SIX=1: on the 6-layer pair too, ~100 s more).
 #   pack: BUILD_DIR=build-cuda CARRY_MODELS=0 CARRY_BINS=specd tests/gpu/make_carry.sh;
@@ -18,11 +18,11 @@ stamp "~80% pair in process, specd generate 256 tokens: --warmup true / false"
 P="The history of the city begins with a small harbour where fishermen"
 for rep in 1 2; do
   for mode in adaptive k6; do
-    for wu in true false; do
+    for wu in auto off; do
       args=()
       [ "$mode" = adaptive ] || args=(--k "${mode#k}")
       timeout 60 "$C/bin/specd" generate --backend cuda --max-seqs 1 --max-seq-len 2048 --max-tokens 256 \
-        --ignore-eos --prompt "$P" --model "$M8/target.gguf" --draft "$M8/draft.gguf" "${args[@]}" --warmup=$wu \
+        --ignore-eos --prompt "$P" --model "$M8/target.gguf" --draft "$M8/draft.gguf" "${args[@]}" --warmup $wu \
         2>&1 > /dev/null | grep -E "tok/s|graphs:|warm-up" | sed "s/^/$mode warmup=$wu rep $rep: /"
     done
   done
