@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Round 35 call A: the warm-up (common/spec/warmup.h) on the ~80% pair in process, `specd generate` of 256
 # tokens with --warmup auto / off (adaptive and k = 6, two reps each; the graphs' launches, captures and
-# eager batches of each run), then the side-by-side table with the tree's specd (specd bench's pinned logits
-# buffer, the warm-up) on the ~80% pair (SIX=1: on the 6-layer pair too, ~100 s more).
+# eager batches of each run); GAIN=1: then the side-by-side table with the tree's specd on the ~80% pair (~45 s),
+# SIX=1: on the 6-layer pair too (~100 s).
 #   pack: BUILD_DIR=build-cuda CARRY_MODELS=0 CARRY_BINS=specd tests/gpu/make_carry.sh;
 #         rm -f .devcarry/lib/{libssl.so.3,libcrypto.so.3,libstdc++.so.6}; mkdir -p .devpackA35
 #         XZ_OPT=-9 tar -cJf .devpackA35/devcarry.tar.xz .devcarry
@@ -27,8 +27,10 @@ for rep in 1 2; do
     done
   done
 done
-stamp "peer_bench, ~80% pair, speculative rows"
-peer_run gain 150 RESIDUAL_GAIN=0.05 SPEC_ONLY=1 SPEC_NS="3 4 6"
+if [ "${GAIN:-0}" = 1 ]; then
+  stamp "peer_bench, ~80% pair, speculative rows"
+  peer_run gain 150 RESIDUAL_GAIN=0.05 SPEC_ONLY=1 SPEC_NS="3 4 6"
+fi
 if [ "${SIX:-0}" = 1 ]; then
   make_pair "$M6"
   stamp "peer_bench, 6-layer pair"
