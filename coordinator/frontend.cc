@@ -56,20 +56,24 @@ int32_t Frontend::NewSeq() {
   return seq;
 }
 
-// Keyed by the target process and the draft's epoch (a new process or a swap)
-// and whether it is usable: a draft that comes up after the target gets its
-// own warm-up (with the target's verifies of its lengths).
+// Runs for a target process not warmed yet (with the draft when it is
+// usable), and for a usable draft whose epoch (a new process or a swap) was
+// not warmed with this target: a draft that comes up after the target, or a
+// swap, gets its own warm-up (with the target's verifies of its lengths); a
+// draft that is down or being swapped costs none.
 void Frontend::WarmUpLoop() {
-  std::string warmed;
+  int64_t warmed_pid = 0;
+  uint64_t warmed_epoch = 0;  // with warmed_pid's target; 0: none
   std::unique_lock<std::mutex> l(warm_mu_);
   while (!warm_cv_.wait_for(l, std::chrono::milliseconds(200), [this] { return warm_stop_.load(); })) {
     const std::shared_ptr<const TargetView> view = cluster_->target();
     if (!view) continue;
     const std::optional<DraftView> dv = cluster_->draft();
     const std::optional<v1::InfoResponse> di = cluster_->draft_info();
-    const std::string key = absl::StrCat(view->info.pid(), "/", dv ? static_cast<int64_t>(dv->epoch) : -1);
-    if (key == warmed) continue;
-    warmed = key;
+    if (view->info.pid() == warmed_pid && (!dv || dv->epoch == warmed_epoch)) continue;
+    if (view->info.pid() != warmed_pid) warmed_epoch = 0;
+    warmed_pid = view->info.pid();
+    if (dv) warmed_epoch = dv->epoch;
     if (!WarmsUp(opts_.warmup, view->info.prepares_shapes() || (dv && di && di->prepares_shapes()))) continue;
     l.unlock();
     GrpcTargetClient target(cluster_, opts_.timeouts, gather_.get());

@@ -69,7 +69,7 @@ std::vector<int32_t> RandomPrompt(int n, uint32_t seed) {
 // once both workers are up, the coordinator runs every speculation length's
 // step through them, as a request would, and leaves nothing behind: no
 // sequence, no request counted, and the next request is the target's greedy
-// output.
+// output; a draft swap gets one warm-up of its own.
 TEST_F(ServiceSchedTest, WarmUpRunsEveryStepShapeThroughTheWorkers) {
   StartService({"--warmup", "always", "--draft-max", "3"});
   const std::string want = "draft=yes ran=\"2 requests of a 512-token prompt, 16 steps, lengths 0..3";
@@ -98,6 +98,24 @@ TEST_F(ServiceSchedTest, WarmUpRunsEveryStepShapeThroughTheWorkers) {
   const auto sum = c().Generate(p);
   ASSERT_TRUE(sum.ok()) << sum.status();
   EXPECT_EQ(sum->tokens, ReferenceGreedy(g_models->target, *ids, 16));
+
+  // A swapped draft gets a warm-up of its own (the target's too, with it), once.
+  auto count = [&] {
+    const std::string text = read_log();
+    int n = 0;
+    for (size_t at = text.find(want); at != std::string::npos; at = text.find(want, at + 1)) ++n;
+    return n;
+  };
+  const int before = count();
+  ASSERT_TRUE(c().SwapDraft(g_models->other).ok());
+  const auto swap_end = Clock::now() + std::chrono::seconds(60);
+  while (count() == before && Clock::now() < swap_end) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(count(), before + 1) << svc_->Logs();
+  std::this_thread::sleep_for(std::chrono::milliseconds(600));  // three more rounds of the warm-up thread
+  EXPECT_EQ(count(), before + 1) << "the same draft and target are warmed once";
+  const auto after = c().Generate(p);
+  ASSERT_TRUE(after.ok()) << after.status();
+  EXPECT_EQ(after->tokens, sum->tokens);
 }
 
 TEST_F(ServiceSchedTest, LongPromptDoesNotStallAShortRequest) {
