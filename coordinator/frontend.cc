@@ -15,6 +15,12 @@ namespace {
 
 grpc::Status Invalid(const std::string& msg) { return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, msg); }
 
+// The target's KV blocks that `positions` of one sequence take.
+int64_t KvBlocks(const v1::InfoResponse& target, int64_t positions) {
+  const int64_t block = std::max(target.kv_block_size(), 1);
+  return (positions + block - 1) / block;
+}
+
 }  // namespace
 
 Frontend::Frontend(Cluster* cluster, const FrontendOptions& opts)
@@ -76,8 +82,6 @@ void Frontend::WarmUpLoop() {
     if (dv) warmed_epoch = dv->epoch;
     if (!WarmsUp(opts_.warmup, view->info.prepares_shapes() || (dv && di && di->prepares_shapes()))) continue;
     l.unlock();
-    GrpcTargetClient target(cluster_, opts_.timeouts, gather_.get());
-    GrpcDraftClient draft(cluster_, opts_.timeouts, gather_.get());
     WarmupOptions w;
     w.seq = NewSeq();
     if (dv) w.k_max = std::min(draft_max_.load(), dv->k_max);
@@ -87,14 +91,15 @@ void Frontend::WarmUpLoop() {
     w.deadline = std::chrono::system_clock::now() + std::chrono::minutes(2);
     w.cancelled = [this] { return warm_stop_.load(); };
     // Admitted as a request is, so that it never takes a sequence slot or KV blocks a request was promised.
-    const int64_t block = std::max(view->info.kv_block_size(), 1);
-    auto slot = admission_.Acquire((WarmupPositions(w) + block - 1) / block, LimitsFor(view->info), w.deadline,
+    auto slot = admission_.Acquire(KvBlocks(view->info, WarmupPositions(w)), LimitsFor(view->info), w.deadline,
                                    w.cancelled);
     if (!slot.ok()) {
       SPECD_LOG(WARN) << "warm-up skipped" << Kv("why", slot.status().ToString());
       l.lock();
       continue;
     }
+    GrpcTargetClient target(cluster_, opts_.timeouts, gather_.get());
+    GrpcDraftClient draft(cluster_, opts_.timeouts, gather_.get());
     const WarmupReport rep = WarmUp(*view->tokenizer, target, dv ? &draft : nullptr, w);
     if (rep.status.ok()) {
       SPECD_LOG(INFO) << "warm-up: every step shape run" << Kv("target_pid", view->info.pid())
@@ -169,9 +174,7 @@ absl::StatusOr<api::Summary> Frontend::Generate(const api::Request& req, const a
     // max_tokens is clamped to the room the context leaves.
     const int room = context - static_cast<int>(prompt.size());
     const int run_tokens = std::min(*max_tokens, room);
-    const int block = std::max(view->info.kv_block_size(), 1);
-    const int64_t positions = static_cast<int64_t>(prompt.size()) + run_tokens;
-    const int64_t blocks = (positions + block - 1) / block;
+    const int64_t blocks = KvBlocks(view->info, static_cast<int64_t>(prompt.size()) + run_tokens);
     const Admission::Limits limits = LimitsFor(view->info);
     if (limits.kv_blocks > 0 && blocks > limits.kv_blocks)
       return invalid(absl::InvalidArgumentError(absl::StrCat("prompt + max_tokens need ", blocks,

@@ -28,7 +28,7 @@ absl::StatusOr<std::unique_ptr<LocalGenerator>> LocalGenerator::Create(const Eng
                         (g->draft_engine_ && g->draft_engine_->backend()->PreparesShapes());
   if (WarmsUp(spec.warmup, prepares)) {
     WarmupOptions w;
-    if (g->draft_) w.k_max = std::min({std::max(spec.k, spec.draft_max), g->draft_->k_max(), opts.max_out_rows - 1});
+    if (g->draft_) w.k_max = std::min(g->draft_->k_max(), opts.max_out_rows - 1);
     w.max_context = opts.max_seq_len;
     w.prompt_tokens = opts.max_batch_tokens;
     const WarmupReport rep = WarmUp(g->tokenizer(), *g->target_, g->draft_.get(), w);
