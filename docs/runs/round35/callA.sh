@@ -14,7 +14,7 @@ device_setup
 peer_libs
 exec > >(tee "$O/stdout.txt") 2>&1
 make_pair "$M8" --residual-gain 0.05
-stamp "~80% pair in process, specd generate 256 tokens: --warmup true / false"
+stamp "~80% pair in process, specd generate 256 tokens: --warmup auto / off"
 P="The history of the city begins with a small harbour where fishermen"
 for rep in 1 2; do
   for mode in adaptive k6; do
