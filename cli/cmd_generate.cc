@@ -3,6 +3,8 @@
 // model for speculative decoding) or through a coordinator. The flags make
 // one api::Request; the generator is the only difference.
 #include <cstdio>
+#include <utility>
+#include <vector>
 
 #include "cli/cli_util.h"
 #include "cli/commands.h"
@@ -135,6 +137,19 @@ int Run(const std::vector<std::string>& args, const char* program, bool chat) {
     for (int32_t t : *ids) std::printf(" %d", t);
     std::printf("\n");
   }
+  // CUDA: batches replayed from graphs, captured, and run eagerly (a shape's first run): the load and the
+  // warm-up's, then the request's own.
+  auto graph_stats = [&] {
+    std::vector<std::pair<const char*, CudaBackendControl::Stats>> v;
+    if (!local) return v;
+    for (const auto& [name, e] : {std::pair<const char*, const Engine*>{"target", &local->target_engine()},
+                                  {"draft", local->draft_engine()}}) {
+      const CudaBackendControl* cc = e ? AsCudaControl(e->backend()) : nullptr;
+      if (cc) v.emplace_back(name, cc->GetStats());
+    }
+    return v;
+  };
+  const auto before = graph_stats();
   auto sum = (*gen)->Generate(req, [](const api::Event& ev) {
     std::fputs(ev.text.c_str(), stdout);
     std::fflush(stdout);
@@ -151,17 +166,16 @@ int Run(const std::vector<std::string>& args, const char* program, bool chat) {
                api::FormatSummary(*sum).c_str());
   if (local && sum->adaptive)
     std::fprintf(stderr, "acceptance prior: %s\n", local->AcceptancePriorText(*proposer).c_str());
-  if (local) {
-    // CUDA: batches replayed from graphs, captured, and run eagerly (a shape's first run), load included.
-    for (const auto& [name, e] : {std::pair<const char*, const Engine*>{"target", &local->target_engine()},
-                                  {"draft", local->draft_engine()}}) {
-      const CudaBackendControl* cc = e ? AsCudaControl(e->backend()) : nullptr;
-      if (!cc) continue;
-      const CudaBackendControl::Stats st = cc->GetStats();
-      std::fprintf(stderr, "%s graphs: %lld launches, %lld captures, %lld eager batches\n", name,
-                   static_cast<long long>(st.graph_launches), static_cast<long long>(st.graph_captures),
-                   static_cast<long long>(st.eager_flushes));
-    }
+  const auto after = graph_stats();
+  for (size_t i = 0; i < after.size() && i < before.size(); ++i) {
+    const auto& [name, a] = after[i];
+    const auto& b = before[i].second;
+    std::fprintf(stderr,
+                 "%s graphs: %lld launches, %lld captures, %lld eager batches (the request: %lld, %lld, %lld)\n", name,
+                 static_cast<long long>(a.graph_launches), static_cast<long long>(a.graph_captures),
+                 static_cast<long long>(a.eager_flushes), static_cast<long long>(a.graph_launches - b.graph_launches),
+                 static_cast<long long>(a.graph_captures - b.graph_captures),
+                 static_cast<long long>(a.eager_flushes - b.eager_flushes));
   }
   return 0;
 }

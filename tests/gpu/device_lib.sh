@@ -16,7 +16,7 @@
 #                              libssl / libcrypto / libstdc++ (to fit the carry limit beside .peer) takes them there
 #   bench_against REPS BIN...  specd bench of the 6-layer pair ($M6, made first) with each binary of
 #                              .devcarry/bin in turn, REPS times: the target at context 64 (batch 1, 8;
-#                              verify 1, 4; CTX64_VERIFY overrides) and 4200 (verify 1, 4, 7), the
+#                              verify 1, 4; CTX64_VERIFY overrides) and 4200 (verify 1, 4, 7; DEPTH_VERIFY), the
 #                              draft at 64; a line each, the outputs into $O/bench.log.xz
 #   ncu_step SEQS TOKENS CTX [KV]  ncu's per-kernel GPU time of one 27B-class forward (gpu_check
 #                              --profile-step; KV q8_0, or f16 as specd bench), summed per kernel; the
@@ -111,12 +111,12 @@ bench_against() {
   shift
   for rep in $(seq "$reps"); do
     for b in "$@"; do
-      stamp "$b (rep $rep): target ctx 64 (batch 1, 8; verify ${CTX64_VERIFY:-1,4}), ctx 4200 (verify 1, 4, 7); draft ctx 64"
+      stamp "$b (rep $rep): target ctx 64 (batch 1, 8; verify ${CTX64_VERIFY:-1,4}), ctx 4200 (verify ${DEPTH_VERIFY:-1,4,7}); draft ctx 64"
       timeout 40 "$C/bin/$b" bench --backend cuda --model "$M6/target.gguf" --ctx 64 --prefill 16 --batches 1,8 \
         --verify-k "${CTX64_VERIFY:-1,4}" --reps 5 > "$O/$b.ctx64.$rep.txt" 2>&1
       sed -n '/^decode/,$p' "$O/$b.ctx64.$rep.txt" | grep "^ " | tr -s ' ' | tr '\n' '|'; echo
       timeout 60 "$C/bin/$b" bench --backend cuda --model "$M6/target.gguf" --ctx 4200 --prefill 4096 --batches 1 \
-        --verify-k 1,4,7 --reps 5 > "$O/$b.depth.$rep.txt" 2>&1
+        --verify-k "${DEPTH_VERIFY:-1,4,7}" --reps 5 > "$O/$b.depth.$rep.txt" 2>&1
       sed -n '/^decode/,$p' "$O/$b.depth.$rep.txt" | grep "^ " | tr -s ' ' | tr '\n' '|'; echo
       timeout 30 "$C/bin/$b" bench --backend cuda --model "$M6/draft.gguf" --ctx 64 --prefill 64 --batches 1 \
         --verify-k 1 --reps 5 > "$O/$b.draft.$rep.txt" 2>&1

@@ -15,6 +15,7 @@
 # SETS ("base new unix"), MODES ("k4 adaptive"), REPS (1): a run took ~50 s in round 16.
 # Round 18 adds the set "nobatch": this tree's binaries with the coordinator's --batch-calls=false
 # (each request's calls sent alone, as round 17): SETS="base nobatch new" measures rounds 16 / 17 / 18.
+# Round 36 adds "nowarm": this tree's binaries with the coordinator's --warmup=off.
 set -u
 . tests/gpu/device_lib.sh
 device_setup
@@ -32,6 +33,7 @@ for rep in $(seq "${REPS:-1}"); do
       [ "$set" = base ] && carry=$C/base
       [ "$set" = unix ] && unix=1
       [ "$set" = nobatch ] && coord="--batch-calls=false"
+      [ "$set" = nowarm ] && coord="--warmup=off"
       tag=s6$mode.$set.$rep
       runs+=("$tag")
       stamp "six streams through the services, $mode, $set binaries (rep $rep), ~80% pair"
