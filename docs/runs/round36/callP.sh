@@ -5,7 +5,7 @@
 #   pack: BUILD_DIR=build-cuda CARRY_MODELS=0 CARRY_BINS=specd tests/gpu/make_carry.sh;
 #         rm -f .devcarry/lib/{libssl.so.3,libcrypto.so.3,libstdc++.so.6}; mkdir -p .devpackP36
 #         XZ_OPT=-9 tar -cJf .devpackP36/devcarry.tar.xz .devcarry
-#         (then reconfigure build-cuda with -DSPECD_BUILD_TESTS=ON)
+#         (then reconfigure build-cuda with -DSPECD_BUILD_TESTS=ON; CARRY_BINS="specd gpu_check" adds the check)
 #   run(command="bash docs/runs/round36/callP.sh", carry=[".devpackP36", ".peer"])   (~8 min)
 set -u
 export DEVPACK=${DEVPACK:-.devpackP36/devcarry.tar.xz}
@@ -20,6 +20,10 @@ if before 420 "the ~80% pair"; then
   make_pair "$M8" --residual-gain 0.05
   stamp "peer_bench, ~80% pair, speculative rows"
   peer_run gain 150 RESIDUAL_GAIN=0.05 SPEC_ONLY=1 SPEC_NS="3 4 6"
+fi
+# A pack with gpu_check (a kernel changed since the last device check): its matvecs of the k-quants.
+if [ -x "$C/bin/gpu_check" ] && before 460 "gpu_check"; then
+  CHECK_TYPES=Q4_K,Q5_K,Q6_K,Q8_0 CHECK_TIMEOUT=$(( 570 - $(date +%s) + t0 )) gpu_checks --matmul-only
 fi
 stamp done
 bundle_out
