@@ -12,6 +12,22 @@ import sys
 
 import numpy as np
 import llama_cpp
+import llama_cpp.llama_cpp as llama_lib
+
+# No extra buffer types (weight repacking): on CPUs with AMX, the AMX
+# matmul of llama.cpp 0.3.36's CPU backend crashes (SIGSEGV in
+# ggml_backend_amx_mul_mat, seen on a Sapphire Rapids CI host); the plain
+# CPU kernels are the reference either way.
+_default_params = llama_lib.llama_model_default_params
+
+
+def _params_without_extra_bufts():
+    p = _default_params()
+    p.use_extra_bufts = False
+    return p
+
+
+llama_lib.llama_model_default_params = _params_without_extra_bufts
 
 
 def greedy(path, tokens, n):
