@@ -15,7 +15,7 @@ exec > >(tee "$O/stdout.txt") 2>&1
 make_pair "$M8" --residual-gain 0.05
 stamp "~80% pair in process, specd generate 256 tokens: tree --warmup auto / off, specd.wc --warmup auto"
 P="The history of the city begins with a small harbour where fishermen"
-for rep in 1 2; do
+for rep in $(seq "${REPS:-2}"); do
   for mode in adaptive k6; do
     for arm in specd:auto specd:off specd.wc:auto; do
       b=${arm%%:*} wu=${arm#*:}

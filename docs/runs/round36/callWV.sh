@@ -13,7 +13,7 @@ OUT=$O/w SIX=0 bash docs/runs/round36/callW.sh 2>&1 | grep -vE "^NVIDIA"
 export DEVPACK=  # unpacked once
 exec > >(tee "$O/stdout.txt") 2>&1
 make_pair "$M6"
-CTX64_VERIFY=1,3,4,6 DEPTH_VERIFY=1,3,4,6,7 bench_against 2 specd specd.r96 specd.s3 specd.r96s3
+CTX64_VERIFY=1,3,4,6 DEPTH_VERIFY=1,3,4,6,7 bench_against "${BENCH_REPS:-2}" specd specd.r96 specd.s3 specd.r96s3
 if before "${SIX_BEFORE:-400}" "six streams"; then
   SETS="nowarm new" MODES="adaptive" REPS=1 OUT=$O/six bash docs/runs/round17/callCohort.sh 2>&1 | grep -vE "^NVIDIA"
 fi
