@@ -3,7 +3,7 @@
 # generate` of 256 tokens, adaptive and k = 6, two reps: this tree with --warmup auto / off, and specd.wc
 # (exp-warm-costs.patch: the warm-up's forward costs kept in the generator's table) with auto; each run's
 # summary (tok/s, mean k, the adaptive k histogram, step times) and its graphs (the request's own launches,
-# captures and eager batches in brackets). Then (SIX=0 skips) six streams through the services, k = 4 and
+# captures and eager batches in brackets; ARMS / ARMS_K6: other BIN:MODE lists). Then (SIX=0 skips) six streams through the services, k = 4 and
 # adaptive, with the coordinator's warm-up off (nowarm) and on (new); round 17's cohort script.
 #   pack: bash docs/runs/round36/pack.sh
 #   run(command="bash docs/runs/round36/callW.sh", carry=[".devpackR36"])   (~7 min)
@@ -17,7 +17,9 @@ stamp "~80% pair in process, specd generate 256 tokens: tree --warmup auto / off
 P="The history of the city begins with a small harbour where fishermen"
 for rep in $(seq "${REPS:-2}"); do
   for mode in adaptive k6; do
-    for arm in specd:auto specd:off specd.wc:auto; do
+    arms=${ARMS:-specd:auto specd:off specd.wc:auto}
+    [ "$mode" = k6 ] && arms=${ARMS_K6:-$arms}
+    for arm in $arms; do
       b=${arm%%:*} wu=${arm#*:}
       args=()
       [ "$mode" = adaptive ] || args=(--k "${mode#k}")
