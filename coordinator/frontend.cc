@@ -88,6 +88,7 @@ void Frontend::WarmUpLoop() {
     w.max_context = ContextFor(view->info);
     w.prompt_tokens = static_cast<int>(std::max(view->info.prefill_chunk(), di ? di->prefill_chunk() : 0));
     w.pipeline_verify = opts_.pipeline_verify;
+    w.costs = &costs_;
     w.deadline = std::chrono::system_clock::now() + std::chrono::minutes(2);
     w.cancelled = [this] { return warm_stop_.load(); };
     // Admitted as a request is, so that it never takes a sequence slot or KV blocks a request was promised.

@@ -31,6 +31,7 @@ absl::StatusOr<std::unique_ptr<LocalGenerator>> LocalGenerator::Create(const Eng
     if (g->draft_) w.k_max = std::min(g->draft_->k_max(), opts.max_out_rows - 1);
     w.max_context = opts.max_seq_len;
     w.prompt_tokens = opts.max_batch_tokens;
+    w.costs = &g->costs_;
     const WarmupReport rep = WarmUp(g->tokenizer(), *g->target_, g->draft_.get(), w);
     if (!rep.status.ok())
       return absl::Status(rep.status.code(), absl::StrCat("warm-up (--warmup off skips it): ", rep.status.message()));

@@ -66,14 +66,14 @@ WarmupReport WarmUp(const Tokenizer& tok, Verifier& target, Proposer* draft, con
   sampled.seed = 1;
   for (const SamplingParams& sp : {SamplingParams{}, sampled}) {
     if (o.cancelled && o.cancelled()) break;
-    SpecCosts costs;  // its own: warm-up times teach the pair nothing
+    SpecCosts own;
     SpecRequest r;
     r.seq = o.seq;
     r.prompt = prompt;
     r.sampling = sp;
     r.max_tokens = budget;
     r.ignore_eos = true;
-    r.costs = &costs;
+    r.costs = o.costs ? o.costs : &own;
     r.max_context = o.max_context;
     r.deadline = o.deadline;
     r.pipeline_verify = o.pipeline_verify;

@@ -13,8 +13,13 @@
 //
 // The request goes through the same Proposer / Verifier (in process or over
 // gRPC), so the exchange rows, the pipelined verify and the draft's catch-up
-// after target-only steps are the paths requests take. It teaches nothing:
-// its own SpecCosts, no AcceptancePrior, no lockstep gate.
+// after target-only steps are the paths requests take. Its forward costs go
+// to the generator's table (WarmupOptions::costs): a shape's first runs are
+// marked cold there and the sampled pass replays the greedy pass's graphs,
+// so a fresh request's policy starts from what every length costs on this
+// device instead of learning it on the client's tokens. It teaches no
+// acceptance (its text and lengths are not a request's: no AcceptancePrior)
+// and takes no lockstep gate.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -48,6 +53,8 @@ struct WarmupOptions {
   Deadline deadline = kNoDeadline;
   bool pipeline_verify = true;  // as the requests' (SpecRequest::pipeline_verify)
   std::function<bool()> cancelled;  // polled between steps (a shutdown)
+  // Where the step costs go: the table the requests share (null: one of its own).
+  SpecCosts* costs = nullptr;
 };
 
 struct WarmupReport {

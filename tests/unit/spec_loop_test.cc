@@ -1178,15 +1178,26 @@ TEST_F(SpecLoopTest, CancelAndDeadlineReleaseBothSequences) {
 
 // The warm-up asks for every length 0..k_max twice, greedy then sampled, through
 // the real draft and target, and leaves nothing behind: both sequences
-// released, and the same greedy output as a fresh request after it.
+// released, and the same greedy output as a fresh request after it. Its step
+// costs go to the table it is given, every length's.
 TEST_F(SpecLoopTest, WarmUpRunsEveryLengthTwiceGreedyAndSampled) {
   const std::vector<int> schedule = WarmupSchedule(3);
   EXPECT_EQ(schedule, (std::vector<int>{0, 0, 1, 1, 2, 2, 3, 3}));
   WarmupOptions o;
   o.seq = 21;
   o.k_max = 3;
+  SpecCosts costs;
+  o.costs = &costs;
   const WarmupReport rep = WarmUp(tok(), *target_, draft_.get(), o);
   ASSERT_TRUE(rep.status.ok()) << rep.status;
+  for (int k = 0; k <= 3; ++k) {
+    EXPECT_EQ(costs.VerifyCount(k), 4) << k;  // twice a pass, greedy and sampled (the CPU runs nothing cold)
+    ASSERT_TRUE(costs.Verify(k).has_value()) << k;
+    EXPECT_GT(*costs.Verify(k), 0.0) << k;
+    if (k > 0) EXPECT_TRUE(costs.Draft(k).has_value()) << k;
+  }
+  EXPECT_EQ(costs.Table(3).known, true);
+  o.costs = nullptr;
   EXPECT_EQ(rep.requests, 2);
   EXPECT_EQ(rep.steps, 16);
   std::vector<int> twice = schedule;
