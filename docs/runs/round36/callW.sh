@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Round 36 call W: the warm-up on the GPU (round 35's call A, never run). The ~80% pair in process, `specd
-# generate` of 256 tokens, adaptive and k = 6, two reps: this tree with --warmup auto / off, and specd.wc
-# (exp-warm-costs.patch: the warm-up's forward costs kept in the generator's table) with auto; each run's
+# generate` of 256 tokens, adaptive and k = 6, two reps: this tree with --warmup auto (the shapes run and
+# every length's step costs measured before the request) / off; each run's
 # summary (tok/s, mean k, the adaptive k histogram, step times) and its graphs (the request's own launches,
 # captures and eager batches in brackets; ARMS / ARMS_K6: other BIN:MODE lists). Then (SIX=0 skips) six streams through the services, k = 4 and
 # adaptive, with the coordinator's warm-up off (nowarm) and on (new); round 17's cohort script.
@@ -13,11 +13,11 @@ export DEVPACK=${DEVPACK:-.devpackR36/devcarry.tar.xz}
 device_setup
 exec > >(tee "$O/stdout.txt") 2>&1
 make_pair "$M8" --residual-gain 0.05
-stamp "~80% pair in process, specd generate 256 tokens: tree --warmup auto / off, specd.wc --warmup auto"
+stamp "~80% pair in process, specd generate 256 tokens: --warmup auto / off"
 P="The history of the city begins with a small harbour where fishermen"
 for rep in $(seq "${REPS:-2}"); do
   for mode in adaptive k6; do
-    arms=${ARMS:-specd:auto specd:off specd.wc:auto}
+    arms=${ARMS:-specd:auto specd:off}
     [ "$mode" = k6 ] && arms=${ARMS_K6:-$arms}
     for arm in $arms; do
       b=${arm%%:*} wu=${arm#*:}
