@@ -10,7 +10,7 @@ namespace specd {
 
 std::vector<int> WarmupSchedule(int k_max) {
   std::vector<int> s;
-  for (int k = 0; k <= std::max(k_max, 0); ++k) s.insert(s.end(), {k, k});
+  for (int k = 0; k <= std::max(k_max, 0); ++k) s.insert(s.end(), {k, k, k});
   return s;
 }
 

@@ -1,5 +1,5 @@
 // Warm-up: one synthetic request run through the real loop before serving,
-// whose steps ask for every speculation length 0..k_max twice, greedy and
+// whose steps ask for every speculation length 0..k_max three times, greedy and
 // sampled, so that each step shape a request can meet has run before a
 // client pays for it.
 //
@@ -65,10 +65,12 @@ struct WarmupReport {
   int steps = 0;
   std::vector<int> lengths;  // drafts verified per step, in order (telemetry and tests)
   double seconds = 0;
-  std::string ToString() const;  // "2 requests of a 512-token prompt, 40 steps, lengths 0..8, 0.61 s"
+  std::string ToString() const;  // "2 requests of a 512-token prompt, 54 steps, lengths 0..8, 0.61 s"
 };
 
-// The schedule of one warm-up request: 0, 0, 1, 1, ..., k_max, k_max.
+// The schedule of one warm-up request: 0, 0, 0, 1, 1, 1, ..., k_max x 3: a
+// shape's eager run, its graph's capture, then a replay, so that every
+// length's cost is measured warm within one pass.
 std::vector<int> WarmupSchedule(int k_max);
 // The most positions the warm-up's sequence holds (its prompt and its
 // steps' tokens): what admission reserves for it.

@@ -72,7 +72,7 @@ std::vector<int32_t> RandomPrompt(int n, uint32_t seed) {
 // output; a draft swap gets one warm-up of its own.
 TEST_F(ServiceSchedTest, WarmUpRunsEveryStepShapeThroughTheWorkers) {
   StartService({"--warmup", "always", "--draft-max", "3"});
-  const std::string want = "draft=yes ran=\"2 requests of a 512-token prompt, 16 steps, lengths 0..3";
+  const std::string want = "draft=yes ran=\"2 requests of a 512-token prompt, 24 steps, lengths 0..3";
   const auto end = Clock::now() + std::chrono::seconds(60);
   std::string log;
   auto read_log = [&] {

@@ -1176,13 +1176,13 @@ TEST_F(SpecLoopTest, CancelAndDeadlineReleaseBothSequences) {
   EXPECT_EQ(draft_engine_->active_sequences(), 0);
 }
 
-// The warm-up asks for every length 0..k_max twice, greedy then sampled, through
+// The warm-up asks for every length 0..k_max three times, greedy then sampled, through
 // the real draft and target, and leaves nothing behind: both sequences
 // released, and the same greedy output as a fresh request after it. Its step
 // costs go to the table it is given, every length's.
-TEST_F(SpecLoopTest, WarmUpRunsEveryLengthTwiceGreedyAndSampled) {
+TEST_F(SpecLoopTest, WarmUpRunsEveryLengthThriceGreedyAndSampled) {
   const std::vector<int> schedule = WarmupSchedule(3);
-  EXPECT_EQ(schedule, (std::vector<int>{0, 0, 1, 1, 2, 2, 3, 3}));
+  EXPECT_EQ(schedule, (std::vector<int>{0, 0, 0, 1, 1, 1, 2, 2, 2, 3, 3, 3}));
   WarmupOptions o;
   o.seq = 21;
   o.k_max = 3;
@@ -1191,7 +1191,7 @@ TEST_F(SpecLoopTest, WarmUpRunsEveryLengthTwiceGreedyAndSampled) {
   const WarmupReport rep = WarmUp(tok(), *target_, draft_.get(), o);
   ASSERT_TRUE(rep.status.ok()) << rep.status;
   for (int k = 0; k <= 3; ++k) {
-    EXPECT_EQ(costs.VerifyCount(k), 4) << k;  // twice a pass, greedy and sampled (the CPU runs nothing cold)
+    EXPECT_EQ(costs.VerifyCount(k), 6) << k;  // three a pass, greedy and sampled (the CPU runs nothing cold)
     ASSERT_TRUE(costs.Verify(k).has_value()) << k;
     EXPECT_GT(*costs.Verify(k), 0.0) << k;
     if (k > 0) EXPECT_TRUE(costs.Draft(k).has_value()) << k;
@@ -1199,7 +1199,7 @@ TEST_F(SpecLoopTest, WarmUpRunsEveryLengthTwiceGreedyAndSampled) {
   EXPECT_EQ(costs.Table(3).known, true);
   o.costs = nullptr;
   EXPECT_EQ(rep.requests, 2);
-  EXPECT_EQ(rep.steps, 16);
+  EXPECT_EQ(rep.steps, 24);
   std::vector<int> twice = schedule;
   twice.insert(twice.end(), schedule.begin(), schedule.end());
   EXPECT_EQ(rep.lengths, twice);  // a greedy draft proposes every token it is asked for
@@ -1212,15 +1212,15 @@ TEST_F(SpecLoopTest, WarmUpRunsEveryLengthTwiceGreedyAndSampled) {
   // Without a draft: target-only steps only.
   const WarmupReport solo = WarmUp(tok(), *target_, nullptr, o);
   ASSERT_TRUE(solo.status.ok()) << solo.status;
-  EXPECT_EQ(solo.lengths, (std::vector<int>{0, 0, 0, 0}));
+  EXPECT_EQ(solo.lengths, (std::vector<int>{0, 0, 0, 0, 0, 0}));
 
   // The prompt is as long as asked (the workers' largest forward), within the context.
   o.prompt_tokens = 40;
   EXPECT_EQ(WarmUp(tok(), *target_, draft_.get(), o).prompt_tokens, 40);
-  o.max_context = 64;  // the schedule's 20 tokens, 8 spare, one for the bonus token
+  o.max_context = 64;  // the schedule's 30 tokens, 8 spare, one for the bonus token
   const WarmupReport tight = WarmUp(tok(), *target_, draft_.get(), o);
   ASSERT_TRUE(tight.status.ok()) << tight.status;
-  EXPECT_EQ(tight.prompt_tokens, 64 - 28 - 1);
+  EXPECT_EQ(tight.prompt_tokens, 64 - 38 - 1);
   o.prompt_tokens = 0;
   o.max_context = 0;
 
