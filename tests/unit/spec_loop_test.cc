@@ -1194,7 +1194,9 @@ TEST_F(SpecLoopTest, WarmUpRunsEveryLengthThriceGreedyAndSampled) {
     EXPECT_EQ(costs.VerifyCount(k), 6) << k;  // three a pass, greedy and sampled (the CPU runs nothing cold)
     ASSERT_TRUE(costs.Verify(k).has_value()) << k;
     EXPECT_GT(*costs.Verify(k), 0.0) << k;
-    if (k > 0) EXPECT_TRUE(costs.Draft(k).has_value()) << k;
+    if (k > 0) {
+      EXPECT_TRUE(costs.Draft(k).has_value()) << k;
+    }
   }
   EXPECT_EQ(costs.Table(3).known, true);
   o.costs = nullptr;
