@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Round 36 call W: the warm-up on the GPU (round 35's call A, never run). The ~80% pair in process, `specd
+# Round 36 call W: the warm-up on the GPU (round 35's call A, never run; its side-by-side part is callP.sh). The ~80% pair in process, `specd
 # generate` of 256 tokens, adaptive and k = 6, two reps: this tree with --warmup auto (the shapes run and
 # every length's step costs measured before the request) / off; each run's
 # summary (tok/s, mean k, the adaptive k histogram, step times) and its graphs (the request's own launches,
