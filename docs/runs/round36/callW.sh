@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Round 36 call W: the warm-up on the GPU (round 35's call A, never run; its side-by-side part is callP.sh). The ~80% pair in process, `specd
-# generate` of 256 tokens, adaptive and k = 6, two reps: this tree with --warmup auto (the shapes run and
-# every length's step costs measured before the request) / off; each run's
+# Round 36 call W: the warm-up on the GPU (round 35's call A, never run; its side-by-side part is callP.sh).
+# The ~80% pair in process, `specd generate` of 256 tokens, adaptive and k = 6, two reps: this tree with
+# --warmup auto (the shapes run and every length's step costs measured before the request) / off; each run's
 # summary (tok/s, mean k, the adaptive k histogram, step times) and its graphs (the request's own launches,
-# captures and eager batches in brackets; ARMS / ARMS_K6: other BIN:MODE lists). Then (SIX=0 skips) six streams through the services, k = 4 and
-# adaptive, with the coordinator's warm-up off (nowarm) and on (new); round 17's cohort script.
+# captures and eager batches in brackets; ARMS / ARMS_K6: other BIN:MODE lists). Then (SIX=0 skips) six
+# streams through the services, k = 4 and adaptive, with the coordinator's warm-up off (nowarm) and on (new);
+# round 17's cohort script.
 #   pack: bash docs/runs/round36/pack.sh
 #   run(command="bash docs/runs/round36/callW.sh", carry=[".devpackR36"])   (~7 min)
 set -u
