@@ -164,8 +164,10 @@ int Run(const std::vector<std::string>& args, const char* program, bool chat) {
   }
   std::fprintf(stderr, "prompt: %d tokens (prefill %.3f s); %s\n", sum->prompt_tokens, sum->prefill_seconds,
                api::FormatSummary(*sum).c_str());
-  if (local && sum->adaptive)
+  if (local && sum->adaptive) {
     std::fprintf(stderr, "acceptance prior: %s\n", local->AcceptancePriorText(*proposer).c_str());
+    std::fprintf(stderr, "step costs: %s\n", local->CostsText(*proposer).c_str());
+  }
   const auto after = graph_stats();
   for (size_t i = 0; i < after.size() && i < before.size(); ++i) {
     const auto& [name, a] = after[i];

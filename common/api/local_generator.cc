@@ -45,10 +45,18 @@ absl::Status LocalGenerator::LoadAcceptancePrior(const std::string& text) {
   return prior_.Load(text);
 }
 
+bool LocalGenerator::NgramOnly(ProposerKind kind) const {
+  return kind == ProposerKind::kNgram || (kind == ProposerKind::kNgramDraft && !draft_);
+}
+
 std::string LocalGenerator::AcceptancePriorText(ProposerKind kind) {
   std::lock_guard<std::mutex> l(mu_);
-  const bool ngram_only = kind == ProposerKind::kNgram || (kind == ProposerKind::kNgramDraft && !draft_);
-  return (ngram_only ? ngram_prior_ : prior_).ToString();
+  return (NgramOnly(kind) ? ngram_prior_ : prior_).ToString();
+}
+
+std::string LocalGenerator::CostsText(ProposerKind kind) {
+  std::lock_guard<std::mutex> l(mu_);
+  return (NgramOnly(kind) ? ngram_costs_ : costs_).ToString();
 }
 
 absl::StatusOr<std::vector<int32_t>> LocalGenerator::Tokenize(const std::string& text, bool add_special,

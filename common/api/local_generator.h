@@ -32,12 +32,16 @@ class LocalGenerator : public Generator {
   absl::Status LoadAcceptancePrior(const std::string& text);
   // (That of requests with `kind`'s proposals: n-gram proposals alone learn their own.)
   std::string AcceptancePriorText(ProposerKind kind = ProposerKind::kDraft);
+  // The step costs those requests' policy reads (SpecCosts::ToString).
+  std::string CostsText(ProposerKind kind = ProposerKind::kDraft);
   // The engines (the draft's null without a draft), for their backends' figures.
   const Engine& target_engine() const { return *target_engine_; }
   const Engine* draft_engine() const { return draft_engine_.get(); }
 
  private:
   LocalGenerator() = default;
+  // Requests of this proposer use the n-gram table and prior (no draft model).
+  bool NgramOnly(ProposerKind kind) const;
   std::mutex mu_;
   SpecDefaults spec_;
   Limits limits_;

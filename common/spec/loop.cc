@@ -523,9 +523,14 @@ SpecResult RunSpeculative(const SpecRequest& req, const Tokenizer& tok, Verifier
     // prompt, nor a target-only step in a forward with others' drafts (its
     // calls go apart from the cohort's pipelined ones: 1.7 ms against 0.4 ms
     // a step of a cohort verifying without drafts), nor a step that ran
-    // beside another request's prefill (queued behind it: 3-7 ms against 0.5).
+    // beside another request's prefill (queued behind it: 3-7 ms against 0.5),
+    // nor a step whose forwards ran cold: a shape's eager first run and its
+    // graph capture spend host time outside the forwards' device time, which
+    // lands here (the warm-up runs every shape so twice, and its drafting
+    // steps had priced the overhead of a request's steps at milliseconds).
     const bool with_drafts = vf.batch_seqs > 1 && vf.batch_tokens > vf.batch_seqs;
-    if (measured && quiet && !vf.batch_mixed && (use_draft || !with_drafts))
+    const bool cold = vf.cold || (use_draft && prop.figures.cold);
+    if (measured && quiet && !cold && !vf.batch_mixed && (use_draft || !with_drafts))
       costs->ObserveOverhead(use_draft, ev.time.overhead() - ev.time.gate);
     r.stats.time.Add(ev.time);
     if (use_draft) r.stats.spec_time.Add(ev.time);

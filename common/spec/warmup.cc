@@ -73,7 +73,7 @@ WarmupReport WarmUp(const Tokenizer& tok, Verifier& target, Proposer* draft, con
     r.sampling = sp;
     r.max_tokens = budget;
     r.ignore_eos = true;
-    r.costs = o.costs ? o.costs : &own;
+    r.costs = o.costs && sp.greedy() ? o.costs : &own;
     r.max_context = o.max_context;
     r.deadline = o.deadline;
     r.pipeline_verify = o.pipeline_verify;

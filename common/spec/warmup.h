@@ -13,12 +13,16 @@
 //
 // The request goes through the same Proposer / Verifier (in process or over
 // gRPC), so the exchange rows, the pipelined verify and the draft's catch-up
-// after target-only steps are the paths requests take. Its step costs go to
-// the generator's table (WarmupOptions::costs; a shape's first runs count as
-// cold there, ignored once a warm run of it exists), so a fresh request's
-// policy starts from what every length costs on this device instead of
-// learning it on the client's tokens (round 36, CPU: the adaptive policy
-// at 0.95x the best fixed k before, 1.00x after). It teaches no
+// after target-only steps are the paths requests take. Its greedy steps'
+// costs go to the generator's table (WarmupOptions::costs; a shape's first
+// runs count as cold there, ignored once a warm run of it exists), so a fresh
+// request's policy starts from what every length costs on this device
+// instead of learning it on the client's tokens (round 36, CPU: the adaptive
+// policy at 0.95x the best fixed k before, 1.00x after). The sampled steps
+// keep theirs apart: a sampled draft forward writes its probability row
+// (H100: 1.44 ms a forward in the mixed table against greedy's 1.10, and
+// 0.65 ms of overhead against 0.04), which priced a greedy request's
+// drafts a third too high (round 37). It teaches no
 // acceptance (its text and lengths are not a request's: no AcceptancePrior)
 // and takes no lockstep gate.
 #pragma once
@@ -54,7 +58,7 @@ struct WarmupOptions {
   Deadline deadline = kNoDeadline;
   bool pipeline_verify = true;  // as the requests' (SpecRequest::pipeline_verify)
   std::function<bool()> cancelled;  // polled between steps (a shutdown)
-  // Where the step costs go: the table the requests share (null: one of its own).
+  // Where the greedy steps' costs go: the table the requests share (null: one of its own).
   SpecCosts* costs = nullptr;
 };
 

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Round 37 call A: the adaptive policy after the warm-up, old tree (specd, round 36's pack) against the fix
+# (specd.new: a cold step prices no overhead, and `specd generate` prints its step costs; call B: also the
+# warm-up's sampled steps keep their costs apart), in process, `specd generate` of 256 tokens: the 6-layer
+# pair (call P of round 37 had adaptive at 0.87x k = 3) adaptive with --warmup auto / off and k = 3; then the
+# ~80% pair adaptive / k = 6. Two reps, alternating (ARMS6 / ARMS8 pick the runs).
+#   pack: mkdir -p .devpackA37; cp build-cuda/cli/specd .devpackA37/specd.new; strip .devpackA37/specd.new;
+#         xz -9 .devpackA37/specd.new   (beside .devpackP36, whose libraries it links)
+#   run(command="bash docs/runs/round37/callA.sh", carry=[".devpackP36", ".devpackA37"])   (~4 min)
+set -u
+export DEVPACK=${DEVPACK:-.devpackP36/devcarry.tar.xz}
+. tests/gpu/device_lib.sh
+device_setup
+xz -dc .devpackA37/specd.new.xz > "$C/bin/specd.new" && chmod +x "$C/bin/specd.new"
+exec > >(tee "$O/stdout.txt") 2>&1
+P="The history of the city begins with a small harbour where fishermen"
+gen() {  # PAIR DIR, MODE (adaptive | kN), BIN, WARMUP, REP
+  local m=$1 mode=$2 b=$3 wu=$4 rep=$5 args=() log
+  [ "$mode" = adaptive ] || args=(--k "${mode#k}")
+  log="$O/gen.$(basename "$m").$mode.$b.$wu.$rep.log"
+  timeout 90 "$C/bin/$b" generate --backend cuda --max-seqs 1 --max-seq-len 2048 --max-tokens 256 --ignore-eos \
+    --prompt "$P" --model "$m/target.gguf" --draft "$m/draft.gguf" "${args[@]}" --warmup "$wu" 2> "$log" > /dev/null
+  echo "rc=$? $(basename "$m") $mode $b warmup=$wu rep $rep:"
+  grep -v '^ts=' "$log" | sed 's/^/    /' | cut -c1-700
+}
+# Arms: BIN:WARMUP:MODE, run in this order each rep (ARMS6 on the 6-layer pair, ARMS8 on the ~80% pair).
+ARMS6=${ARMS6:-specd:auto:adaptive specd:off:adaptive specd.new:auto:adaptive specd.new:off:adaptive specd.new:auto:k3}
+ARMS8=${ARMS8:-specd:auto:adaptive specd.new:auto:adaptive specd.new:auto:k6}
+arms() {  # PAIR, ARMS
+  local m=$1 a b wu mode rep
+  for rep in 1 2; do
+    for a in $2; do
+      b=${a%%:*} a=${a#*:} wu=${a%%:*} mode=${a#*:}
+      gen "$m" "$mode" "$b" "$wu" "$rep"
+    done
+  done
+}
+make_pair "$M6"
+stamp "6-layer pair: $ARMS6"
+arms "$M6" "$ARMS6"
+if before 330 "~80% pair"; then
+  make_pair "$M8" --residual-gain 0.05
+  stamp "~80% pair: $ARMS8"
+  arms "$M8" "$ARMS8"
+fi
+tar -cJf "$O/gen.logs.tar.xz" -C "$O" $(cd "$O" && ls gen.*.log) && rm -f "$O"/gen.*.log
+stamp done
+bundle_out
