@@ -534,6 +534,9 @@ SpecResult RunSpeculative(const SpecRequest& req, const Tokenizer& tok, Verifier
       costs->ObserveOverhead(use_draft, ev.time.overhead() - ev.time.gate);
     r.stats.time.Add(ev.time);
     if (use_draft) r.stats.spec_time.Add(ev.time);
+    if (GetLogLevel() <= LogLevel::kDebug)
+      SPECD_LOG(DEBUG) << "step" << Kv("seq", seq) << Kv("asked", k) << Kv("proposed", ev.proposed)
+                       << Kv("accepted", ev.accepted) << Kv("alpha1", policy.alpha(1));
     if (on_step && !on_step(ev)) {
       r.reason = end != FinishReason::kNone ? end : FinishReason::kCancelled;
       break;

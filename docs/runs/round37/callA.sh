@@ -16,14 +16,18 @@ exec > >(tee "$O/stdout.txt") 2>&1
 P="The history of the city begins with a small harbour where fishermen"
 gen() {  # PAIR DIR, MODE (adaptive | kN), BIN, WARMUP, REP
   local m=$1 mode=$2 b=$3 wu=$4 rep=$5 args=() log
-  [ "$mode" = adaptive ] || args=(--k "${mode#k}")
+  case $mode in
+    adaptive) ;;
+    debug) args=(--log-level debug) ;;  # adaptive, its decisions' reasons in the log
+    *) args=(--k "${mode#k}") ;;
+  esac
   log="$O/gen.$(basename "$m").$mode.$b.$wu.$rep.log"
   timeout 90 "$C/bin/$b" generate --backend cuda --max-seqs 1 --max-seq-len 2048 --max-tokens 256 --ignore-eos \
     --prompt "$P" --model "$m/target.gguf" --draft "$m/draft.gguf" "${args[@]}" --warmup "$wu" 2> "$log" > /dev/null
   echo "rc=$? $(basename "$m") $mode $b warmup=$wu rep $rep:"
   grep -v '^ts=' "$log" | sed 's/^/    /' | cut -c1-700
 }
-# Arms: BIN:WARMUP:MODE, run in this order each rep (ARMS6 on the 6-layer pair, ARMS8 on the ~80% pair).
+# Arms: BIN:WARMUP:MODE (adaptive, debug: adaptive with the debug log, kN), run in this order each rep (ARMS6 on the 6-layer pair, ARMS8 on the ~80% pair).
 ARMS6=${ARMS6:-specd:auto:adaptive specd:off:adaptive specd.new:auto:adaptive specd.new:off:adaptive specd.new:auto:k3}
 ARMS8=${ARMS8:-specd:auto:adaptive specd.new:auto:adaptive specd.new:auto:k6}
 arms() {  # PAIR, ARMS
