@@ -474,6 +474,7 @@ SpecPolicy::SpecPolicy(const SpecPolicyOptions& opts, const SpecCosts* costs, Ac
   o_.ewma = std::clamp(o_.ewma, 1e-3, 1.0);
   o_.prior_accept = std::clamp(o_.prior_accept, 0.0, 1.0);
   o_.prior_weight = std::max(o_.prior_weight, 0.0);
+  o_.prior_accept_weight = std::max(o_.prior_accept_weight, 0.0);
   o_.resume_horizon = std::max(o_.resume_horizon, 1);
   o_.stop_margin = std::max(o_.stop_margin, 0.0);
   o_.probe_after = std::max(o_.probe_after, 1);
@@ -491,6 +492,10 @@ SpecPolicy::SpecPolicy(const SpecPolicyOptions& opts, const SpecCosts* costs, Ac
       est_.n_pi[u] = std::max(1.0, std::min(p.n_pi[u], o_.prior_weight));
     }
     informed_ = true;
+  } else if (o_.adaptive && o_.draft_max >= 1) {
+    // Position 1 alone: deeper positions lean on the one before until observed (PositionEstimates::Alpha).
+    est_.alpha[1] = o_.prior_accept;
+    est_.n_alpha[1] = o_.prior_accept_weight;
   }
   probe_wait_ = o_.probe_after;
 }

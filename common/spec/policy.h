@@ -15,7 +15,10 @@
 // A request starts from what earlier requests of the same pair measured
 // (AcceptancePrior, shared like the costs), weighted as a few observations,
 // so its first rejections do not decide alone; only the first requests of a
-// pair (no prior yet) warm up with the fixed k. After target-only steps the
+// pair (no prior yet) warm up with the fixed k, and their position 1 starts
+// from prior_accept as prior_accept_weight observations (a 6-layer pair at
+// alpha_1 ~0.55 whose first six steps kept one draft of twelve went
+// target-only for its remaining 249 steps: round 37). After target-only steps the
 // draft must first catch up on the tokens it missed; that cost (measured,
 // SpecCosts::Resume) is charged to resuming, spread over a few steps, so the
 // policy does not flip between drafting and target-only at break-even; for
@@ -288,6 +291,9 @@ struct SpecPolicyOptions {
   int draft_max = 8;          // adaptive: the most drafts per step
   double ewma = 0.05;         // weight of one step in the running estimates (acceptance is noisy: ~20 steps)
   double prior_accept = 0.6;  // alpha_i before a position was ever drafted (no AcceptancePrior yet)
+  // ... counted as this many observations of position 1 (the one that decides drafting against
+  // target-only), so that a fresh pair's first few rejections do not decide alone
+  double prior_accept_weight = 3;
   int prior_steps = 16;       // an AcceptancePrior counts once it holds this many steps ...
   double prior_weight = 10;   // ... and then weighs as this many observations of each position
   int resume_horizon = 4;     // drafting steps a resume's catch-up cost is spread over

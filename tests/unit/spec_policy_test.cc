@@ -322,6 +322,37 @@ TEST(SpecPolicy, LowAcceptanceDraftsShort) {
   EXPECT_LE(k, 3);
 }
 
+// A fresh pair's first request (no AcceptancePrior) whose first steps lose:
+// its position 1 starts from prior_accept as prior_accept_weight
+// observations, so its first rejections (on a pair accepted ~55% of the time
+// they come: the 6-layer pair on an H100, GPU costs) do not send it
+// target-only; with no weight two did, and such a request stayed there
+// (round 37: 249 of its 255 steps, 0.78x fixed k = 3). A draft that keeps
+// losing still goes.
+TEST(SpecPolicy, AFreshRequestsFirstRejectionsDoNotDecideAlone) {
+  SpecCosts c;
+  ASSERT_TRUE(c.Load("verify[0]=7.32ms verify[1]=7.46ms verify[2]=7.70ms verify[3]=7.86ms verify[4]=8.33ms "
+                     "draft[1]=1.10ms draft[2]=2.20ms draft[3]=3.30ms draft[4]=4.40ms overhead[0]=0.03ms "
+                     "overhead[1]=0.05ms")
+                  .ok());
+  // Steps, every draft rejected, until the policy goes target-only.
+  auto rejections_to_stop = [&](double weight) {
+    SpecPolicyOptions o;
+    o.adaptive = true;
+    o.prior_accept_weight = weight;
+    AcceptancePrior prior;
+    SpecPolicy p(o, &c, &prior);
+    int steps = 0;
+    for (int k = p.Next(4, 200); k > 0 && steps < 50; k = p.Next(4, 200), ++steps) p.Observe(k, k, 0);
+    return steps;
+  };
+  EXPECT_EQ(rejections_to_stop(0), 3);  // alpha_1 = 0 once three are seen
+  // While drafting it stops where target-only is 5% faster (stop_margin): alpha_1 < 8.61 / (7.35 x 1.05) - 1 =
+  // 0.116, which (3 x 0.6) / (3 + n) falls under after 13 rejections.
+  EXPECT_EQ(rejections_to_stop(3), 13);
+  EXPECT_EQ(rejections_to_stop(SpecPolicyOptions{}.prior_accept_weight), 13);
+}
+
 TEST(SpecPolicy, NowAndThenAsksOnePositionDeeper) {
   SpecCosts c;
   GpuLike(&c);
@@ -750,6 +781,66 @@ TEST(SpecPolicy, AFreshRequestLearnsDeepPositionsWithinAShortGenerate) {
                                               << p.alpha(6) << " " << p.alpha(7) << " " << p.alpha(8);
 }
 
+// Fresh `specd generate` requests (a new process each: no AcceptancePrior) on
+// the warm-up's greedy cost table of round 37's H100 (the 27B-class target,
+// the 6-layer draft at 1.10 ms a forward), 256 tokens, positions accepted
+// alpha_1 then 0.8 alpha_1 (iid), 200 seeds each: adaptive's mean rate within
+// 3% of the best fixed k's, and no request stuck target-only where drafting
+// pays. (Before position 1 counted the prior as observations: 0.98x at
+// alpha_1 0.55 with 5 of 200 requests stuck, 0.975x at 0.35 with 25 stuck;
+// with round 37's mixed greedy + sampled table 20 and 107.)
+TEST(SpecPolicy, FreshRequestsOnGpuCostsKeepUpWithTheBestFixedK) {
+  constexpr std::array<double, 9> kVerifyMs = {7.322, 7.461, 7.701, 7.862, 8.326, 8.334, 8.474, 8.644, 13.176};
+  const std::string table =
+      "verify[0]=7.322ms verify[1]=7.461ms verify[2]=7.701ms verify[3]=7.862ms verify[4]=8.326ms verify[5]=8.334ms "
+      "verify[6]=8.474ms verify[7]=8.644ms verify[8]=13.176ms draft[1]=1.1ms draft[2]=2.2ms draft[3]=3.3ms "
+      "draft[4]=4.4ms draft[5]=5.5ms draft[6]=6.6ms draft[7]=7.7ms draft[8]=8.8ms resume[64]=1.638ms "
+      "overhead[0]=0.034ms overhead[1]=0.05ms";
+  struct Outcome {
+    double mean = 0;
+    int stuck = 0;  // requests with more than 100 target-only steps
+  };
+  auto run = [&](double a1, int fixed_k) {  // fixed_k < 0: adaptive
+    Outcome out;
+    for (uint32_t seed = 0; seed < 200; ++seed) {
+      SpecCosts c;
+      EXPECT_TRUE(c.Load(table).ok());
+      SpecPolicyOptions o;
+      o.adaptive = fixed_k < 0;
+      AcceptancePrior prior;
+      SpecPolicy p(o, &c, &prior);
+      std::mt19937 rng(seed);
+      std::uniform_real_distribution<> u(0, 1);
+      int tokens = 0, target_only = 0;
+      double secs = 0;
+      while (tokens < 256) {
+        const int k = p.Next(fixed_k < 0 ? 4 : fixed_k, 256 - tokens);
+        int acc = 0;
+        while (acc < k && u(rng) < (acc == 0 ? a1 : 0.8 * a1)) ++acc;
+        if (k > 0) p.Observe(k, k, acc);
+        else ++target_only;
+        tokens += acc + 1;
+        secs += 1e-3 * (kVerifyMs[static_cast<size_t>(k)] + (k > 0 ? 1.1 * k + 0.05 : 0.034));
+      }
+      out.mean += tokens / secs / 200;
+      out.stuck += target_only > 100 ? 1 : 0;
+    }
+    return out;
+  };
+  for (double a1 : {0.35, 0.55, 0.8}) {
+    double best = 0;
+    std::string fixed;
+    for (int k = 0; k <= 4; ++k) {
+      const double r = run(a1, k).mean;
+      best = std::max(best, r);
+      fixed += absl::StrFormat(" k%d=%.1f", k, r);
+    }
+    const Outcome a = run(a1, -1);
+    EXPECT_GE(a.mean, 0.97 * best) << "alpha_1 " << a1 << ": adaptive " << a.mean << ", fixed" << fixed;
+    EXPECT_EQ(a.stuck, 0) << "alpha_1 " << a1;
+  }
+}
+
 // ---------------------------------------------------------------- lockstep
 
 // Six streams in lockstep through the workers (round 15's six streams): each
@@ -985,9 +1076,10 @@ TEST(SpecPolicy, InLockstepColdShapesDoNotInflateTheCells) {
   }
   EXPECT_NEAR(reported.mean_k, warm.mean_k, 0.1) << why;
   // The cold runs themselves remain (adaptive's mixed lengths run more shapes than a fixed k): 0.94x the best
-  // fixed k here (0.96x with round 16's cells per member length), against 0.89x unreported (mean k 4.87).
+  // fixed k here (0.96x with round 16's cells per member length), against 0.92x unreported (mean k 3.00; 0.89x
+  // and 4.87 before the first requests' position 1 started from the prior as observations: round 37).
   EXPECT_GE(reported.tokens_per_second, 0.93 * best) << why;
-  EXPECT_GE(reported.tokens_per_second, 1.05 * unreported.tokens_per_second) << why;
+  EXPECT_GE(reported.tokens_per_second, 1.02 * unreported.tokens_per_second) << why;
   // Unreported, the cold forwards inflate the cells.
   double inflated = 0;
   for (int n = 0; n <= 8; ++n)
