@@ -800,13 +800,23 @@ TEST_F(SpecLoopTest, ATargetOnlyStepsWaitForDraftersIsNotItsOverhead) {
 // step's overhead is 0): a verify of n drafts 200 + 10 n ms, a proposal 20 ms
 // a forward; with `cold`, every third call of a length (never its first) runs
 // a new shape of that length, eagerly or captured: 5x, and said to be cold
-// only with `report`.
+// only with `report`. With `host_ms` instead (the CPU's own forward times,
+// unpriced): the first two calls of every three of a length are cold (an
+// eager run, then the capture) and spend host_ms outside the forwards, as a
+// capture does.
 struct ColdShapes {
   bool cold = false, report = false;
+  int host_ms = 0;
   std::map<std::pair<bool, int>, int> calls;  // per (draft?, length): calls so far
   // A call's factor on its warm time, and whether it says it is cold.
   std::pair<double, bool> Next(bool draft, int length) {
-    const bool is_cold = cold && calls[{draft, length}]++ % 3 == 2;
+    const int n = calls[{draft, length}]++;
+    if (host_ms > 0) {
+      const bool is_cold = n % 3 < 2;
+      if (is_cold) std::this_thread::sleep_for(std::chrono::milliseconds(host_ms));
+      return {1.0, is_cold};
+    }
+    const bool is_cold = cold && n % 3 == 2;
     return {is_cold ? 5.0 : 1.0, is_cold && report};
   }
 };
@@ -821,9 +831,11 @@ class PricedTarget final : public ForwardingVerifier {
       EXPECT_FALSE(v->figures.cold);  // the CPU backend's forwards are warm
       const int n = static_cast<int>(p.size());
       const auto [x, cold] = shapes_->Next(false, n);
-      v->figures.forward_seconds = (0.200 + 0.010 * n) * x;
-      v->figures.accept_seconds = 0;
-      v->figures.worker_seconds = v->figures.forward_seconds;
+      if (shapes_->host_ms == 0) {
+        v->figures.forward_seconds = (0.200 + 0.010 * n) * x;
+        v->figures.accept_seconds = 0;
+        v->figures.worker_seconds = v->figures.forward_seconds;
+      }
       v->figures.cold = cold;
     }
     return v;
@@ -841,8 +853,10 @@ class PricedDraft final : public ForwardingProposer {
     if (p.ok()) {
       EXPECT_FALSE(p->figures.cold);
       const auto [x, cold] = shapes_->Next(true, p->figures.forwards);
-      p->figures.forward_seconds = 0.020 * p->figures.forwards * x;
-      p->figures.worker_seconds = p->figures.forward_seconds;
+      if (shapes_->host_ms == 0) {
+        p->figures.forward_seconds = 0.020 * p->figures.forwards * x;
+        p->figures.worker_seconds = p->figures.forward_seconds;
+      }
       p->figures.cold = cold;
     }
     return p;
@@ -1243,52 +1257,16 @@ TEST_F(SpecLoopTest, WarmUpRunsEveryLengthThriceGreedyAndSampled) {
   EXPECT_EQ(WarmUp(tok(), *target_, draft_.get(), o).status.code(), absl::StatusCode::kDeadlineExceeded);
 }
 
-// A target and a draft whose calls of each length run cold twice in three
-// (the CUDA backend's eager first run and its capture), spending host time
-// outside the forwards' device time as a capture does.
-struct ColdHostTime {
-  std::map<std::pair<bool, int>, int> calls;  // per (draft?, length)
-  bool Next(bool draft, int length) {
-    const bool cold = calls[{draft, length}]++ % 3 < 2;
-    if (cold) std::this_thread::sleep_for(std::chrono::milliseconds(40));
-    return cold;
-  }
-};
-class ColdHostTarget final : public ForwardingVerifier {
- public:
-  ColdHostTarget(Verifier* inner, ColdHostTime* c) : ForwardingVerifier(inner), c_(c) {}
-  absl::StatusOr<Verdict> Verify(int32_t seq, const std::vector<int32_t>& p, const ExchangeRef& ref,
-                                 const CohortTag& cohort, Deadline dl) override {
-    auto v = ForwardingVerifier::Verify(seq, p, ref, cohort, dl);
-    if (v.ok()) v->figures.cold = c_->Next(false, static_cast<int>(p.size()));
-    return v;
-  }
-
- private:
-  ColdHostTime* c_;
-};
-class ColdHostDraft final : public ForwardingProposer {
- public:
-  ColdHostDraft(Proposer* inner, ColdHostTime* c) : ForwardingProposer(inner), c_(c) {}
-  absl::StatusOr<Proposal> Propose(const ProposeRequest& req, Deadline dl) override {
-    auto p = ForwardingProposer::Propose(req, dl);
-    if (p.ok()) p->figures.cold = c_->Next(true, req.k);
-    return p;
-  }
-
- private:
-  ColdHostTime* c_;
-};
-
 // The warm-up's cold steps price no overhead: its table, which the requests
 // after it start from, holds the warm steps' (a capture's host time had
 // priced a drafting step's overhead at milliseconds on the GPU, and the
 // adaptive policy of a 30%-acceptance pair ran 60% of its steps target-only:
 // round 37).
 TEST_F(SpecLoopTest, WarmUpColdStepsPriceNoOverhead) {
-  ColdHostTime c;
-  ColdHostTarget target(target_.get(), &c);
-  ColdHostDraft draft(draft_.get(), &c);
+  ColdShapes c;
+  c.host_ms = 40;
+  PricedTarget target(target_.get(), &c);
+  PricedDraft draft(draft_.get(), &c);
   WarmupOptions o;
   o.seq = 22;
   o.k_max = 3;
