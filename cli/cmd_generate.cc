@@ -137,8 +137,8 @@ int Run(const std::vector<std::string>& args, const char* program, bool chat) {
     for (int32_t t : *ids) std::printf(" %d", t);
     std::printf("\n");
   }
-  // CUDA: batches replayed from graphs, captured, and run eagerly (a shape's first run): the load and the
-  // warm-up's, then the request's own.
+  // CUDA: batches replayed from graphs, captured, and run eagerly (a shape's first run), and the times a
+  // buffer's growth dropped every graph: the load and the warm-up's, then the request's own.
   auto graph_stats = [&] {
     std::vector<std::pair<const char*, CudaBackendControl::Stats>> v;
     if (!local) return v;
@@ -173,11 +173,14 @@ int Run(const std::vector<std::string>& args, const char* program, bool chat) {
     const auto& [name, a] = after[i];
     const auto& b = before[i].second;
     std::fprintf(stderr,
-                 "%s graphs: %lld launches, %lld captures, %lld eager batches (the request: %lld, %lld, %lld)\n", name,
-                 static_cast<long long>(a.graph_launches), static_cast<long long>(a.graph_captures),
-                 static_cast<long long>(a.eager_flushes), static_cast<long long>(a.graph_launches - b.graph_launches),
+                 "%s graphs: %lld launches, %lld captures, %lld eager batches, %lld drops (the request: %lld, %lld, "
+                 "%lld, %lld)\n",
+                 name, static_cast<long long>(a.graph_launches), static_cast<long long>(a.graph_captures),
+                 static_cast<long long>(a.eager_flushes), static_cast<long long>(a.graph_drops),
+                 static_cast<long long>(a.graph_launches - b.graph_launches),
                  static_cast<long long>(a.graph_captures - b.graph_captures),
-                 static_cast<long long>(a.eager_flushes - b.eager_flushes));
+                 static_cast<long long>(a.eager_flushes - b.eager_flushes),
+                 static_cast<long long>(a.graph_drops - b.graph_drops));
   }
   return 0;
 }

@@ -57,6 +57,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cinttypes>
 #include <cmath>
@@ -89,6 +90,7 @@
 #include "common/sampler/sampler.h"
 #include "common/spec/acceptance.h"
 #include "common/spec/loop.h"
+#include "common/spec/warmup.h"
 
 namespace specd {
 namespace {
@@ -1398,14 +1400,14 @@ void CheckDeviceAccept() {
 struct DevicePair {
   std::string dir;
   std::unique_ptr<Engine> target, draft;
-  absl::Status Make(int vocab) {
+  absl::Status Make(int vocab, int max_batch_tokens = 64, const char* preset = "tiny", const char* type = "Q8_0") {
     char tmpl[] = "/tmp/specd-gpu-spec-XXXXXX";
     if (!mkdtemp(tmpl)) return absl::InternalError("mkdtemp failed");
     dir = tmpl;
     GenOptions g;
-    SPECD_ASSIGN_OR_RETURN(g.shape, PresetShape("tiny"));
+    SPECD_ASSIGN_OR_RETURN(g.shape, PresetShape(preset));
     g.shape.vocab_size = vocab;
-    g.weight_type = "Q8_0";
+    g.weight_type = type;
     g.name = "gpu-spec-target";
     SPECD_RETURN_IF_ERROR(GenerateModel(g, dir + "/target.gguf"));
     DeriveOptions d;
@@ -1416,8 +1418,8 @@ struct DevicePair {
     o.backend.name = "cuda";
     o.backend.cuda_device_sampling = g_device_sampling;
     o.max_seqs = 6;
-    o.max_seq_len = 512;
-    o.max_batch_tokens = 64;
+    o.max_seq_len = std::max(512, 2 * max_batch_tokens);
+    o.max_batch_tokens = max_batch_tokens;
     o.model_path = dir + "/target.gguf";
     SPECD_ASSIGN_OR_RETURN(target, Engine::Create(o));
     o.model_path = dir + "/draft.gguf";
@@ -1554,12 +1556,57 @@ void CheckDeviceSpeculation() {
                      target.path_counts().device, ", host steps ", host_reader.path_counts().host, ")"));
 }
 
+// The first requests after the warm-up replay the warm-up's graphs. The
+// warm-up's prompt is the largest forward (512 tokens: the F16 GEMM); a
+// 22-token prompt is the first wide (17..64-column) matvec batch and a
+// 100-token one the first quantized prompt GEMM. A buffer sized by them
+// grew and dropped every graph (round 38: the first adaptive request
+// captured 10 graphs again).
+void CheckWarmupKeepsGraphs() {
+  DevicePair pair;
+  CHECK_OK(pair.Make(4000, 512, "small", "Q4_K"));
+  auto draft = LocalDraft::Create(pair.draft.get(), 8, "cuda");
+  CHECK_OK(draft.status());
+  LocalTarget target(pair.target.get());
+  CHECK_OK(target.Attach((*draft)->exchange().kind(), (*draft)->exchange().name()));
+  WarmupOptions w;
+  w.seq = 4;
+  w.k_max = 4;
+  w.max_context = 1024;
+  w.prompt_tokens = 512;
+  const WarmupReport rep = WarmUp(pair.target->tokenizer(), target, draft->get(), w);
+  CHECK_OK(rep.status);
+  Rng r(2238);
+  for (const int prompt : {22, 100}) {
+    auto stats = [&] {
+      return std::array<CudaBackendControl::Stats, 2>{AsCudaControl(pair.target->backend())->GetStats(),
+                                                      AsCudaControl(pair.draft->backend())->GetStats()};
+    };
+    const auto before = stats();
+    SpecRequest req;
+    req.seq = 5;
+    req.prompt.resize(prompt);
+    for (auto& t : req.prompt) t = r.Int(4000);
+    req.max_tokens = 40;
+    req.ignore_eos = true;
+    req.k = 3;
+    const SpecResult res = RunSpeculative(req, pair.target->tokenizer(), target, draft->get(), {});
+    const auto after = stats();
+    const int64_t drops = after[0].graph_drops - before[0].graph_drops + after[1].graph_drops - before[1].graph_drops;
+    const int64_t captures = after[0].graph_captures - before[0].graph_captures;
+    Check(res.status.ok() && drops == 0 && captures == 0,
+          absl::StrCat("after the warm-up (", rep.ToString(), ") a ", prompt, "-token request at k = 3 drops ", drops,
+                       " graph sets and captures ", captures, " target graphs (", res.stats.steps, " steps)"));
+  }
+}
+
 int RunSpecChecks(bool kernels) {
   g_device_sampling = kernels;
   std::printf("speculative ops: %s\n", SamplingMode());
   CheckDeviceSampler();
   CheckDeviceAccept();
   CheckDeviceSpeculation();
+  CheckWarmupKeepsGraphs();
   std::printf("SUMMARY: %d checks, %d failed\n", g_checks, g_failures);
   return g_failures == 0 ? 0 : 1;
 }
@@ -2184,6 +2231,7 @@ int RunChecks(const char* self, bool quick, bool matmul, bool only_matmul) {
   CheckDeviceSampler();
   CheckDeviceAccept();
   CheckDeviceSpeculation();
+  CheckWarmupKeepsGraphs();
   const std::vector<std::string> types = {"Q4_K", "Q5_K", "Q6_K", "Q8_0", "Q4_0", "Q4_1", "Q5_0",
                                           "Q5_1", "Q2_K", "Q3_K", "F16",  "BF16", "F32",  "Q4_K_M"};
   for (const Shape* s : {&kLlama, &kQwen2, &kQwen3}) {

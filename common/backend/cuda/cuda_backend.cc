@@ -16,6 +16,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "absl/algorithm/container.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -362,7 +363,7 @@ class CudaBackend final : public Backend, public CudaBackendControl {
   void Record(const OpRec& op, std::initializer_list<Range> writes);
   void NoteWrite(const void* p, size_t bytes);
   void* GetXq(const float* x, int n, int64_t k);
-  absl::Status EnsureMmvScratch(GgmlType type, int64_t tiles, int64_t k, int n);
+  absl::Status EnsureMmvScratch(GgmlType type, int64_t tiles, int64_t k);
   const double* RopeTable(const RopeParams& p);
   AttnBatchPlan* GetAttnPlan(int n_heads, int n_kv_heads, int head_dim);
 
@@ -472,6 +473,11 @@ class CudaBackend final : public Backend, public CudaBackendControl {
   };
   std::unordered_map<uint64_t, GraphEntry> graphs_;
   std::unordered_set<uint64_t> graph_seen_;  // shapes run once (eagerly), not captured yet
+  // Scratch that a batch a graph may capture (graphs on, at most kGraphMaxTokens
+  // tokens) has used: only their growth drops the graphs. A prompt chunk's
+  // GEMM buffers (65+ tokens) grow without costing every step shape a new
+  // capture (round 38: the first request after the warm-up re-captured them all).
+  std::vector<void**> graphed_bufs_;
   uint64_t graph_clock_ = 0;
   bool graphs_on_ = true;
   MatMulPath forced_path_ = MatMulPath::kAuto;
@@ -734,6 +740,8 @@ absl::StatusOr<float*> CudaBackend::AllocActivations(size_t n_floats) {
 }
 
 absl::Status CudaBackend::Grow(void** buf, size_t* cap, size_t need, const char* what) {
+  const bool graphed = absl::c_linear_search(graphed_bufs_, buf);
+  if (!graphed && graphs_on_ && batch_set_ && b_.n_tokens <= kGraphMaxTokens) graphed_bufs_.push_back(buf);
   if (need <= *cap) return absl::OkStatus();
   const size_t want = std::max(need, *cap + *cap / 2);
   void* p = nullptr;
@@ -744,7 +752,7 @@ absl::Status CudaBackend::Grow(void** buf, size_t* cap, size_t need, const char*
   other_bytes_ += want - *cap;
   *buf = p;
   *cap = want;
-  InvalidateGraphs(what);  // captured graphs point at the old buffer
+  if (graphed) InvalidateGraphs(what);  // captured graphs point at the old buffer
   return absl::OkStatus();
 }
 
@@ -755,10 +763,13 @@ absl::Status CudaBackend::GrowZeroed(void** buf, size_t* cap, size_t need, const
   return absl::OkStatus();
 }
 
-// A buffer that captured graphs point at moved: they are all dropped (debug
-// log: a growth after start costs every graph a new capture).
+// A buffer that captured graphs may point at moved: they are all dropped
+// (Stats::graph_drops; debug log: a growth after the warm-up costs every
+// graph a new capture).
 void CudaBackend::InvalidateGraphs(const char* why) {
-  if (!graphs_.empty() && GetLogLevel() <= LogLevel::kDebug)
+  if (graphs_.empty()) return;
+  ++stats_.graph_drops;
+  if (GetLogLevel() <= LogLevel::kDebug)
     SPECD_LOG(DEBUG) << "cuda graphs dropped" << Kv("graphs", graphs_.size()) << Kv("why", why);
   for (auto& [h, g] : graphs_) cudaGraphExecDestroy(g.exec);  // freed after in-flight launches finish
   graphs_.clear();
@@ -919,9 +930,11 @@ void CudaBackend::NoteWrite(const void* p, size_t bytes) {
 }
 
 // The wide matvec's partial sums and counters for a launch of `tiles` (all
-// its matrices) at n columns, sized when the op is recorded.
-absl::Status CudaBackend::EnsureMmvScratch(GgmlType type, int64_t tiles, int64_t k, int n) {
-  if (!cuda::MmvWide(std::min(n, cuda::kMmvMaxCols))) return absl::OkStatus();
+// its matrices), sized when the op is recorded at any column count: sized
+// only by a wide (17+ column) batch, they grew at a request's first 17..64
+// token prompt chunk, after the warm-up (whose verifies stay narrow and whose
+// prompt runs the GEMM), and dropped its graphs (round 38).
+absl::Status CudaBackend::EnsureMmvScratch(GgmlType type, int64_t tiles, int64_t k) {
   SPECD_RETURN_IF_ERROR(Grow(&mmv_part_, &mmv_part_cap_, cuda::MmvScratchBytes(type, tiles, k), "matvec partial sums"));
   return GrowZeroed(&mmv_cnt_, &mmv_cnt_cap_, sizeof(int) * cuda::MmvScratchCounters(tiles), "matvec counters");
 }
@@ -943,7 +956,12 @@ void* CudaBackend::GetXq(const float* x, int n, int64_t k) {
     }
     if (s.stamp < slot->stamp) slot = &s;
   }
-  const absl::Status st = Grow(&slot->buf, &slot->cap, cuda::XQuantBytes(n, k), "quantized activations");
+  // Sized for the widest matvec batch, not this one: the warm-up's prompt
+  // runs above it (GEMM), so a first 9..64-token prompt chunk grew the slot
+  // and dropped every graph the warm-up had captured (round 38: 10 captures
+  // in the first adaptive request, 0.955x the best fixed k).
+  const absl::Status st =
+      Grow(&slot->buf, &slot->cap, cuda::XQuantBytes(std::max(n, cuda::kMmvMaxN), k), "quantized activations");
   if (!st.ok()) {
     Fail(st);
     return nullptr;
@@ -1160,13 +1178,13 @@ void CudaBackend::MatMul(const Weight& w, const Weight* bias, const float* x, in
         last.i[7] = j + 1;
         int64_t tiles = 0;
         for (int i = 0; i <= j; ++i) tiles += mmv::Tiles(last.i[kMmRows[i]]);
-        if (const absl::Status st = EnsureMmvScratch(w.type, tiles, k, n); !st.ok()) return Fail(st);
+        if (const absl::Status st = EnsureMmvScratch(w.type, tiles, k); !st.ok()) return Fail(st);
         return NoteWrite(y, sizeof(float) * n * rows);
       }
     }
   }
   if (path == kPathMmv) {
-    if (const absl::Status st = EnsureMmvScratch(w.type, mmv::Tiles(rows), k, n); !st.ok()) return Fail(st);
+    if (const absl::Status st = EnsureMmvScratch(w.type, mmv::Tiles(rows), k); !st.ok()) return Fail(st);
   }
   if (path == kPathDequant || (path == kPathGemm && w.type != GgmlType::F32 && w.type != GgmlType::F16)) {
     const size_t row_f = static_cast<size_t>(k) * (path == kPathGemm ? 2 : 4);

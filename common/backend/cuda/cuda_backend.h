@@ -45,6 +45,7 @@ class CudaBackendControl {
   struct Stats {
     int64_t flushes = 0, graph_launches = 0, graph_captures = 0, eager_flushes = 0;
     int64_t first_runs = 0;  // eager_flushes of a shape's first run (graphs on): with graph_captures, ColdRuns()
+    int64_t graph_drops = 0;  // times a buffer the graphs point at moved and they were all dropped
     size_t workspace_bytes = 0;  // scratch, cuBLAS workspace, tables, metadata
   };
   virtual Stats GetStats() const = 0;

@@ -11,8 +11,15 @@ set -u
 export DEVPACK=${DEVPACK:-.devpackP36/devcarry.tar.xz}
 . tests/gpu/device_lib.sh
 device_setup
-xz -dc .devpackA37/specd.new.xz > "$C/bin/specd.new" && chmod +x "$C/bin/specd.new"
+# PACK: every BIN.xz in it unpacked into .devcarry/bin (round 37: specd.new; round 38's call C also gpu_check builds).
+PACK=${PACK:-.devpackA37}
+for f in "$PACK"/*.xz; do
+  b=$(basename "$f" .xz)
+  xz -dc "$f" > "$C/bin/$b" && chmod +x "$C/bin/$b"
+done
 exec > >(tee "$O/stdout.txt") 2>&1
+# CHECKS: BIN:FLAG runs of gpu_check builds first (round 38: "gpu_check.old:--spec gpu_check.new:--no-matmul").
+for g in ${CHECKS:-}; do GPU_CHECK=${g%%:*} CHECK_TIMEOUT=240 gpu_checks "${g#*:}"; done
 P="The history of the city begins with a small harbour where fishermen"
 gen() {  # PAIR DIR, MODE (adaptive | kN), BIN, WARMUP, REP
   local m=$1 mode=$2 b=$3 wu=$4 rep=$5 args=() log
