@@ -25,7 +25,8 @@
 // the same reason, once drafting it stops only when target-only is
 // stop_margin faster. Every explore_every drafting steps it asks for one
 // position more than the best k (deeper estimates would otherwise never be
-// corrected). The draft's confidence threshold is learned per pair
+// corrected), where a deeper k could win if every position past the best
+// were accepted (else the longer verify buys nothing: round 38). The draft's confidence threshold is learned per pair
 // (ConfidenceBins, MinConfidence): of the thresholds 0, 0.1, ..., 0.9, the
 // one whose expected rate is highest given how often the pair's tokens above
 // it are accepted (a cut token's forward is spent; the cut saves its verify
@@ -356,6 +357,9 @@ class SpecPolicy {
   double Rate(const CostTable& t, int k, double resume) const;
   // argmax over k = 1..kmax of Rate(t, k, resume), and that rate.
   std::pair<int, double> BestDrafting(const CostTable& t, int kmax, double resume) const;
+  // Whether some k in (best, kmax] would beat best_rate if every position
+  // past `best` were accepted (the exploration's upper bound).
+  bool DeeperCouldWin(const CostTable& t, int best, int kmax, double best_rate, double resume) const;
   // Whether some k <= kmax beats target-only if every draft is accepted.
   static bool CouldPay(const CostTable& t, int kmax);
   // The confidence threshold (a bin edge) that maximizes the expected rate

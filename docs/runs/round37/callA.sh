@@ -54,6 +54,14 @@ if before 330 "~80% pair"; then
   stamp "~80% pair: $ARMS8"
   arms "$M8" "$ARMS8"
 fi
+# SIX=1: then six streams through the services with the pack's binaries (its specd.new as specd; adaptive;
+# round 17's callCohort.sh, set "new").
+if [ "${SIX:-0}" = 1 ] && before "${SIX_BEFORE:-400}" "six streams"; then
+  cp "$C/bin/specd.new" "$C/bin/specd"
+  DEVPACK= SETS="new" MODES="adaptive" REPS=1 OUT=$O/six bash docs/runs/round17/callCohort.sh 2>&1 | grep -vE "^NVIDIA"
+fi
+# CHECKS_LATE: as CHECKS, after everything else (the longer checks, time allowing).
+for g in ${CHECKS_LATE:-}; do before "${LATE_BEFORE:-420}" "$g" && GPU_CHECK=${g%%:*} CHECK_TIMEOUT=240 gpu_checks "${g#*:}"; done
 tar -cJf "$O/gen.logs.tar.xz" -C "$O" $(cd "$O" && ls gen.*.log) && rm -f "$O"/gen.*.log
 stamp done
 bundle_out
