@@ -14,6 +14,7 @@ device_setup
 # PACK: every BIN.xz in it unpacked into .devcarry/bin (round 37: specd.new; round 38's call C also gpu_check builds).
 PACK=${PACK:-.devpackA37}
 for f in "$PACK"/*.xz; do
+  [ -f "$f" ] || continue
   b=$(basename "$f" .xz)
   xz -dc "$f" > "$C/bin/$b" && chmod +x "$C/bin/$b"
 done
@@ -57,7 +58,7 @@ fi
 # SIX=1: then six streams through the services with the pack's binaries (its specd.new as specd; adaptive;
 # round 17's callCohort.sh, set "new").
 if [ "${SIX:-0}" = 1 ] && before "${SIX_BEFORE:-400}" "six streams"; then
-  cp "$C/bin/specd.new" "$C/bin/specd"
+  [ ! -x "$C/bin/specd.new" ] || cp "$C/bin/specd.new" "$C/bin/specd"
   DEVPACK= SETS="new" MODES="adaptive" REPS=1 OUT=$O/six bash docs/runs/round17/callCohort.sh 2>&1 | grep -vE "^NVIDIA"
 fi
 # CHECKS_LATE: as CHECKS, after everything else (the longer checks, time allowing).
