@@ -2,6 +2,7 @@
 // and acceptance (no models).
 #include <array>
 #include <cmath>
+#include <functional>
 #include <map>
 #include <memory>
 #include <random>
@@ -245,6 +246,44 @@ void H100Greedy(SpecCosts* c) {
   for (int f = 1; f <= 8; ++f) c->ObserveDraft(f, 1e-3 * kH100DraftMs * f);
   c->ObserveResume(64, 1.638e-3);
   for (bool drafted : {false, true}) c->ObserveOverhead(drafted, 1e-3 * kH100OverheadMs[drafted]);
+}
+
+// One fresh 256-token request (seeded) on the H100's greedy costs, its clock
+// those costs too: draft position i (0-based) is accepted with probability
+// accept(i). fixed_k < 0: adaptive (warm-up k 4). nine_token_ms: the 9-token
+// verify's cost, in the table and on the clock.
+struct Replayed {
+  double tokens_per_second = 0;
+  int target_only = 0, asked_8 = 0;  // steps
+};
+Replayed ReplayOnH100(uint32_t seed, int fixed_k, const std::function<double(int)>& accept,
+                      double nine_token_ms = kH100VerifyMs[8]) {
+  SpecCosts c;
+  H100Greedy(&c);
+  if (nine_token_ms != kH100VerifyMs[8])
+    for (int i = 0; i < 30; ++i) c.ObserveVerify(8, 1e-3 * nine_token_ms);  // the EWMA settles on it
+  SpecPolicyOptions o;
+  o.adaptive = fixed_k < 0;
+  AcceptancePrior prior;
+  SpecPolicy p(o, &c, &prior);
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<> u(0, 1);
+  Replayed r;
+  int tokens = 0;
+  double secs = 0;
+  while (tokens < 256) {
+    const int k = p.Next(fixed_k < 0 ? 4 : fixed_k, 256 - tokens);
+    int acc = 0;
+    while (acc < k && u(rng) < accept(acc)) ++acc;
+    if (k > 0) p.Observe(k, k, acc);
+    r.target_only += k == 0;
+    r.asked_8 += k == 8;
+    tokens += acc + 1;
+    const double verify = k == 8 ? nine_token_ms : kH100VerifyMs[static_cast<size_t>(k)];
+    secs += 1e-3 * (verify + (k > 0 ? kH100DraftMs * k : 0.0) + kH100OverheadMs[k > 0]);
+  }
+  r.tokens_per_second = tokens / secs;
+  return r;
 }
 
 // 200 steps of 8 drafts, each position accepted with probability `a`.
@@ -806,28 +845,9 @@ TEST(SpecPolicy, FreshRequestsOnGpuCostsKeepUpWithTheBestFixedK) {
   auto run = [&](double a1, int fixed_k) {  // fixed_k < 0: adaptive
     Outcome out;
     for (uint32_t seed = 0; seed < 200; ++seed) {
-      SpecCosts c;
-      H100Greedy(&c);
-      SpecPolicyOptions o;
-      o.adaptive = fixed_k < 0;
-      AcceptancePrior prior;
-      SpecPolicy p(o, &c, &prior);
-      std::mt19937 rng(seed);
-      std::uniform_real_distribution<> u(0, 1);
-      int tokens = 0, target_only = 0;
-      double secs = 0;
-      while (tokens < 256) {
-        const int k = p.Next(fixed_k < 0 ? 4 : fixed_k, 256 - tokens);
-        int acc = 0;
-        while (acc < k && u(rng) < (acc == 0 ? a1 : 0.8 * a1)) ++acc;
-        if (k > 0) p.Observe(k, k, acc);
-        else ++target_only;
-        tokens += acc + 1;
-        secs += 1e-3 * (kH100VerifyMs[static_cast<size_t>(k)] + (k > 0 ? kH100DraftMs * k : 0.0) +
-                        kH100OverheadMs[k > 0]);
-      }
-      out.mean += tokens / secs / 200;
-      out.stuck += target_only > 100 ? 1 : 0;
+      const Replayed r = ReplayOnH100(seed, fixed_k, [&](int i) { return i == 0 ? a1 : 0.8 * a1; });
+      out.mean += r.tokens_per_second / 200;
+      out.stuck += r.target_only > 100 ? 1 : 0;
     }
     return out;
   };
@@ -1184,29 +1204,9 @@ TEST(SpecPolicy, ExploresADeeperKOnlyWhereItCouldWin) {
     double rate = 0;
     *asked_8 = 0;
     for (uint32_t seed = 0; seed < 200; ++seed) {
-      SpecCosts c;
-      H100Greedy(&c);
-      c.ObserveVerify(8, 1e-3 * nine_token_ms);
-      for (int i = 0; i < 30; ++i) c.ObserveVerify(8, 1e-3 * nine_token_ms);  // the EWMA settles on it
-      SpecPolicyOptions o;
-      o.adaptive = fixed_k < 0;
-      AcceptancePrior prior;
-      SpecPolicy p(o, &c, &prior);
-      std::mt19937 rng(seed);
-      std::uniform_real_distribution<> u(0, 1);
-      int tokens = 0;
-      double secs = 0;
-      while (tokens < 256) {
-        const int k = p.Next(fixed_k < 0 ? 4 : fixed_k, 256 - tokens);
-        int acc = 0;
-        while (acc < k && u(rng) < 0.9) ++acc;
-        if (k > 0) p.Observe(k, k, acc);
-        *asked_8 += k == 8 ? 1.0 / 200 : 0.0;
-        tokens += acc + 1;
-        const double verify = k == 8 ? nine_token_ms : kH100VerifyMs[static_cast<size_t>(k)];
-        secs += 1e-3 * (verify + (k > 0 ? kH100DraftMs * k : 0.0) + kH100OverheadMs[k > 0]);
-      }
-      rate += tokens / secs / 200;
+      const Replayed r = ReplayOnH100(seed, fixed_k, [](int) { return 0.9; }, nine_token_ms);
+      rate += r.tokens_per_second / 200;
+      *asked_8 += r.asked_8 / 200.0;
     }
     return rate;
   };
