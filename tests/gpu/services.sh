@@ -12,9 +12,18 @@ stop_all() {
 }
 trap stop_all EXIT
 
+# Whether a started process has exited (a library missing, a bad flag): the
+# start fails then instead of waiting out SVC_READY_S (round 38).
+svc_dead() {
+  local p
+  for p in "${pids[@]}"; do kill -0 "$p" 2> /dev/null || return 0; done
+  return 1
+}
+
 # svc_start TAG TARGET DRAFT [coordinator flags...]: logs $OUT/TAG.{target,
 # draft,coord}.log; starts the draft once the target serves; waits for
-# "draft ready" in `specd stats` (1 and the log tails when it does not come).
+# "draft ready" in `specd stats` (1 and the log tails when it does not come
+# or a process exits).
 svc_start() {
   local tag=$1 target=$2 draft=$3; shift 3
   local ta=127.0.0.1:$TP da=127.0.0.1:$DP
@@ -30,8 +39,14 @@ svc_start() {
   # weights (CUDA IPC) only when the target exports them before it loads.
   for _ in $(seq 1 $((2 * ${SVC_READY_S:-60}))); do
     grep -q "msg=serving" "$OUT/$tag.target.log" 2> /dev/null && break
+    svc_dead && break
     sleep 0.5
   done
+  if svc_dead; then
+    echo "   the target worker exited; its log tail:"
+    tail -n 5 "$OUT/$tag.target.log"
+    return 1
+  fi
   # shellcheck disable=SC2086
   "$C/bin/specd-draft-worker" --model "$draft" --listen "$da" ${SVC_FLAGS:-} ${SVC_DRAFT_FLAGS:-} \
     > "$OUT/$tag.draft.log" 2>&1 &
@@ -41,9 +56,10 @@ svc_start() {
   pids+=($!)
   for _ in $(seq 1 $((2 * ${SVC_READY_S:-60}))); do
     "$S" stats --coordinator "$CO" 2> /dev/null | grep -q "draft ready" && return 0
+    svc_dead && break
     sleep 0.5
   done
-  echo "   services did not become ready; log tails:"
+  echo "   services did not become ready$(svc_dead && echo " (a process exited)"); log tails:"
   tail -n 5 "$OUT/$tag.target.log" "$OUT/$tag.draft.log" "$OUT/$tag.coord.log"
   return 1
 }
