@@ -26,7 +26,8 @@
 // stop_margin faster. Every explore_every drafting steps it asks for one
 // position more than the best k (deeper estimates would otherwise never be
 // corrected), where a deeper k could win if every position past the best
-// were accepted (else the longer verify buys nothing: round 38). The draft's confidence threshold is learned per pair
+// were accepted (else the longer verify buys nothing: round 38). The
+// draft's confidence threshold is learned per pair
 // (ConfidenceBins, MinConfidence): of the thresholds 0, 0.1, ..., 0.9, the
 // one whose expected rate is highest given how often the pair's tokens above
 // it are accepted (a cut token's forward is spent; the cut saves its verify
