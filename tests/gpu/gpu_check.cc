@@ -1576,12 +1576,12 @@ void CheckWarmupKeepsGraphs() {
   w.prompt_tokens = 512;
   const WarmupReport rep = WarmUp(pair.target->tokenizer(), target, draft->get(), w);
   CHECK_OK(rep.status);
+  auto stats = [&] {
+    return std::array<CudaBackendControl::Stats, 2>{AsCudaControl(pair.target->backend())->GetStats(),
+                                                    AsCudaControl(pair.draft->backend())->GetStats()};
+  };
   Rng r(2238);
   for (const int prompt : {22, 100}) {
-    auto stats = [&] {
-      return std::array<CudaBackendControl::Stats, 2>{AsCudaControl(pair.target->backend())->GetStats(),
-                                                      AsCudaControl(pair.draft->backend())->GetStats()};
-    };
     const auto before = stats();
     SpecRequest req;
     req.seq = 5;
@@ -1600,13 +1600,18 @@ void CheckWarmupKeepsGraphs() {
   }
 }
 
-int RunSpecChecks(bool kernels) {
-  g_device_sampling = kernels;
-  std::printf("speculative ops: %s\n", SamplingMode());
+// The speculative step's device checks (the full run and --spec / --spec-host).
+void CheckSpeculativeOps() {
   CheckDeviceSampler();
   CheckDeviceAccept();
   CheckDeviceSpeculation();
   CheckWarmupKeepsGraphs();
+}
+
+int RunSpecChecks(bool kernels) {
+  g_device_sampling = kernels;
+  std::printf("speculative ops: %s\n", SamplingMode());
+  CheckSpeculativeOps();
   std::printf("SUMMARY: %d checks, %d failed\n", g_checks, g_failures);
   return g_failures == 0 ? 0 : 1;
 }
@@ -2228,10 +2233,7 @@ int RunChecks(const char* self, bool quick, bool matmul, bool only_matmul) {
   CheckIpc(self);
   CheckWeightSharing(self);
   CheckAcceptance();
-  CheckDeviceSampler();
-  CheckDeviceAccept();
-  CheckDeviceSpeculation();
-  CheckWarmupKeepsGraphs();
+  CheckSpeculativeOps();
   const std::vector<std::string> types = {"Q4_K", "Q5_K", "Q6_K", "Q8_0", "Q4_0", "Q4_1", "Q5_0",
                                           "Q5_1", "Q2_K", "Q3_K", "F16",  "BF16", "F32",  "Q4_K_M"};
   for (const Shape* s : {&kLlama, &kQwen2, &kQwen3}) {
