@@ -575,9 +575,9 @@ float SpecPolicy::BestThreshold(const CostTable& t, int k, const ConfidenceBins&
 }
 
 bool SpecPolicy::DeeperCouldWin(const CostTable& t, int best, int kmax, double best_rate, double resume) const {
-  double e = ExpectedTokens(best), reach = 1;
-  for (int i = 1; i <= best; ++i) reach *= pi(i) * alpha(i);
-  for (int j = best + 1; j <= std::min(kmax, o_.draft_max); ++j) {
+  // reach: every position up to best drafted and accepted (E(best)'s last term).
+  double e = ExpectedTokens(best), reach = e - ExpectedTokens(best - 1);
+  for (int j = best + 1; j <= kmax; ++j) {
     reach *= pi(j);  // position j drafted, then accepted
     e += reach;
     if (e / std::max(t.Step(ExpectedForwards(j), ExpectedDrafted(j)) + resume, 1e-9) > best_rate) return true;
