@@ -531,9 +531,12 @@ double SpecPolicy::ExpectedForwards(int k) const {
   return e;
 }
 
+double SpecPolicy::StepSeconds(const CostTable& t, int k, double resume) const {
+  return k == 0 ? t.TargetOnly() : t.Step(ExpectedForwards(k), ExpectedDrafted(k)) + resume;
+}
+
 double SpecPolicy::Rate(const CostTable& t, int k, double resume) const {
-  const double secs = k == 0 ? t.TargetOnly() : t.Step(ExpectedForwards(k), ExpectedDrafted(k)) + resume;
-  return ExpectedTokens(k) / std::max(secs, 1e-9);
+  return ExpectedTokens(k) / std::max(StepSeconds(t, k, resume), 1e-9);
 }
 
 std::optional<double> SpecPolicy::ExpectedRate(int k) const {
@@ -580,7 +583,7 @@ bool SpecPolicy::DeeperCouldWin(const CostTable& t, int best, int kmax, double b
   for (int j = best + 1; j <= kmax; ++j) {
     reach *= pi(j);  // position j drafted, then accepted
     e += reach;
-    if (e / std::max(t.Step(ExpectedForwards(j), ExpectedDrafted(j)) + resume, 1e-9) > best_rate) return true;
+    if (e / std::max(StepSeconds(t, j, resume), 1e-9) > best_rate) return true;
   }
   return false;
 }

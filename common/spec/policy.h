@@ -353,6 +353,8 @@ class SpecPolicy {
   // Expected drafts and draft forwards when asking for k.
   double ExpectedDrafted(int k) const;
   double ExpectedForwards(int k) const;
+  // A step's expected seconds asking for k (k = 0: target-only, no resume).
+  double StepSeconds(const CostTable& t, int k, double resume) const;
   // Tokens per second of asking for k; `resume`: the catch-up cost charged
   // to this step (0 while drafting).
   double Rate(const CostTable& t, int k, double resume) const;
