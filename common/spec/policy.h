@@ -222,9 +222,11 @@ struct PositionEstimates {
   int size() const { return static_cast<int>(alpha.size()) - 1; }
   // A step asked for k, the draft proposed `drafted`, `accepted` were kept.
   void Observe(int k, int drafted, int accepted, double ewma);
-  // alpha_i, leaning on position i-1 (position 0: `base`) while i has fewer
-  // than 3 observations: acceptance is similar along a proposal, and a depth
-  // never tried must not look worse than the last one tried.
+  // alpha_i, leaning on position i-1: acceptance is similar along a
+  // proposal, and a depth never tried must not look worse than the last one
+  // tried. Position 1 leans on `base` until its 3rd observation; a deeper one
+  // always blends with position i-1 at 3 pseudo-observations (w = n/(n+3)), so
+  // a few early rejections cannot hold a request short for good.
   double Alpha(int i, double base) const;
 };
 

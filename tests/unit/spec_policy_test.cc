@@ -326,9 +326,11 @@ TEST(SpecPolicy, ExpectedTokensFollowTheEstimates) {
   EXPECT_DOUBLE_EQ(p.pi(4), 1.0);
   // Without costs the fixed k is used.
   EXPECT_EQ(p.Next(3, 10), 3);
-  // A position seen 3 times stands on its own observations.
+  // A deeper position leans on the one before as 3 pseudo-observations, however often it was seen:
+  // position 3 rejected in all 3 steps that judged it keeps 3/6 of position 2's estimate.
   for (int i = 0; i < 3; ++i) p.Observe(4, 4, 2);
-  EXPECT_DOUBLE_EQ(p.alpha(3), 0.0);
+  EXPECT_NEAR(p.alpha(3), 0.5 * p.alpha(2), 1e-12);
+  EXPECT_LT(p.alpha(3), 0.5 * p.alpha(2) + 1e-9);
 }
 
 TEST(SpecPolicy, WarmsUpWithTheFixedKThenDecides) {
@@ -343,7 +345,14 @@ TEST(SpecPolicy, WarmsUpWithTheFixedKThenDecides) {
   p.Observe(3, 3, 3);
   EXPECT_EQ(p.Next(3, 100), 3);
   p.Observe(3, 3, 3);
-  // Two steps with every draft accepted: deeper positions inherit that, so it drafts long.
+  // Two steps with every draft accepted: positions 2-3 blend their two hits with position 1 at 3
+  // pseudo-observations (2/5 weight each), so it drafts past the prior's target-only, but not yet long:
+  // the trade-off of never trusting a few observations alone (a pair accepting 90% whose position 5 read
+  // 0.5 after early rejections kept k = 3 for good before; round 40, ~80% pair: 0.980x the best fixed k
+  // against 0.955x). More full acceptances ramp it up.
+  const int after_two = p.Next(3, 100);
+  EXPECT_GE(after_two, 3);
+  for (int i = 0; i < 4; ++i) p.Observe(after_two, after_two, after_two);
   EXPECT_GE(p.Next(3, 100), 6);
 }
 
@@ -510,7 +519,9 @@ TEST(PositionEstimates, AveragesThenFollowsAndLeansOnThePositionBefore) {
   EXPECT_DOUBLE_EQ(e.alpha[2], 0.0);
   EXPECT_DOUBLE_EQ(e.n_alpha[3], 0.0);
   EXPECT_DOUBLE_EQ(e.Alpha(3, 0.6), e.Alpha(2, 0.6));
-  EXPECT_DOUBLE_EQ(e.Alpha(2, 0.6), (1.0 / 3) * 0.0 + (2.0 / 3) * e.Alpha(1, 0.6));
+  // Position 1 counts its observations up to 3 against the base; a deeper one is a blend with the one before at
+  // 3 pseudo-observations: w = n / (n + 3).
+  EXPECT_DOUBLE_EQ(e.Alpha(2, 0.6), (1.0 / 4) * 0.0 + (3.0 / 4) * e.Alpha(1, 0.6));
   e.Observe(4, 2, 2, 0.1);  // the draft stopped after 2 of 4: pi_3 down, pi_4 not seen
   EXPECT_DOUBLE_EQ(e.pi[2], 1.0);
   EXPECT_DOUBLE_EQ(e.pi[3], 2.0 / 3);  // the prior 1 as one observation, a hit, then a miss
@@ -1099,11 +1110,13 @@ TEST(SpecPolicy, InLockstepColdShapesDoNotInflateTheCells) {
     }
   }
   EXPECT_NEAR(reported.mean_k, warm.mean_k, 0.1) << why;
-  // The cold runs themselves remain (adaptive's mixed lengths run more shapes than a fixed k): 0.94x the best
-  // fixed k here (0.96x with round 16's cells per member length), against 0.92x unreported (mean k 3.00; 0.89x
-  // and 4.87 before the first requests' position 1 started from the prior as observations: round 37).
-  EXPECT_GE(reported.tokens_per_second, 0.93 * best) << why;
-  EXPECT_GE(reported.tokens_per_second, 1.02 * unreported.tokens_per_second) << why;
+  // The cold runs themselves remain (adaptive's mixed lengths run more shapes than a fixed k): 0.93x the best
+  // fixed k here (0.96x with round 16's cells per member length), against 0.92x unreported (mean k 3.02; 0.89x
+  // and 4.87 before the first requests' position 1 started from the prior as observations: round 37). Since
+  // deeper positions blend with the one before at 3 pseudo-observations (round 40) the reported run is 686
+  // tok/s against 695 before (it ramps slower after full acceptances) and 1.01x the unreported one (1.02x).
+  EXPECT_GE(reported.tokens_per_second, 0.92 * best) << why;
+  EXPECT_GE(reported.tokens_per_second, 1.005 * unreported.tokens_per_second) << why;
   // Unreported, the cold forwards inflate the cells.
   double inflated = 0;
   for (int n = 0; n <= 8; ++n)
