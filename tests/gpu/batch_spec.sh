@@ -17,6 +17,8 @@
 #   SAMPLE_FLAGS (loadgen, both runs: e.g. "--temperature 0.7 --top-p 0.9";
 #   sampled outputs are not checked against the greedy references)
 #   CARRY (.devcarry: bin/ lib/)
+#   RUNS ("off on"; "off" or "on" alone: one of the two, e.g. several speculative settings against one
+#   target-only run)
 # Output: $OUT/{off,on}.{target,draft,coord,loadgen}.log, {off,on}.stats.txt
 # (specd stats after the load) and a table on stdout.
 # Here (plumbing only, CPU, a small pair):
@@ -40,6 +42,7 @@ TOKENS=${TOKENS:-128}
 PROMPT_TOKENS=${PROMPT_TOKENS:-128}
 MAX_SEQ_LEN=${MAX_SEQ_LEN:-2048}
 SPEC_FLAGS=${SPEC_FLAGS:-}
+RUNS=${RUNS:-off on}
 TP=${BATCH_TARGET_PORT:-18811}
 DP=${BATCH_DRAFT_PORT:-18812}
 CO=127.0.0.1:${BATCH_COORD_PORT:-18810}
@@ -80,10 +83,10 @@ run() {
   stop_all
 }
 
-tps() { sed -n 's/^throughput: \([0-9.]*\) output tokens\/s.*/\1/p' "$OUT/$1.loadgen.log" | tail -1; }
-run off
+tps() { sed -n 's/^throughput: \([0-9.]*\) output tokens\/s.*/\1/p' "$OUT/$1.loadgen.log" 2> /dev/null | tail -1; }
+case " $RUNS " in *" off "*) run off ;; esac
 # shellcheck disable=SC2086
-run on $SPEC_FLAGS
+case " $RUNS " in *" on "*) run on $SPEC_FLAGS ;; esac
 off=$(tps off); on=$(tps on)
 echo
 echo "| $STREAMS streams, $TOKENS tokens each, greedy, $BACKEND | aggregate output tok/s |"
@@ -93,5 +96,6 @@ echo "| speculative (${SPEC_FLAGS:-adaptive}) | ${on:-n/a} |"
 if [ -n "$off" ] && [ -n "$on" ]; then
   echo "| ratio | $(python3 -c "print(f'{$on / $off:.2f}x')") |"
 fi
+case " $RUNS " in *" on "*) ;; *) exit 0 ;; esac
 grep -hE "^speculation:|^verify-greedy:" "$OUT/on.loadgen.log"
 [ -n "${SAMPLE_FLAGS:-}" ] || grep -q "verify-greedy: .* 0 mismatches" "$OUT/on.loadgen.log"
