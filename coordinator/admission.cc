@@ -56,6 +56,7 @@ absl::StatusOr<Admission::Slot> Admission::Acquire(int64_t blocks, const Limits&
   }
   queue_.pop_front();
   if (running_++ == 0) busy_since_ = std::chrono::steady_clock::now();
+  ++admitted_;
   reserved_ += blocks;
   l.unlock();
   cv_.notify_all();  // the next in line may fit too
@@ -79,6 +80,11 @@ void Admission::Leave(int64_t blocks) {
 int Admission::running() const {
   std::lock_guard<std::mutex> l(mu_);
   return running_;
+}
+
+int64_t Admission::admitted() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return admitted_;
 }
 
 int Admission::queued() const {

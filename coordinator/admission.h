@@ -52,6 +52,8 @@ class Admission {
                                const std::function<bool()>& cancelled);
 
   int running() const;
+  // Requests admitted so far (a warm-up's own slot included).
+  int64_t admitted() const;
   int queued() const;
   int64_t reserved_blocks() const;
   int64_t rejected() const;
@@ -67,6 +69,7 @@ class Admission {
   std::deque<uint64_t> queue_;  // tickets, arrival order
   uint64_t next_ticket_ = 0;
   int running_ = 0;
+  int64_t admitted_ = 0;
   int64_t reserved_ = 0;
   int64_t rejected_ = 0;
   double busy_ = 0;

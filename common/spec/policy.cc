@@ -58,6 +58,27 @@ void SpecCosts::ForgetDraft() {
   overhead_[1] = Cell{};
 }
 
+void SpecCosts::Absorb(const SpecCosts& other) {
+  if (&other == this) return;
+  std::vector<Cell> verify, resume, overhead;
+  std::vector<std::vector<Cell>> draft;
+  {
+    std::lock_guard<std::mutex> l(other.mu_);
+    verify = other.verify_;
+    resume = other.resume_;
+    overhead = other.overhead_;
+    draft = other.draft_;
+  }
+  auto take = [this](std::vector<Cell>& into, const std::vector<Cell>& from) {
+    for (size_t i = 0; i < from.size(); ++i)
+      if (Counts(from, i)) Add(into, static_cast<int>(i), from[i].mean);
+  };
+  take(verify_, verify);
+  take(resume_, resume);
+  take(overhead_, overhead);
+  for (size_t m = 0; m < draft.size(); ++m) take(draft_[m], draft[m]);
+}
+
 void SpecCosts::Freeze() {
   std::lock_guard<std::mutex> l(mu_);
   frozen_ = true;

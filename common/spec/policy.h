@@ -146,6 +146,9 @@ class SpecCosts {
   // Ignore further observations (benchmarks: costs calibrated once, so that
   // the policy's choices depend only on the text).
   void Freeze();
+  // Each cell of `other` that holds a cost, observed here once at its mean, as
+  // warm (a warm-up measured into a table of its own, then kept).
+  void Absorb(const SpecCosts& other);
 
   // A prefill (a request's target or draft Open) running beside the steps of
   // the requests that share this table, from construction to destruction: a

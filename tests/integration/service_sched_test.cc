@@ -73,6 +73,7 @@ std::vector<int32_t> RandomPrompt(int n, uint32_t seed) {
 TEST_F(ServiceSchedTest, WarmUpRunsEveryStepShapeThroughTheWorkers) {
   StartService({"--warmup", "always", "--draft-max", "3"});
   const std::string want = "draft=yes ran=\"2 requests of a 512-token prompt, 24 steps, lengths 0..3";
+  const std::string kept = "costs=kept";  // it ran alone: its step times seed the requests' table
   const auto end = Clock::now() + std::chrono::seconds(60);
   std::string log;
   auto read_log = [&] {
@@ -82,6 +83,7 @@ TEST_F(ServiceSchedTest, WarmUpRunsEveryStepShapeThroughTheWorkers) {
   while ((log = read_log()).find(want) == std::string::npos && Clock::now() < end)
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   ASSERT_NE(log.find(want), std::string::npos) << svc_->Logs();
+  EXPECT_NE(log.find(kept, log.find(want)), std::string::npos) << log;
   ASSERT_TRUE(svc_->WaitNoSequences()) << svc_->Logs();
   const client::Stats s = svc_->Stats();
   EXPECT_EQ(s.requests_total, 0);
@@ -116,6 +118,62 @@ TEST_F(ServiceSchedTest, WarmUpRunsEveryStepShapeThroughTheWorkers) {
   const auto after = c().Generate(p);
   ASSERT_TRUE(after.ok()) << after.status();
   EXPECT_EQ(after->tokens, sum->tokens);
+}
+
+// A warm-up that runs while a request runs (here a draft swap's, beside a
+// request whose client stops reading) shares the device with it: its step
+// times are dropped, not kept in the table the requests share (round 40).
+TEST_F(ServiceSchedTest, WarmUpBesideARequestDropsItsCosts) {
+  StartService({"--warmup", "always", "--draft-max", "3"});
+  const std::string done = "warm-up: every step shape run";
+  auto read_log = [&] {
+    std::ifstream f(dir_.File("coordinator.log"));
+    return std::string(std::istreambuf_iterator<char>(f), {});
+  };
+  auto count = [&] {
+    const std::string text = read_log();
+    int n = 0;
+    for (size_t at = text.find(done); at != std::string::npos; at = text.find(done, at + 1)) ++n;
+    return n;
+  };
+  auto wait_count = [&](int n) {
+    const auto end = Clock::now() + std::chrono::seconds(60);
+    while (count() < n && Clock::now() < end) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    return count() >= n;
+  };
+  // The start's warm-up with the draft, alone.
+  const auto end = Clock::now() + std::chrono::seconds(60);
+  while (read_log().find("draft=yes") == std::string::npos && Clock::now() < end)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  ASSERT_NE(read_log().find("draft=yes"), std::string::npos) << svc_->Logs();
+  const int before = count();
+
+  std::promise<void> started, release;
+  std::shared_future<void> released = release.get_future().share();
+  std::atomic<bool> first{true};
+  std::thread req([&] {
+    api::Request p;
+    p.prompt = "Hello world";
+    p.max_tokens = 2000;
+    p.ignore_eos = true;
+    p.deadline = api::After(std::chrono::seconds(60));
+    (void)c().Generate(p, [&](const api::Event&) {
+      if (first.exchange(false)) started.set_value();
+      released.wait();
+      return false;  // cancel: the request ends once the warm-up has run beside it
+    });
+  });
+  started.get_future().wait();
+  ASSERT_TRUE(c().SwapDraft(g_models->other).ok()) << svc_->Logs();
+  const bool warmed = wait_count(before + 1);
+  release.set_value();
+  req.join();
+  ASSERT_TRUE(warmed) << svc_->Logs();
+  const std::string log = read_log();
+  size_t last = log.rfind(done);
+  ASSERT_NE(last, std::string::npos);
+  const std::string line = log.substr(last, log.find('\n', last) - last);
+  EXPECT_NE(line.find("costs=\"dropped (requests ran beside it)\""), std::string::npos) << line;
 }
 
 TEST_F(ServiceSchedTest, LongPromptDoesNotStallAShortRequest) {

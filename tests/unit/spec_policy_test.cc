@@ -121,6 +121,30 @@ TEST(SpecCosts, ColdCallsStandInOnlyUntilAWarmOne) {
 
 // A proposal is f forwards, each paying its members: one line of draft
 // cells per member count; a count never measured reads the nearest one.
+// A warm-up measured into a table of its own is kept by absorbing it: each
+// cell that holds a cost, once, at its mean; a cold cell beside warm ones
+// (not a cost there) stays out.
+TEST(SpecCosts, AbsorbsAnotherTablesCosts) {
+  SpecCosts warm;
+  for (int i = 0; i < 3; ++i) {
+    warm.ObserveVerify(0, 0.010);
+    warm.ObserveVerify(4, 0.014);
+    warm.ObserveDraft(2, 0.004, true, 6);
+    warm.ObserveResume(8, 0.002);
+  }
+  warm.ObserveVerify(7, 0.050, /*warm=*/false);
+  warm.ObserveOverhead(true, 0.001);
+  SpecCosts shared;
+  shared.Absorb(warm);
+  EXPECT_EQ(shared.ToString(), warm.ToString());
+  EXPECT_EQ(shared.ToString().find("verify[7]"), std::string::npos) << shared.ToString();
+  EXPECT_EQ(shared.VerifyCount(0), 1);  // once: a request's own observations soon outweigh it
+  EXPECT_NEAR(*shared.Verify(2), 0.012, 1e-9);
+  EXPECT_NEAR(*shared.Draft(2, 6), 0.004, 1e-9);
+  shared.Absorb(shared);  // itself: nothing changes
+  EXPECT_EQ(shared.VerifyCount(0), 1);
+}
+
 TEST(SpecCosts, DraftCellsPerMemberCount) {
   SpecCosts c;
   c.ObserveDraft(4, 0.004);  // alone: 1 ms a forward
