@@ -747,6 +747,54 @@ class SlowDraft final : public ForwardingProposer {
   }
 };
 
+// In lockstep the policy prices a step at the gate's members, the batch its
+// next verify holds, not at the last verify's batch (a member that just
+// joined, or one whose last verify ran apart): on the H100's six streams the
+// members asked 5 drafts in a six-member verify in 17% of the steps (36
+// tokens: the 33..40-token tier, 24 ms against 17.5 for 30 tokens), 0.96x
+// k = 4; priced at the gate's members, 1.00x (round 40, call S4). Here the
+// draft is the target (every draft accepted), five members sit in the gate
+// without stepping, and the table (frozen) says: a verify of up to 9 tokens
+// 10 ms, then 2 ms a token; a draft forward 1 ms. Alone, 8 drafts a step pay
+// most; in a forward of six, 1.
+TEST_F(SpecLoopTest, InLockstepAStepIsPricedAtTheGatesMembers) {
+  auto twin_engine = MakeTestEngine(g_models->target);
+  ASSERT_TRUE(twin_engine);
+  auto twin = LocalDraft::Create(twin_engine.get(), 8);
+  ASSERT_TRUE(twin.ok()) << twin.status();
+  Use(twin->get());
+  std::string table;
+  for (int t = 0; t <= 53; ++t) absl::StrAppend(&table, "verify[", t, "]=", t <= 8 ? 10 : 10 + 2 * (t - 8), "ms ");
+  for (int f = 1; f <= 8; ++f) absl::StrAppend(&table, "draft[", f, "]=", f, "ms draft[6x", f, "]=", f, "ms ");
+  absl::StrAppend(&table, "overhead[0]=0ms overhead[1]=0ms");
+  const std::vector<int32_t> prompt = tok().Encode("def main():\n    return 0", true, false);
+  const std::vector<int32_t> want = ReferenceGreedy(prompt, 48);
+  auto mean_k = [&](int idle_members) {
+    SpecCosts costs;
+    EXPECT_TRUE(costs.Load(table).ok());
+    costs.Freeze();
+    StepGateOptions go;
+    go.min_wait = std::chrono::microseconds(200);
+    go.max_wait = std::chrono::milliseconds(2);  // the idle members are late once, then not waited for
+    StepGate gate(go);
+    std::vector<std::unique_ptr<StepGate::Member>> idle;
+    for (int i = 0; i < idle_members; ++i) idle.push_back(std::make_unique<StepGate::Member>(&gate));
+    SpecRequest req = AdaptiveRequest(41, prompt, 48, &costs);
+    req.gate = &gate;
+    std::vector<StepEvent> events;
+    const SpecResult r = Run(req, twin->get(), &events);
+    EXPECT_TRUE(r.status.ok()) << r.status;
+    EXPECT_EQ(r.tokens, want) << idle_members << " idle members";
+    double k = 0;
+    int n = 0;
+    for (size_t i = 3; i < events.size(); ++i, ++n) k += events[i].k;  // after the warm-up steps
+    return n > 0 ? k / n : -1.0;
+  };
+  const double alone = mean_k(0), in_six = mean_k(5);
+  EXPECT_GE(alone, 6.0);
+  EXPECT_LE(in_six, 2.0);
+}
+
 // A target-only step in a cohort that drafts waits at the gate's Verify
 // barrier for the others' proposals: its step is that long, but a target-only
 // step's overhead for the policy is what it costs when the cohort verifies

@@ -16,10 +16,10 @@ device_setup
 exec > >(tee "$O/stdout.txt") 2>&1
 make_pair "$M8" --residual-gain 0.05
 mkdir -p "$O/stats"
-six() {  # six TAG RUNS SPEC_FLAGS: one batch_spec run (RUNS "off" or "on"), its table and stats kept
-  local tag=$1 runs=$2 flags=$3
+six() {  # six TAG RUNS SPEC_FLAGS [CARRY]: one batch_spec run (RUNS "off" or "on"), its table and stats kept
+  local tag=$1 runs=$2 flags=$3 carry=${4:-$C}
   stamp "six streams, $tag"
-  OUT=$O/$tag RUNS=$runs TARGET=$M8/target.gguf DRAFT=$M8/draft.gguf TOKENS=256 SPEC_FLAGS="$flags" \
+  CARRY=$carry OUT=$O/$tag RUNS=$runs TARGET=$M8/target.gguf DRAFT=$M8/draft.gguf TOKENS=256 SPEC_FLAGS="$flags" \
     timeout 120 bash tests/gpu/batch_spec.sh > "$O/$tag.txt" 2>&1
   echo "rc=$?"
   grep -hE "^\| (target-only|speculative)|^speculation:|^verify-greedy:" "$O/$tag.txt"
@@ -31,8 +31,17 @@ six off off ""
 for k in ${KS:-3 4 5 6}; do
   before "${SIX_BEFORE:-330}" "k = $k" && six "k$k" on "--k $k --no-adaptive"
 done
+# ALT_REPS: adaptive with the pack's .devcarry/alt/bin binaries (a variant coordinator; the rest this tree's),
+# alternating with this tree's; COORD_FLAGS reach both (e.g. "--log-level debug": a line per step).
+if [ -d "$C/alt/bin" ]; then
+  for b in "$C"/bin/*; do [ -e "$C/alt/bin/$(basename "$b")" ] || ln -s "$b" "$C/alt/bin/"; done
+  [ -e "$C/alt/lib" ] || ln -s ../lib "$C/alt/lib"
+fi
 for rep in $(seq "${REPS_ADAPTIVE:-2}"); do
   before "${SIX_BEFORE:-330}" "adaptive $rep" && six "adaptive$rep" on ""
+  if [ "$rep" -le "${ALT_REPS:-0}" ] && before "${SIX_BEFORE:-330}" "alt adaptive $rep"; then
+    six "adaptivealt$rep" on "" "$C/alt"
+  fi
 done
 stamp "summary (aggregate output tok/s, / target-only)"
 base=$(table_tps target-only "$O/off.txt")
@@ -45,8 +54,8 @@ for l in sys.stdin:
     m = re.match(r"(\S+): ([0-9.]+) \(target-only ([0-9.]+)\)", l)
     print(f"{m[1]}: {float(m[2]):.1f} ({float(m[2]) / float(m[3]):.2f}x)" if m else l.strip())'
 done
-(cd "$O" && tar -czf six_logs.tgz --exclude='*.txt' off k[0-9]* adaptive[0-9]* 2> /dev/null)
-for d in "$O"/off "$O"/k[0-9]* "$O"/adaptive[0-9]*; do [ -d "$d" ] && rm -rf "$d"; done
+(cd "$O" && tar -czf six_logs.tgz --exclude="*.txt" off k[0-9]* adaptive[0-9a]* 2> /dev/null)
+for d in "$O"/off "$O"/k[0-9]* "$O"/adaptive[0-9a]*; do [ -d "$d" ] && rm -rf "$d"; done
 if nvidia-smi --query-gpu=name --format=csv,noheader 2> /dev/null | grep -q H200 && before 470 "pinned 7-token pass"; then
   make_pair "$M6"
   stamp "pinned bench, 6-layer target, depth 4096: decode and the 7-token pass (verify k = 6)"
