@@ -338,8 +338,9 @@ class SpecPolicy {
   // The estimates in use for position i (1-based).
   double alpha(int i) const { return Est().Alpha(i, o_.prior_accept); }
   double pi(int i) const { return Est().pi[static_cast<size_t>(i)]; }
-  // The sequences in the workers' batches this request's last step ran in
-  // (the target's verify forward; 0 or 1: alone). Sharing them (lockstep),
+  // The sequences in the workers' batches this request's next step runs in
+  // (the loop: the lockstep gate's members, else the last verify's batch;
+  // 0 or 1: alone). Sharing them (lockstep),
   // the decisions use the pair's estimates (the AcceptancePrior, once it
   // counts) instead of this request's own, so that the members ask for the
   // same k: a batched proposal runs as long as its longest member, so a
