@@ -54,6 +54,24 @@ class ServiceSchedTest : public ::testing::Test {
     return false;
   }
 
+  std::string CoordinatorLog() const {
+    std::ifstream f(dir_.File("coordinator.log"));
+    return std::string(std::istreambuf_iterator<char>(f), {});
+  }
+  // Lines of the coordinator's log that hold `what`.
+  int CountInLog(const std::string& what) const {
+    const std::string text = CoordinatorLog();
+    int n = 0;
+    for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+    return n;
+  }
+  // Polls the coordinator's log until `what` shows `n` times (bounded).
+  bool WaitInLog(const std::string& what, int n = 1) const {
+    const auto end = Clock::now() + std::chrono::seconds(60);
+    while (CountInLog(what) < n && Clock::now() < end) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    return CountInLog(what) >= n;
+  }
+
   TempDir dir_;
   std::unique_ptr<Service> svc_;
 };
@@ -74,15 +92,8 @@ TEST_F(ServiceSchedTest, WarmUpRunsEveryStepShapeThroughTheWorkers) {
   StartService({"--warmup", "always", "--draft-max", "3"});
   const std::string want = "draft=yes ran=\"2 requests of a 512-token prompt, 24 steps, lengths 0..3";
   const std::string kept = "costs=kept";  // it ran alone: its step times seed the requests' table
-  const auto end = Clock::now() + std::chrono::seconds(60);
-  std::string log;
-  auto read_log = [&] {
-    std::ifstream f(dir_.File("coordinator.log"));
-    return std::string(std::istreambuf_iterator<char>(f), {});
-  };
-  while ((log = read_log()).find(want) == std::string::npos && Clock::now() < end)
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  ASSERT_NE(log.find(want), std::string::npos) << svc_->Logs();
+  ASSERT_TRUE(WaitInLog(want)) << svc_->Logs();
+  const std::string log = CoordinatorLog();
   EXPECT_NE(log.find(kept, log.find(want)), std::string::npos) << log;
   ASSERT_TRUE(svc_->WaitNoSequences()) << svc_->Logs();
   const client::Stats s = svc_->Stats();
@@ -102,19 +113,11 @@ TEST_F(ServiceSchedTest, WarmUpRunsEveryStepShapeThroughTheWorkers) {
   EXPECT_EQ(sum->tokens, ReferenceGreedy(g_models->target, *ids, 16));
 
   // A swapped draft gets a warm-up of its own (the target's too, with it), once.
-  auto count = [&] {
-    const std::string text = read_log();
-    int n = 0;
-    for (size_t at = text.find(want); at != std::string::npos; at = text.find(want, at + 1)) ++n;
-    return n;
-  };
-  const int before = count();
+  const int before = CountInLog(want);
   ASSERT_TRUE(c().SwapDraft(g_models->other).ok());
-  const auto swap_end = Clock::now() + std::chrono::seconds(60);
-  while (count() == before && Clock::now() < swap_end) std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  EXPECT_EQ(count(), before + 1) << svc_->Logs();
+  EXPECT_TRUE(WaitInLog(want, before + 1)) << svc_->Logs();
   std::this_thread::sleep_for(std::chrono::milliseconds(600));  // three more rounds of the warm-up thread
-  EXPECT_EQ(count(), before + 1) << "the same draft and target are warmed once";
+  EXPECT_EQ(CountInLog(want), before + 1) << "the same draft and target are warmed once";
   const auto after = c().Generate(p);
   ASSERT_TRUE(after.ok()) << after.status();
   EXPECT_EQ(after->tokens, sum->tokens);
@@ -126,27 +129,8 @@ TEST_F(ServiceSchedTest, WarmUpRunsEveryStepShapeThroughTheWorkers) {
 TEST_F(ServiceSchedTest, WarmUpBesideARequestDropsItsCosts) {
   StartService({"--warmup", "always", "--draft-max", "3"});
   const std::string done = "warm-up: every step shape run";
-  auto read_log = [&] {
-    std::ifstream f(dir_.File("coordinator.log"));
-    return std::string(std::istreambuf_iterator<char>(f), {});
-  };
-  auto count = [&] {
-    const std::string text = read_log();
-    int n = 0;
-    for (size_t at = text.find(done); at != std::string::npos; at = text.find(done, at + 1)) ++n;
-    return n;
-  };
-  auto wait_count = [&](int n) {
-    const auto end = Clock::now() + std::chrono::seconds(60);
-    while (count() < n && Clock::now() < end) std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    return count() >= n;
-  };
-  // The start's warm-up with the draft, alone.
-  const auto end = Clock::now() + std::chrono::seconds(60);
-  while (read_log().find("draft=yes") == std::string::npos && Clock::now() < end)
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  ASSERT_NE(read_log().find("draft=yes"), std::string::npos) << svc_->Logs();
-  const int before = count();
+  ASSERT_TRUE(WaitInLog("draft=yes")) << svc_->Logs();  // the start's warm-up with the draft, alone
+  const int before = CountInLog(done);
 
   std::promise<void> started, release;
   std::shared_future<void> released = release.get_future().share();
@@ -165,12 +149,12 @@ TEST_F(ServiceSchedTest, WarmUpBesideARequestDropsItsCosts) {
   });
   started.get_future().wait();
   ASSERT_TRUE(c().SwapDraft(g_models->other).ok()) << svc_->Logs();
-  const bool warmed = wait_count(before + 1);
+  const bool warmed = WaitInLog(done, before + 1);
   release.set_value();
   req.join();
   ASSERT_TRUE(warmed) << svc_->Logs();
-  const std::string log = read_log();
-  size_t last = log.rfind(done);
+  const std::string log = CoordinatorLog();
+  const size_t last = log.rfind(done);
   ASSERT_NE(last, std::string::npos);
   const std::string line = log.substr(last, log.find('\n', last) - last);
   EXPECT_NE(line.find("costs=\"dropped (requests ran beside it)\""), std::string::npos) << line;
