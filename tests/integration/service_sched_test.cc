@@ -140,6 +140,9 @@ TEST_F(ServiceSchedTest, WarmUpBesideARequestDropsItsCosts) {
     p.prompt = "Hello world";
     p.max_tokens = 2000;
     p.ignore_eos = true;
+    // Top alternatives with every token: ~1 KB a step, so the unread stream fills its flow-control
+    // window within ~100 steps and the request stays running, however fast the models are.
+    p.sampling.logprobs = 20;
     p.deadline = api::After(std::chrono::seconds(60));
     (void)c().Generate(p, [&](const api::Event&) {
       if (first.exchange(false)) started.set_value();
@@ -150,9 +153,12 @@ TEST_F(ServiceSchedTest, WarmUpBesideARequestDropsItsCosts) {
   started.get_future().wait();
   ASSERT_TRUE(c().SwapDraft(g_models->other).ok()) << svc_->Logs();
   const bool warmed = WaitInLog(done, before + 1);
+  const auto during = c().GetStats();  // the request still running: its stream is unread
   release.set_value();
   req.join();
   ASSERT_TRUE(warmed) << svc_->Logs();
+  ASSERT_TRUE(during.ok()) << during.status();
+  EXPECT_EQ(during->requests_running, 1);
   const std::string log = CoordinatorLog();
   const size_t last = log.rfind(done);
   ASSERT_NE(last, std::string::npos);
