@@ -125,8 +125,9 @@ TEST_F(ServiceSchedTest, WarmUpRunsEveryStepShapeThroughTheWorkers) {
 
 // A warm-up that runs while a request runs (here a draft swap's, beside a
 // request whose client stops reading) shares the device with it: its step
-// times are dropped, not kept in the table the requests share (round 40).
-TEST_F(ServiceSchedTest, WarmUpBesideARequestDropsItsCosts) {
+// times are dropped, not kept in the table the requests share (round 40),
+// and it runs again once no request runs, to measure them alone.
+TEST_F(ServiceSchedTest, WarmUpBesideARequestDropsItsCostsThenMeasuresThemWhenIdle) {
   StartService({"--warmup", "always", "--draft-max", "3"});
   const std::string done = "warm-up: every step shape run";
   ASSERT_TRUE(WaitInLog("draft=yes")) << svc_->Logs();  // the start's warm-up with the draft, alone
@@ -159,11 +160,20 @@ TEST_F(ServiceSchedTest, WarmUpBesideARequestDropsItsCosts) {
   ASSERT_TRUE(warmed) << svc_->Logs();
   ASSERT_TRUE(during.ok()) << during.status();
   EXPECT_EQ(during->requests_running, 1);
-  const std::string log = CoordinatorLog();
-  const size_t last = log.rfind(done);
-  ASSERT_NE(last, std::string::npos);
-  const std::string line = log.substr(last, log.find('\n', last) - last);
-  EXPECT_NE(line.find("costs=\"dropped (requests ran beside it)\""), std::string::npos) << line;
+  // The swap's warm-up (line before + 1) dropped its costs; once the request is gone it runs again, alone.
+  auto line = [&](int n) {  // the n-th warm-up line (1-based)
+    const std::string log = CoordinatorLog();
+    size_t at = std::string::npos;
+    for (int i = 0; i < n; ++i) at = log.find(done, at == std::string::npos ? 0 : at + 1);
+    return at == std::string::npos ? std::string() : log.substr(at, log.find('\n', at) - at);
+  };
+  EXPECT_NE(line(before + 1).find("costs=\"dropped (requests ran beside it; again when idle)\""), std::string::npos)
+      << line(before + 1);
+  ASSERT_TRUE(WaitInLog(done, before + 2)) << svc_->Logs();
+  EXPECT_NE(line(before + 2).find("draft=yes"), std::string::npos) << line(before + 2);
+  EXPECT_NE(line(before + 2).find("costs=kept"), std::string::npos) << line(before + 2);
+  std::this_thread::sleep_for(std::chrono::milliseconds(600));  // three more rounds of the warm-up thread
+  EXPECT_EQ(CountInLog(done), before + 2) << "kept: no more re-runs";
 }
 
 TEST_F(ServiceSchedTest, LongPromptDoesNotStallAShortRequest) {
