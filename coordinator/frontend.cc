@@ -69,7 +69,7 @@ int32_t Frontend::NewSeq() {
 // draft that is down or being swapped costs none. A warm-up whose costs were
 // dropped (requests ran beside it) runs again, up to kRemeasures times, at
 // the next moment with no request running or queued, to measure them alone
-// (its shapes are captured by then: a fraction of the first run's time).
+// (its shapes are captured by then, so it runs no eager or capture pass).
 void Frontend::WarmUpLoop() {
   constexpr int kRemeasures = 3;
   int64_t warmed_pid = 0;
