@@ -471,7 +471,7 @@ SpecResult RunSpeculative(const SpecRequest& req, const Tokenizer& tok, Verifier
     costs->ObserveVerify(VerifyCostCell(vf, ev.proposed),
                          measured ? vf.forward_seconds + vf.accept_seconds : verify_call,
                          !vf.cold && !vf.batch_mixed && quiet);
-    policy.set_batch(vf.batch_seqs);
+    policy.set_batch(vf.batch_seqs);  // (in lockstep the gate's members replace it before the next Next)
     r.stats.verify_seconds += verify_call;
     ++r.stats.steps;
     if (r.stats.k_hist.size() <= static_cast<size_t>(ev.proposed)) r.stats.k_hist.resize(static_cast<size_t>(ev.proposed) + 1, 0);
