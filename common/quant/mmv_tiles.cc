@@ -77,6 +77,8 @@ std::vector<uint8_t> QuantizeActivations(const float* x, int n, int64_t k) {
         uint8_t* f = rec + xq::kFrag + 512 * u + XqFragByte(g, e % 32);
         f[0] = static_cast<uint8_t>(static_cast<int8_t>(hi));
         f[8] = static_cast<uint8_t>(static_cast<int8_t>(lo));
+        rec[XqWideByte(g, u, 0, e % 32)] = f[0];
+        rec[XqWideByte(g, u, 1, e % 32)] = f[8];
         xi16[e / 16] += 254 * hi + lo;
       }
       for (int t = 0; t < 4; ++t)

@@ -466,14 +466,18 @@ SPECD_HD void DequantRecord8(GgmlType t, const uint8_t* rec, int rr, const RowAu
 // Xi = sum (254 hi + lo) as 7-bit limbs in the B-fragment order of a
 // m16n8k16 MMA over units (lane (g, t): uint4 {limb 0, limb 1, limb 2, 0},
 // byte i = unit 4t + i; 32-element units: t < 2 only), the 32-unit sums as
-// int32 [column][unit] (legacy formats), and the column scales s.
+// int32 [column][unit] (legacy formats), the column scales s, and the levels
+// again K-major for wgmma's shared-memory B operand (the sm_90a wide kernel,
+// k_matvec.cu): [unit][level][k-half][column][16 bytes], each (unit, level,
+// k-half) an 8 x 16-byte core matrix, so a stage is whole 128-byte copies.
 namespace xq {
 constexpr int kFrag = 0;
 constexpr int kLimb32 = 4096;
 constexpr int kLimb16 = 4608;
 constexpr int kSum32 = 5120;
 constexpr int kScale = 5376;
-constexpr int kRec = 5504;
+constexpr int kWide = 5504;
+constexpr int kRec = 9600;
 }  // namespace xq
 SPECD_HD size_t XqBytes(int n, int64_t k) { return static_cast<size_t>((n + 7) / 8) * Groups(k) * xq::kRec; }
 SPECD_HD size_t XqRecordOffset(int64_t groups, int col, int64_t group) {
@@ -484,6 +488,12 @@ SPECD_HD size_t XqRecordOffset(int64_t groups, int col, int64_t group) {
 SPECD_HD int XqFragByte(int g, int e) {
   const int t = (e % 16) / 4;
   return (4 * g + t) * 16 + (e >= 16 ? 4 : 0) + e % 4;
+}
+
+// Byte of level lvl (0: hi, 1: lo) of element e of unit u, column g, in the
+// record's K-major copy.
+SPECD_HD int XqWideByte(int g, int u, int lvl, int e) {
+  return xq::kWide + (((2 * u + lvl) * 2 + e / 16) * 8 + g) * 16 + e % 16;
 }
 
 // The quantization of one value given the group's amax (bit-exact on host and

@@ -12,7 +12,7 @@ B=${BUILD_DIR:-build-dev}
 BINS=${CARRY_BINS:-specd specd-coordinator specd-draft-worker specd-target-worker}
 tests=OFF
 case " $BINS " in *" gpu_check "*) tests=ON ;; esac
-cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 -DSPECD_BUILD_TESTS=$tests >/dev/null
+cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90a -DSPECD_BUILD_TESTS=$tests >/dev/null
 # shellcheck disable=SC2086
 cmake --build "$B" -j"${JOBS:-2}" --target $BINS
 rm -rf .devcarry

@@ -120,6 +120,10 @@ TEST(MmvTiles, ActivationQuantization) {
       for (int e = 0; e < 256; ++e) {
         const uint8_t* f = rec + mmv::xq::kFrag + 512 * (e / 32) + mmv::XqFragByte(g, e % 32);
         const int hi = static_cast<int8_t>(f[0]), lo = static_cast<int8_t>(f[8]);
+        // The K-major copy (wgmma's B): core matrix (unit, level, k-half), row g, byte e % 16.
+        const int wb = mmv::xq::kWide + (((2 * (e / 32)) * 2 + (e % 32) / 16) * 8 + g) * 16 + e % 16;
+        ASSERT_EQ(rec[wb], f[0]) << "c=" << c << " e=" << e;
+        ASSERT_EQ(rec[wb + 256], f[8]) << "c=" << c << " e=" << e;
         const int64_t idx = gi * 256 + e;
         const double v = idx < k ? x[c * k + idx] : 0.0;
         // Two levels: within half a step of 1/254 of the first level's step.

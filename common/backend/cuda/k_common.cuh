@@ -124,14 +124,18 @@ __device__ __forceinline__ void WriteGroupSums(uint8_t* rec, int g, int mine16, 
   if (lane == 8) reinterpret_cast<float*>(rec + mmv::xq::kScale)[g] = mmv::XqScale(am);
 }
 
-// One element of a group, given the group's amax and XqInv(amax): its two
-// levels into the lane's fragment bytes f (hi at f[0], lo at f[8]); returns
-// 254 hi + lo, the element's share of its unit's sums.
-__device__ __forceinline__ int QuantizeElem(uint8_t* f, float v, float am, float inv) {
+// Element `lane` of unit u of a group (column g of the record rec), given
+// the group's amax and XqInv(amax): its two levels into the lane's fragment
+// bytes and the K-major copy; returns 254 hi + lo, the element's share of its
+// unit's sums.
+__device__ __forceinline__ int QuantizeElem(uint8_t* rec, int g, int u, int lane, float v, float am, float inv) {
   int hi = 0, lo = 0;
   if (am > 0.0f) mmv::XqHiLo(v, inv, &hi, &lo);
+  uint8_t* f = rec + mmv::xq::kFrag + 512 * u + mmv::XqFragByte(g, lane);
   f[0] = static_cast<uint8_t>(static_cast<int8_t>(hi));
   f[8] = static_cast<uint8_t>(static_cast<int8_t>(lo));
+  rec[mmv::XqWideByte(g, u, 0, lane)] = f[0];
+  rec[mmv::XqWideByte(g, u, 1, lane)] = f[8];
   return 254 * hi + lo;
 }
 
@@ -155,7 +159,7 @@ __device__ __forceinline__ void QuantizeGroupWarp(const float (&v)[8], int col, 
   int sum[8];
 #pragma unroll
   for (int u = 0; u < 8; ++u)
-    sum[u] = QuantizeElem(rec + mmv::xq::kFrag + 512 * u + mmv::XqFragByte(g, lane), v[u], am, inv);
+    sum[u] = QuantizeElem(rec, g, u, lane, v[u], am, inv);
 #pragma unroll
   for (int o = 8; o > 0; o >>= 1)
 #pragma unroll
@@ -190,7 +194,7 @@ __device__ __forceinline__ void QuantizeGroupBlock(float v, int col, int64_t gro
   uint8_t* rec = xq + mmv::XqRecordOffset(groups, col, group);
   const int g = col & 7;
   // The half warp's sum (lanes 0-15: the unit's first 16 elements, 16-31 its second).
-  int sum = QuantizeElem(rec + mmv::xq::kFrag + 512 * u + mmv::XqFragByte(g, lane), v, am, inv);
+  int sum = QuantizeElem(rec, g, u, lane, v, am, inv);
 #pragma unroll
   for (int o = 8; o > 0; o >>= 1) sum += __shfl_xor_sync(kFull, sum, o);
   if (lane == 0) s_sum[2 * u] = sum;

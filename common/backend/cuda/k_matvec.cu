@@ -595,6 +595,9 @@ constexpr int kWideCols = 32;
 // Two stages (one group in flight): three were slower (round 26 call W,
 // round 31 call B).
 constexpr int kWideStages = 2;
+// The bytes of an activation record the mma.sync wide kernel reads and stages
+// (all but the K-major copy at xq::kWide, the wgmma kernel's).
+constexpr int kWideXRec = mmv::xq::kWide;
 // The 16-byte pieces of an activation record a type reads: the fragments,
 // the limb sums (k-quants with mins) or unit sums (legacy with mins), the
 // 8 columns' scales.
@@ -616,7 +619,7 @@ __device__ __forceinline__ int WideXOffset(int j) {
 }
 template <GgmlType T>
 constexpr size_t WideSmem(int warps, int cts) {
-  return static_cast<size_t>(kWideStages) * (static_cast<size_t>(cts) * mmv::xq::kRec +
+  return static_cast<size_t>(kWideStages) * (static_cast<size_t>(cts) * kWideXRec +
                                              static_cast<size_t>(warps) * mmv::LayoutOf(T).rec);
 }
 
@@ -655,12 +658,12 @@ __device__ __forceinline__ void GroupKWide(const uint8_t* rec, const uint8_t* xr
 #pragma unroll
     for (int j = 0; j < 4; ++j) a[j] = AReg<T>(w, u, j);
 #pragma unroll
-    for (int ct = 0; ct < NT; ++ct) KUnit<T>(a, LdS(xf + ct * mmv::xq::kRec + 512 * u), s, u, shi[ct], slo[ct]);
+    for (int ct = 0; ct < NT; ++ct) KUnit<T>(a, LdS(xf + ct * kWideXRec + 512 * u), s, u, shi[ct], slo[ct]);
   }
   const int t = lane & 3;
 #pragma unroll
   for (int ct = 0; ct < NT; ++ct) {
-    const uint8_t* x = xr + ct * mmv::xq::kRec;
+    const uint8_t* x = xr + ct * kWideXRec;
     int m[4] = {0, 0, 0, 0};
     if constexpr (mmv::HasMins(T)) {  // as GroupK
       uint32_t ma0, ma1;
@@ -676,89 +679,14 @@ __device__ __forceinline__ void GroupKWide(const uint8_t* rec, const uint8_t* xr
   }
 }
 
-// kNT column tiles of 8 (3 for 17-24 columns, 4 for 25-32). Scratch: part
-// [part][column][launch row], a counter a block column.
-template <GgmlType T, int kNT>
-__global__ void __launch_bounds__(32 * kWideMaxWarps, 2) MmvKernelWide(const __grid_constant__ MmvParams p,
-                                                                     const MmvScratch s) {
-  constexpr int kRec = mmv::LayoutOf(T).rec;
-  constexpr int kS = kWideStages;
-  extern __shared__ uint4 wide_smem[];
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
-  const int64_t tile = static_cast<int64_t>(blockIdx.x) * nw + warp;
-  const bool active = tile < p.tiles;
+// The wide kernels' outputs: a tile's sums, or with the plan's parts (grid
+// y) each part's sums through the scratch, folded in part order by the last
+// block of the tile range to arrive.
+template <int kNT>
+__device__ __forceinline__ void WideStore(const MmvParams& p, const MmvScratch& s, int64_t tile, bool active,
+                                          int lane, float (&acc)[kNT][1][4]) {
   const int part = blockIdx.y, parts = gridDim.y;
-  const int64_t G = p.plan.groups, g0 = part * p.plan.gpw, ng = min(G, g0 + p.plan.gpw) - g0;
-  const size_t xstage = static_cast<size_t>(kNT) * mmv::xq::kRec;
-  uint8_t* xs = reinterpret_cast<uint8_t*>(wide_smem);
-  uint8_t* ring = xs + kS * xstage + static_cast<size_t>(warp) * kS * kRec;
-  const MmvMat& m = MatOf(p, active ? tile : 0);
-  const uint8_t* wbase = m.w + static_cast<size_t>(tile - m.tile0) * G * kRec + static_cast<size_t>(g0) * kRec;
-  // The requests walk both streams with pointers (the index arithmetic of
-  // a flat piece loop was a tenth of the kernel's instructions, ncu round 31);
-  // a thread copies the same pieces of every column tile.
-  const uint8_t* wnext = wbase;
-  const uint8_t* xnext = p.xq + static_cast<size_t>(g0) * mmv::xq::kRec;
-  auto copy = [&](int i, bool weights, bool acts) {
-    if (i >= ng) return;
-    const int stage = i % kS;
-    if (weights && active) CopyRecord<kRec>(ring + stage * kRec, wnext, lane);
-    if (weights) wnext += kRec;
-    if (!acts) return;
-    uint8_t* dst = xs + stage * xstage;
-    constexpr int kP = WideXPieces<T>();
-    for (int j = threadIdx.x; j < kP; j += blockDim.x) {
-      const int off = WideXOffset<T>(j);
-#pragma unroll
-      for (int ct = 0; ct < kNT; ++ct) CpAsync16(dst + ct * mmv::xq::kRec + off, xnext + ct * p.xq_ct + off);
-    }
-    xnext += mmv::xq::kRec;
-  };
-  // Weights stream in while the activations' producer finishes (programmatic
-  // dependent launch); one commit group per stage, so wait_group counts them.
-#pragma unroll
-  for (int i = 0; i < kS - 1; ++i) {
-    copy(i, true, false);
-    CpAsyncCommit();
-  }
-  GridDepWait();
-#pragma unroll
-  for (int i = 0; i < kS - 1; ++i) {
-    copy(i, false, true);
-    CpAsyncCommit();
-  }
-  float acc[kNT][1][4];
-#pragma unroll
-  for (int ct = 0; ct < kNT; ++ct)
-#pragma unroll
-    for (int i = 0; i < 4; ++i) acc[ct][0][i] = 0.0f;
   const int g = lane >> 2, t = lane & 3;
-  for (int i = 0; i < ng; ++i) {
-    CpAsyncWait<kS - 2>();  // stage i landed (this thread's copies)
-    __syncthreads();        // ... and everyone's; stage i - 1 is free
-    copy(i + kS - 1, true, true);
-    CpAsyncCommit();
-    if (active) {
-      const uint8_t* xr = xs + (i % kS) * xstage;
-      if constexpr (mmv::LayoutOf(T).kquant) {
-        GroupKWide<T, kNT>(ring + (i % kS) * kRec, xr, lane, acc);
-      } else {
-        WRegs w;
-        LoadW<T>(ring + (i % kS) * kRec, lane, w);
-#pragma unroll
-        for (int ct = 0; ct < kNT; ++ct) {
-          XView<1> xv;
-          xv.rec[0] = xr + ct * mmv::xq::kRec;
-          xv.lanex = lane;
-          xv.frag = 16 * lane;
-          xv.col_ok[0] = 8 * ct + g < p.n;
-          xv.out_ok[0] = 8 * ct + 2 * t < p.n;
-          GroupLegacy<T, 1, true>(w, xv, lane, acc[ct]);
-        }
-      }
-    }
-  }
-  GridDepLaunch();
   if (parts == 1) {
     if (active)
 #pragma unroll
@@ -799,6 +727,291 @@ __global__ void __launch_bounds__(32 * kWideMaxWarps, 2) MmvKernelWide(const __g
   }
 #pragma unroll
   for (int ct = 0; ct < kNT; ++ct) StoreTile<1>(p, tile, acc[ct], lane, 8 * ct);
+}
+
+// kNT column tiles of 8 (3 for 17-24 columns, 4 for 25-32). Scratch: part
+// [part][column][launch row], a counter a block column.
+template <GgmlType T, int kNT>
+__global__ void __launch_bounds__(32 * kWideMaxWarps, 2) MmvKernelWide(const __grid_constant__ MmvParams p,
+                                                                     const MmvScratch s) {
+  constexpr int kRec = mmv::LayoutOf(T).rec;
+  constexpr int kS = kWideStages;
+  extern __shared__ uint4 wide_smem[];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+  const int64_t tile = static_cast<int64_t>(blockIdx.x) * nw + warp;
+  const bool active = tile < p.tiles;
+  const int part = blockIdx.y;
+  const int64_t G = p.plan.groups, g0 = part * p.plan.gpw, ng = min(G, g0 + p.plan.gpw) - g0;
+  const size_t xstage = static_cast<size_t>(kNT) * kWideXRec;
+  uint8_t* xs = reinterpret_cast<uint8_t*>(wide_smem);
+  uint8_t* ring = xs + kS * xstage + static_cast<size_t>(warp) * kS * kRec;
+  const MmvMat& m = MatOf(p, active ? tile : 0);
+  const uint8_t* wbase = m.w + static_cast<size_t>(tile - m.tile0) * G * kRec + static_cast<size_t>(g0) * kRec;
+  // The requests walk both streams with pointers (the index arithmetic of
+  // a flat piece loop was a tenth of the kernel's instructions, ncu round 31);
+  // a thread copies the same pieces of every column tile.
+  const uint8_t* wnext = wbase;
+  const uint8_t* xnext = p.xq + static_cast<size_t>(g0) * mmv::xq::kRec;
+  auto copy = [&](int i, bool weights, bool acts) {
+    if (i >= ng) return;
+    const int stage = i % kS;
+    if (weights && active) CopyRecord<kRec>(ring + stage * kRec, wnext, lane);
+    if (weights) wnext += kRec;
+    if (!acts) return;
+    uint8_t* dst = xs + stage * xstage;
+    constexpr int kP = WideXPieces<T>();
+    for (int j = threadIdx.x; j < kP; j += blockDim.x) {
+      const int off = WideXOffset<T>(j);
+#pragma unroll
+      for (int ct = 0; ct < kNT; ++ct) CpAsync16(dst + ct * kWideXRec + off, xnext + ct * p.xq_ct + off);
+    }
+    xnext += mmv::xq::kRec;
+  };
+  // Weights stream in while the activations' producer finishes (programmatic
+  // dependent launch); one commit group per stage, so wait_group counts them.
+#pragma unroll
+  for (int i = 0; i < kS - 1; ++i) {
+    copy(i, true, false);
+    CpAsyncCommit();
+  }
+  GridDepWait();
+#pragma unroll
+  for (int i = 0; i < kS - 1; ++i) {
+    copy(i, false, true);
+    CpAsyncCommit();
+  }
+  float acc[kNT][1][4];
+#pragma unroll
+  for (int ct = 0; ct < kNT; ++ct)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) acc[ct][0][i] = 0.0f;
+  const int g = lane >> 2, t = lane & 3;
+  for (int i = 0; i < ng; ++i) {
+    CpAsyncWait<kS - 2>();  // stage i landed (this thread's copies)
+    __syncthreads();        // ... and everyone's; stage i - 1 is free
+    copy(i + kS - 1, true, true);
+    CpAsyncCommit();
+    if (active) {
+      const uint8_t* xr = xs + (i % kS) * xstage;
+      if constexpr (mmv::LayoutOf(T).kquant) {
+        GroupKWide<T, kNT>(ring + (i % kS) * kRec, xr, lane, acc);
+      } else {
+        WRegs w;
+        LoadW<T>(ring + (i % kS) * kRec, lane, w);
+#pragma unroll
+        for (int ct = 0; ct < kNT; ++ct) {
+          XView<1> xv;
+          xv.rec[0] = xr + ct * kWideXRec;
+          xv.lanex = lane;
+          xv.frag = 16 * lane;
+          xv.col_ok[0] = 8 * ct + g < p.n;
+          xv.out_ok[0] = 8 * ct + 2 * t < p.n;
+          GroupLegacy<T, 1, true>(w, xv, lane, acc[ct]);
+        }
+      }
+    }
+  }
+  GridDepLaunch();
+  WideStore<kNT>(p, s, tile, active, lane, acc);
+}
+
+// ---- the wide matvec on wgmma (sm_90a; Q4_K, Q5_K) ----
+// A warpgroup (4 warps, a tile each: 64 rows) multiplies its tiles' codes by
+// all staged columns at once with wgmma.m64n{8 kNT}k32: A, the codes, from
+// registers in mma fragment order (which is wgmma's register-A order), B, one
+// activation level of one unit for every column, read by the hardware from
+// shared memory (the records' K-major copy, xq::kWide: core matrices of 8
+// columns x 16 bytes, LBO = 128 the K step, SBO = 4096 the column-tile step).
+// The unit scales are folded into the codes in two 3-bit halves (q sl and q
+// sh, at most 31 x 7 = 217: u8), so the units chain in four accumulators (hi
+// x sl, hi x sh, lo x sl, lo x sh) and a group's integers come out as
+// shi = D0 + 8 D1, slo = D2 + 8 D3 with no per-unit multiply-add: the same
+// integers as GroupKWide's (exact), the same float expression, so the same
+// bits. The mma.sync wide kernel issued ~830 warp instructions a tile and
+// group, 256 of them the per-unit scale IMADs (round 31's ncu).
+template <int kNT>
+__device__ __forceinline__ void WgMma(int (&d)[4 * kNT], const uint32_t* a, uint64_t desc, int acc) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  if constexpr (kNT == 4) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %21, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n32k32.s32.u8.s8 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, "
+        "%13, %14, %15}, {%16, %17, %18, %19}, %20, p;\n}\n"
+        : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]), "+r"(d[4]), "+r"(d[5]), "+r"(d[6]), "+r"(d[7]),
+          "+r"(d[8]), "+r"(d[9]), "+r"(d[10]), "+r"(d[11]), "+r"(d[12]), "+r"(d[13]), "+r"(d[14]), "+r"(d[15])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(acc));
+  } else {
+    static_assert(kNT == 3);
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %17, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n24k32.s32.u8.s8 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11}, "
+        "{%12, %13, %14, %15}, %16, p;\n}\n"
+        : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]), "+r"(d[4]), "+r"(d[5]), "+r"(d[6]), "+r"(d[7]),
+          "+r"(d[8]), "+r"(d[9]), "+r"(d[10]), "+r"(d[11])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(acc));
+  }
+#endif
+}
+__device__ __forceinline__ void WgFence() {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void WgCommit() {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+#endif
+}
+template <int N>
+__device__ __forceinline__ void WgWait() {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+#endif
+}
+// Shared-memory matrix descriptor, no swizzle: start, LBO, SBO (bytes / 16).
+__device__ __forceinline__ uint64_t WgDesc(uint32_t saddr, uint32_t lbo, uint32_t sbo) {
+  return static_cast<uint64_t>((saddr & 0x3FFFF) >> 4) | (static_cast<uint64_t>((lbo >> 4) & 0x3FFF) << 16) |
+         (static_cast<uint64_t>((sbo >> 4) & 0x3FFF) << 32);
+}
+__global__ void WgProbeKernel(int* ok) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  *ok = 1;
+#else
+  *ok = 0;
+#endif
+}
+
+constexpr int kWgStages = 3;
+constexpr int kWgXExtra = 512 + 32;  // a column tile's limb sums (32-element units) and scales
+template <GgmlType T>
+constexpr size_t WgStage(int warps, int cts) {
+  const size_t b = static_cast<size_t>(cts) * 4096 + static_cast<size_t>(warps) * mmv::LayoutOf(T).rec +
+                   static_cast<size_t>(cts) * kWgXExtra;
+  return (b + 127) / 128 * 128;
+}
+template <GgmlType T>
+constexpr size_t WgSmem(int warps, int cts) {
+  return kWgStages * WgStage<T>(warps, cts);
+}
+template <GgmlType T>
+constexpr bool WgType() {
+  return T == GgmlType::Q4_K || T == GgmlType::Q5_K;
+}
+
+// A block of 4 or 8 warps (one or two warpgroups), a tile each, over the
+// plan's part (grid y) of the groups; stage: [column tile][the K-major copy],
+// [warp][weight record], [column tile][limb sums, scales].
+template <GgmlType T, int kNT>
+__global__ void __launch_bounds__(256, 1) MmvKernelWideWg(const __grid_constant__ MmvParams p, const MmvScratch s) {
+  constexpr Layout l = mmv::LayoutOf(T);
+  constexpr int kRec = l.rec, kS = kWgStages, kD = 4 * kNT;
+  extern __shared__ __align__(128) uint8_t wg_smem[];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+  const int64_t tile = static_cast<int64_t>(blockIdx.x) * nw + warp;
+  const bool active = tile < p.tiles;
+  const int part = blockIdx.y;
+  const int64_t G = p.plan.groups, g0 = part * p.plan.gpw, ng = min(G, g0 + p.plan.gpw) - g0;
+  const size_t stage = (static_cast<size_t>(kNT) * 4096 + static_cast<size_t>(nw) * kRec +
+                        static_cast<size_t>(kNT) * kWgXExtra + 127) / 128 * 128;
+  const size_t wofs = static_cast<size_t>(kNT) * 4096, xofs = wofs + static_cast<size_t>(nw) * kRec;
+  const uint32_t sbase = static_cast<uint32_t>(__cvta_generic_to_shared(wg_smem));
+  const MmvMat& m = MatOf(p, active ? tile : 0);
+  const uint8_t* wnext = m.w + static_cast<size_t>(tile - m.tile0) * G * kRec + static_cast<size_t>(g0) * kRec;
+  const uint8_t* xnext = p.xq + static_cast<size_t>(g0) * mmv::xq::kRec;
+  auto copy = [&](int64_t i, bool weights, bool acts) {
+    if (i >= ng) return;
+    uint8_t* st = wg_smem + (i % kS) * stage;
+    if (weights && active) CopyRecord<kRec>(st + wofs + static_cast<size_t>(warp) * kRec, wnext, lane);
+    if (weights) wnext += kRec;
+    if (!acts) return;
+    // (kNT x 256 pieces of the K-major copies, then kNT x 34 of limbs and scales)
+    for (int j = threadIdx.x; j < kNT * 290; j += blockDim.x) {
+      if (j < kNT * 256) {
+        const int ct = j >> 8, off = 16 * (j & 255);
+        CpAsync16(st + ct * 4096 + off, xnext + ct * p.xq_ct + mmv::xq::kWide + off);
+      } else {
+        const int r = j - kNT * 256, ct = r / 34, q = r - ct * 34;
+        const int src = q < 32 ? mmv::xq::kLimb32 + 16 * q : mmv::xq::kScale + 16 * (q - 32);
+        CpAsync16(st + xofs + ct * kWgXExtra + 16 * q, xnext + ct * p.xq_ct + src);
+      }
+    }
+    xnext += mmv::xq::kRec;
+  };
+#pragma unroll
+  for (int i = 0; i < kS - 1; ++i) {
+    copy(i, true, false);
+    CpAsyncCommit();
+  }
+  GridDepWait();
+#pragma unroll
+  for (int i = 0; i < kS - 1; ++i) {
+    copy(i, false, true);
+    CpAsyncCommit();
+  }
+  float acc[kNT][1][4];
+#pragma unroll
+  for (int ct = 0; ct < kNT; ++ct)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) acc[ct][0][i] = 0.0f;
+  const int t = lane & 3;
+  for (int64_t i = 0; i < ng; ++i) {
+    CpAsyncWait<kS - 2>();  // stage i landed (this thread's copies)
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // ... visible to wgmma's reads
+    __syncthreads();        // ... everyone's; stage i - 1 is free
+    copy(i + kS - 1, true, true);
+    CpAsyncCommit();
+    const uint8_t* st = wg_smem + (i % kS) * stage;
+    const uint8_t* rec = st + wofs + static_cast<size_t>(warp) * kRec;
+    const uint32_t xb = sbase + static_cast<uint32_t>((i % kS) * stage);
+    WRegs w;
+    LoadW<T, false>(rec, lane, w);
+    KScales sc;
+    DecodeK<T>(w, sc);
+    int d0[kD], d1[kD], d2[kD], d3[kD];
+    uint32_t ab[2][8];
+#pragma unroll
+    for (int u = 0; u < 8; ++u) {
+      if constexpr (l.p4 >= 0)
+        if ((u & 1) == 0) w.p4[u >> 1] = LdS(rec + l.p4 + 512 * (u >> 1) + 16 * lane);
+      if constexpr (l.p1 >= 0)
+        if (u == 0) w.p1 = LdS(rec + l.p1 + 16 * lane);
+      uint32_t* a = ab[u & 1];
+      if (u >= 2) WgWait<1>();  // unit u - 2's wgmmas (the same registers) are done
+      const uint32_t s0 = static_cast<uint32_t>(KUnitScale<T>(sc, 0, u)), s1 = static_cast<uint32_t>(KUnitScale<T>(sc, 1, u));
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const uint32_t c = AReg<T>(w, u, j), sj = (j & 1) ? s1 : s0;  // rows g + 8 (j odd) or g
+        a[j] = c * (sj & 7);        // bytes <= 31 x 7: no carry between them
+        a[4 + j] = c * (sj >> 3);
+      }
+      WgFence();
+      const uint64_t dh = WgDesc(xb + 256 * (2 * u), 128, 4096), dl = WgDesc(xb + 256 * (2 * u + 1), 128, 4096);
+      WgMma<kNT>(d0, a, dh, u > 0);
+      WgMma<kNT>(d1, a + 4, dh, u > 0);
+      WgMma<kNT>(d2, a, dl, u > 0);
+      WgMma<kNT>(d3, a + 4, dl, u > 0);
+      WgCommit();
+    }
+    WgWait<0>();
+#pragma unroll
+    for (int ct = 0; ct < kNT; ++ct) {
+      const uint8_t* x = st + xofs + ct * kWgXExtra;
+      int mi[4] = {0, 0, 0, 0};
+      uint32_t ma0, ma1;
+      KMinFrags<T>(sc, t, ma0, ma1);
+      KMins(ma0, ma1, LdS(x + 16 * lane), mi);
+      const float2 dx = *reinterpret_cast<const float2*>(x + 512 + 8 * t);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int j = 4 * ct + e;
+        const float v = mmv::KGroupValue(d0[j] + 8 * d1[j], d2[j] + 8 * d3[j], mi[e], sc.d[e >> 1], sc.off[e >> 1]);
+        acc[ct][0][e] = mmv::Fma((e & 1) ? dx.y : dx.x, v, acc[ct][0][e]);
+      }
+    }
+    WgFence();  // the accumulators were read: the next group's wgmmas write them
+  }
+  GridDepLaunch();
+  WideStore<kNT>(p, s, tile, active, lane, acc);
 }
 
 // ---- activation quantization (standalone pass; the producers fuse it: k_common.cuh's quantizers) ----
@@ -1078,10 +1291,12 @@ cudaError_t LaunchQuantizeX(const float* x, int n, int64_t k, void* xq, cudaStre
 
 namespace {
 // Per GgmlType and log2(warps) - 1 (2, 4, 8 warps): wide blocks an SM runs
-// at once.
+// at once; the wgmma kernel's (4, 8 warps: entries 1, 2), 0 where it does not
+// run (not Q4_K / Q5_K, or no sm_90a code for this device).
 int64_t g_wide_blocks[64][3] = {};
+int64_t g_wg_blocks[64][3] = {};
 
-int WideWarps(GgmlType type, int64_t tiles, int64_t parts) {
+int WideWarps(GgmlType type, int64_t tiles, int64_t parts, bool wg) {
   // The fewest waves; among those, a launch that fills every SM, then the
   // most warps (the activation records shared by more tiles). A size whose
   // shared memory the device cannot give a block (0 blocks) is skipped.
@@ -1091,7 +1306,7 @@ int WideWarps(GgmlType type, int64_t tiles, int64_t parts) {
   bool best_fills = false;
   for (int l = 2; l >= 0; --l) {
     const int w = 2 << l;
-    const int64_t per_sm = g_wide_blocks[static_cast<int>(type) & 63][l];
+    const int64_t per_sm = (wg ? g_wg_blocks : g_wide_blocks)[static_cast<int>(type) & 63][l];
     if (per_sm < 1) continue;
     const int64_t blocks = CeilDiv(tiles, w) * parts;
     const int64_t waves = CeilDiv(blocks, per_sm * sms);
@@ -1133,11 +1348,19 @@ cudaError_t LaunchMmv(GgmlType type, const MmvMatrix* mats, int n_mats, int64_t 
     if (parts > 1 && (scratch.part_bytes < MmvScratchBytes(type, tiles, k) ||
                       scratch.counters < MmvScratchCounters(tiles)))
       return cudaErrorInvalidValue;
-    const int w = WideWarps(type, tiles, parts);
+    const bool wg = g_wg_blocks[static_cast<int>(type) & 63][1] > 0 || g_wg_blocks[static_cast<int>(type) & 63][2] > 0;
+    const int w = WideWarps(type, tiles, parts, wg);
     if (w == 0) return cudaErrorInvalidConfiguration;  // no wide block fits the device's shared memory
     cudaError_t err = cudaErrorInvalidValue;
     DispatchPacked(type, [&]<GgmlType T>() {
       const dim3 grid(static_cast<unsigned>(CeilDiv(tiles, w)), static_cast<unsigned>(parts));
+      if constexpr (WgType<T>()) {
+        if (wg) {
+          err = n <= 24 ? LaunchPdl(MmvKernelWideWg<T, 3>, grid, dim3(32 * w), WgSmem<T>(w, 3), s, p, scratch)
+                        : LaunchPdl(MmvKernelWideWg<T, 4>, grid, dim3(32 * w), WgSmem<T>(w, 4), s, p, scratch);
+          return;
+        }
+      }
       err = n <= 24 ? LaunchPdl(MmvKernelWide<T, 3>, grid, dim3(32 * w), WideSmem<T>(w, 3), s, p, scratch)
                     : LaunchPdl(MmvKernelWide<T, 4>, grid, dim3(32 * w), WideSmem<T>(w, 4), s, p, scratch);
     });
@@ -1157,6 +1380,17 @@ cudaError_t LaunchMmv(GgmlType type, const MmvMatrix* mats, int n_mats, int64_t 
 cudaError_t PrepareMatvecKernels() {
   cudaError_t e = cudaSuccess;
   const int64_t sms = GetDeviceInfo().sm_count;
+  // Whether this build has sm_90a code for the device (the wgmma kernel).
+  int wg_ok = 0;
+  {
+    int* d = nullptr;
+    if ((e = cudaMalloc(&d, sizeof(int))) != cudaSuccess) return e;
+    WgProbeKernel<<<1, 1>>>(d);
+    e = cudaGetLastError();
+    if (e == cudaSuccess) e = cudaMemcpy(&wg_ok, d, sizeof(int), cudaMemcpyDeviceToHost);
+    cudaFree(d);
+    if (e != cudaSuccess) return e;
+  }
   for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0, GgmlType::Q2_K,
                      GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K})
     DispatchPacked(t, [&]<GgmlType T>() {
@@ -1189,6 +1423,21 @@ cudaError_t PrepareMatvecKernels() {
           e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, MmvKernelWide<T, 4>, 32 * (2 << l),
                                                             WideSmem<T>(2 << l, kWideCols / 8));
         g_wide_blocks[static_cast<int>(T) & 63][l] = blocks;
+      }
+      if constexpr (WgType<T>()) {
+        for (int l = 1; l < 3 && e == cudaSuccess; ++l) {
+          const int w = 2 << l;
+          int blocks = 0;
+          if (wg_ok && WgSmem<T>(w, 4) <= optin) {
+            for (auto* k : {MmvKernelWideWg<T, 3>, MmvKernelWideWg<T, 4>})
+              if (e == cudaSuccess)
+                e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         static_cast<int>(WgSmem<T>(8, 4) <= optin ? WgSmem<T>(8, 4) : WgSmem<T>(4, 4)));
+            if (e == cudaSuccess)
+              e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, MmvKernelWideWg<T, 4>, 32 * w, WgSmem<T>(w, 4));
+          }
+          g_wg_blocks[static_cast<int>(T) & 63][l] = blocks;
+        }
       }
     });
   return e;
