@@ -868,6 +868,13 @@ __device__ __forceinline__ void WgWait() {
   asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
 #endif
 }
+// Orders this thread's completed shared-memory writes (cp.async) before the
+// async proxy's reads (wgmma's B).
+__device__ __forceinline__ void WgProxyFence() {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+#endif
+}
 // Shared-memory matrix descriptor, no swizzle: start, LBO, SBO (bytes / 16).
 __device__ __forceinline__ uint64_t WgDesc(uint32_t saddr, uint32_t lbo, uint32_t sbo) {
   return static_cast<uint64_t>((saddr & 0x3FFFF) >> 4) | (static_cast<uint64_t>((lbo >> 4) & 0x3FFF) << 16) |
@@ -956,7 +963,7 @@ __global__ void __launch_bounds__(256, 1) MmvKernelWideWg(const __grid_constant_
   const int t = lane & 3;
   for (int64_t i = 0; i < ng; ++i) {
     CpAsyncWait<kS - 2>();  // stage i landed (this thread's copies)
-    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // ... visible to wgmma's reads
+    WgProxyFence();         // ... visible to wgmma's reads
     __syncthreads();        // ... everyone's; stage i - 1 is free
     copy(i + kS - 1, true, true);
     CpAsyncCommit();
