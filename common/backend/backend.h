@@ -277,6 +277,11 @@ struct BackendOptions {
   // weights multiply the quantized tiles directly (LaunchQGemm); longer
   // ones, other types, or 0: F16 tiles and cuBLAS.
   int cuda_qgemm_max_tokens = 256;
+  // cuda: 17-32-column products on Q4_K / Q5_K weights (verifies of
+  // batches) on the sm_90a wgmma kernel; off: the mma.sync kernel. Off by
+  // default until gpu_check has checked it on a device (round 41: written,
+  // never run).
+  bool cuda_wgmma_matvec = false;
   // Sample/Accept in device kernels (no host round trip per token); off:
   // the rows are read back and the reference rules run on the host
   // (host_sample.h).

@@ -18,6 +18,7 @@
 //                            (--cuda-device-sampling=false)
 //   gpu_check --bench-matvec the matvec microbenchmark alone
 //   gpu_check --attn-split N ...  the same at attention splits of N positions
+//   gpu_check --wgmma ...    the same with the wgmma wide matvec on (--cuda-wgmma-matvec)
 //   gpu_check --profile-step [SEQS TOKENS CTX [KV]]
 //                            one 27B-class forward (default: a decode step at
 //                            4081, KV q8_0; KV f16 as specd bench's default)
@@ -2298,6 +2299,13 @@ int main(int argc, char** argv) {
   }
   bool bench = false, quick = false, matmul = true, only_matmul = false;
   for (int i = 1; i < argc; ++i)
+    if (std::strcmp(argv[i], "--wgmma") == 0) {  // the wgmma wide matvec (Q4_K / Q5_K, 17-32 columns) on
+      specd::cuda::Tuning t = specd::cuda::GetTuning();
+      t.wgmma_matvec = true;
+      specd::cuda::SetTuning(t);
+      std::printf("wgmma wide matvec on\n");
+    }
+  for (int i = 1; i < argc; ++i)
     if (std::strcmp(argv[i], "--bench-min") == 0) return specd::RunBenchMin();
   for (int i = 1; i < argc; ++i)
     if (std::strcmp(argv[i], "--bench-matvec") == 0) {
@@ -2306,6 +2314,7 @@ int main(int argc, char** argv) {
       return 0;
     }
   for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--wgmma") == 0) continue;  // (above)
     if (std::strcmp(argv[i], "--attn-split") == 0 && i + 1 < argc) {  // the checks at another split length
       const int split = std::atoi(argv[++i]);
       if (split < 32 || split > 256 || split % 32 != 0) {

@@ -526,6 +526,7 @@ absl::Status CudaBackend::Init(const BackendOptions& opts) {
                 BackendOptions::kAttnSplitMax == 8 * cuda::kAttnSub);
   if (opts.cuda_attn_split != 0) tuning.attn_split = opts.cuda_attn_split;  // checked by CreateBackend
   tuning.qgemm_max_n = opts.cuda_qgemm_max_tokens;
+  if (opts.cuda_wgmma_matvec) tuning.wgmma_matvec = true;  // (gpu_check --wgmma sets it for every backend)
   cuda::SetTuning(tuning);
   device_sampling_ = opts.cuda_device_sampling;
   slab_bytes_ = opts.cuda_prompt_slab > 0 ? opts.cuda_prompt_slab : BackendOptions::kPromptSlabMin;
@@ -534,7 +535,8 @@ absl::Status CudaBackend::Init(const BackendOptions& opts) {
                   << Kv("pdl", cuda::GetTuning().pdl && prop.major >= 9 ? "on" : "off")
                   << Kv("attn_kernel", cuda::GetTuning().attn_kernel) << Kv("attn_split", cuda::GetTuning().attn_split)
                   << Kv("sampling", device_sampling_ ? "device" : "host")
-                  << Kv("prompt_slab_mib", slab_bytes_ >> 20) << Kv("qgemm_max_tokens", cuda::GetTuning().qgemm_max_n);
+                  << Kv("prompt_slab_mib", slab_bytes_ >> 20) << Kv("qgemm_max_tokens", cuda::GetTuning().qgemm_max_n)
+                  << Kv("wgmma_matvec", cuda::GetTuning().wgmma_matvec ? "on" : "off");
   SPECD_CUDA_RETURN(cuda::PrepareMatvecKernels(), "preparing the matvec kernels");
   SPECD_CUDA_RETURN(cuda::PrepareAttentionKernels(), "preparing the attention kernels");
   SPECD_CUDA_RETURN(cuda::PrepareMiscKernels(), "preparing the norm kernels");

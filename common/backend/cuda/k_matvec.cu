@@ -1355,7 +1355,8 @@ cudaError_t LaunchMmv(GgmlType type, const MmvMatrix* mats, int n_mats, int64_t 
     if (parts > 1 && (scratch.part_bytes < MmvScratchBytes(type, tiles, k) ||
                       scratch.counters < MmvScratchCounters(tiles)))
       return cudaErrorInvalidValue;
-    const bool wg = g_wg_blocks[static_cast<int>(type) & 63][1] > 0 || g_wg_blocks[static_cast<int>(type) & 63][2] > 0;
+    const bool wg = GetTuning().wgmma_matvec &&
+                    (g_wg_blocks[static_cast<int>(type) & 63][1] > 0 || g_wg_blocks[static_cast<int>(type) & 63][2] > 0);
     const int w = WideWarps(type, tiles, parts, wg);
     if (w == 0) return cudaErrorInvalidConfiguration;  // no wide block fits the device's shared memory
     cudaError_t err = cudaErrorInvalidValue;

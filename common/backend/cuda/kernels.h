@@ -276,6 +276,7 @@ struct Tuning {
   int attn_kernel = 2;          // 2: tensor-core split kernel where it applies, 1: FP32 everywhere
   int attn_split = kAttnSplit;  // positions per attention split (multiple of 32)
   int qgemm_max_n = 256;        // prompt chunks up to this many tokens on k-quant tiles: LaunchQGemm (0: never)
+  bool wgmma_matvec = false;    // 17-32-column Q4_K / Q5_K products on the wgmma kernel (where sm_90a code runs)
 };
 void SetTuning(const Tuning& t);
 const Tuning& GetTuning();
