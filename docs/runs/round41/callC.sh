@@ -9,8 +9,8 @@
 #     then k = 4 and adaptive, each without / with the target worker's --cuda-wgmma-matvec, alternating;
 #  5. the standalone prototype (proto_wgfold, if carried) with what time is left.
 #   pack: BUILD_DIR=build-cuda CARRY_MODELS=0 CARRY_BINS="specd specd-coordinator specd-draft-worker
-#         specd-target-worker gpu_check" tests/gpu/make_carry.sh; cp /tmp/proto_wgfold .devcarry/bin/ (optional:
-#         nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -o /tmp/proto_wgfold proto_wgfold.cu);
+#         specd-target-worker gpu_check" tests/gpu/make_carry.sh; optionally the prototype into .devcarry/bin
+#         (round 30's proto_f16mma.cu + proto_wgfold.patch, nvcc -gencode arch=compute_90a,code=sm_90a: README);
 #         mkdir -p .devpackC41; XZ_OPT=-9 tar -cJf .devpackC41/devcarry.tar.xz .devcarry   (foreground, xz -t)
 #   run(command="bash docs/runs/round41/callC.sh", carry=[".devpackC41"])   (~8 min; REPS, SIX=0 to shorten)
 set -u
