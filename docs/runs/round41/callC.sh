@@ -11,6 +11,7 @@
 #   pack: BUILD_DIR=build-cuda CARRY_MODELS=0 CARRY_BINS="specd specd-coordinator specd-draft-worker
 #         specd-target-worker gpu_check" tests/gpu/make_carry.sh; optionally the prototype into .devcarry/bin
 #         (round 30's proto_f16mma.cu + proto_wgfold.patch, nvcc -gencode arch=compute_90a,code=sm_90a: README);
+#         7f8e204's specd as .devcarry/bin/specd.head (optional: the quantizers' extra bytes on the decode);
 #         mkdir -p .devpackC41; XZ_OPT=-9 tar -cJf .devpackC41/devcarry.tar.xz .devcarry   (foreground, xz -t)
 #   run(command="bash docs/runs/round41/callC.sh", carry=[".devpackC41"])   (~8 min; REPS, SIX=0 to shorten)
 set -u
@@ -36,6 +37,17 @@ for rep in $(seq "${REPS:-2}"); do
     BENCH_TIMEOUT=40 bench_row specd --ctx 1024 --prefill 64 --batches 6,8 --verify-k 2,4 --verify-seqs 6 $f
   done
 done
+# The quantizers now also write the records' K-major copy (both settings): the decode against 7f8e204's
+# specd (specd.head, if carried), alternating.
+if [ -x "$C/bin/specd.head" ]; then
+  for rep in $(seq "${REPS:-2}"); do
+    for b in specd specd.head; do
+      stamp "$b rep $rep: decode at 64 and 4200, verify 6 at 4200"
+      BENCH_TIMEOUT=30 bench_row "$b" --ctx 64 --prefill 16 --batches 1 --verify-k 1
+      BENCH_TIMEOUT=50 bench_row "$b" --ctx 4200 --prefill 4096 --batches 1 --verify-k 6
+    done
+  done
+fi
 if [ "$fails" = 0 ] && [ "$passes" -gt 20 ] && [ "${SIX:-1}" = 1 ]; then
   make_pair "$M8" --residual-gain 0.05
   six() {  # six TAG RUNS SPEC_FLAGS TARGET_FLAGS
@@ -48,7 +60,7 @@ if [ "$fails" = 0 ] && [ "$passes" -gt 20 ] && [ "${SIX:-1}" = 1 ]; then
     grep -hE "^  speculative steps" "$O/six/$1/$2.stats.txt" 2> /dev/null | cut -c1-300
   }
   six off off "" ""
-  for rep in $(seq "${SIX_REPS:-2}"); do
+  for rep in $(seq "${SIX_REPS:-1}"); do
     six "k4.mma$rep" on "--k 4 --no-adaptive" ""
     six "k4.wg$rep" on "--k 4 --no-adaptive" --cuda-wgmma-matvec
     six "adaptive.mma$rep" on "" ""
