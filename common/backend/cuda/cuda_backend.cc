@@ -538,6 +538,10 @@ absl::Status CudaBackend::Init(const BackendOptions& opts) {
                   << Kv("prompt_slab_mib", slab_bytes_ >> 20) << Kv("qgemm_max_tokens", cuda::GetTuning().qgemm_max_n)
                   << Kv("wgmma_matvec", cuda::GetTuning().wgmma_matvec ? "on" : "off");
   SPECD_CUDA_RETURN(cuda::PrepareMatvecKernels(), "preparing the matvec kernels");
+  if (cuda::GetTuning().wgmma_matvec && !cuda::MatvecWgmmaAvailable())
+    SPECD_LOG(WARN) << "cuda backend: --cuda-wgmma-matvec asked, but this build has no sm_90a code for the device "
+                       "(or no block fits it): the mma.sync wide kernel runs"
+                    << Kv("sm", absl::StrCat(prop.major, prop.minor));
   SPECD_CUDA_RETURN(cuda::PrepareAttentionKernels(), "preparing the attention kernels");
   SPECD_CUDA_RETURN(cuda::PrepareMiscKernels(), "preparing the norm kernels");
   SPECD_CUDA_RETURN(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");

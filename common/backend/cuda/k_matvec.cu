@@ -1451,6 +1451,11 @@ cudaError_t PrepareMatvecKernels() {
   return e;
 }
 
+bool MatvecWgmmaAvailable() {
+  const int q4k = static_cast<int>(GgmlType::Q4_K) & 63;
+  return g_wg_blocks[q4k][1] > 0 || g_wg_blocks[q4k][2] > 0;
+}
+
 cudaError_t LaunchDequantPacked(GgmlType type, const void* packed, int64_t k, const int32_t* row_ids, int64_t r0,
                                 int64_t nrows, void* dst, int64_t ld, bool to_f16, cudaStream_t s) {
   const int64_t blocks = CeilDiv(nrows, kDequantRows) * mmv::Groups(k);
