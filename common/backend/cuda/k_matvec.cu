@@ -1302,6 +1302,10 @@ namespace {
 // run (not Q4_K / Q5_K, or no sm_90a code for this device).
 int64_t g_wide_blocks[64][3] = {};
 int64_t g_wg_blocks[64][3] = {};
+bool WgRuns(GgmlType type) {
+  const int64_t* b = g_wg_blocks[static_cast<int>(type) & 63];
+  return b[1] > 0 || b[2] > 0;
+}
 
 int WideWarps(GgmlType type, int64_t tiles, int64_t parts, bool wg) {
   // The fewest waves; among those, a launch that fills every SM, then the
@@ -1355,8 +1359,7 @@ cudaError_t LaunchMmv(GgmlType type, const MmvMatrix* mats, int n_mats, int64_t 
     if (parts > 1 && (scratch.part_bytes < MmvScratchBytes(type, tiles, k) ||
                       scratch.counters < MmvScratchCounters(tiles)))
       return cudaErrorInvalidValue;
-    const bool wg = GetTuning().wgmma_matvec &&
-                    (g_wg_blocks[static_cast<int>(type) & 63][1] > 0 || g_wg_blocks[static_cast<int>(type) & 63][2] > 0);
+    const bool wg = GetTuning().wgmma_matvec && WgRuns(type);
     const int w = WideWarps(type, tiles, parts, wg);
     if (w == 0) return cudaErrorInvalidConfiguration;  // no wide block fits the device's shared memory
     cudaError_t err = cudaErrorInvalidValue;
@@ -1433,17 +1436,18 @@ cudaError_t PrepareMatvecKernels() {
         g_wide_blocks[static_cast<int>(T) & 63][l] = blocks;
       }
       if constexpr (WgType<T>()) {
+        // As the mma.sync kernel's: the largest block (4 or 8 warps) that fits, then the blocks an SM.
+        size_t most = 0;
+        for (int l = 1; l < 3; ++l)
+          if (wg_ok && WgSmem<T>(2 << l, 4) <= optin) most = WgSmem<T>(2 << l, 4);
+        for (auto* k : {MmvKernelWideWg<T, 3>, MmvKernelWideWg<T, 4>})
+          if (e == cudaSuccess && most > 0)
+            e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(most));
         for (int l = 1; l < 3 && e == cudaSuccess; ++l) {
-          const int w = 2 << l;
           int blocks = 0;
-          if (wg_ok && WgSmem<T>(w, 4) <= optin) {
-            for (auto* k : {MmvKernelWideWg<T, 3>, MmvKernelWideWg<T, 4>})
-              if (e == cudaSuccess)
-                e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         static_cast<int>(WgSmem<T>(8, 4) <= optin ? WgSmem<T>(8, 4) : WgSmem<T>(4, 4)));
-            if (e == cudaSuccess)
-              e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, MmvKernelWideWg<T, 4>, 32 * w, WgSmem<T>(w, 4));
-          }
+          if (most > 0 && WgSmem<T>(2 << l, 4) <= most)
+            e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, MmvKernelWideWg<T, 4>, 32 * (2 << l),
+                                                              WgSmem<T>(2 << l, 4));
           g_wg_blocks[static_cast<int>(T) & 63][l] = blocks;
         }
       }
@@ -1451,10 +1455,7 @@ cudaError_t PrepareMatvecKernels() {
   return e;
 }
 
-bool MatvecWgmmaAvailable() {
-  const int q4k = static_cast<int>(GgmlType::Q4_K) & 63;
-  return g_wg_blocks[q4k][1] > 0 || g_wg_blocks[q4k][2] > 0;
-}
+bool MatvecWgmmaAvailable() { return WgRuns(GgmlType::Q4_K); }
 
 cudaError_t LaunchDequantPacked(GgmlType type, const void* packed, int64_t k, const int32_t* row_ids, int64_t r0,
                                 int64_t nrows, void* dst, int64_t ld, bool to_f16, cudaStream_t s) {
