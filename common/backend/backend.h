@@ -282,6 +282,9 @@ struct BackendOptions {
   // default until gpu_check has checked it on a device (round 41: written,
   // never run).
   bool cuda_wgmma_matvec = false;
+  // cuda, with cuda_wgmma_matvec: the fewest columns the wgmma kernel takes
+  // (17: the wide range only; 1-16: the narrow kernels' launches too).
+  int cuda_wgmma_min_cols = 17;
   // Sample/Accept in device kernels (no host round trip per token); off:
   // the rows are read back and the reference rules run on the host
   // (host_sample.h).

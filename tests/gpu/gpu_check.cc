@@ -19,6 +19,7 @@
 //   gpu_check --bench-matvec the matvec microbenchmark alone
 //   gpu_check --attn-split N ...  the same at attention splits of N positions
 //   gpu_check --wgmma ...    the same with the wgmma wide matvec on (--cuda-wgmma-matvec)
+//   gpu_check --wgmma --wgmma-min-cols N ...   ... taking products of N columns on (--cuda-wgmma-min-cols)
 //   gpu_check --profile-step [SEQS TOKENS CTX [KV]]
 //                            one 27B-class forward (default: a decode step at
 //                            4081, KV q8_0; KV f16 as specd bench's default)
@@ -2305,6 +2306,17 @@ int main(int argc, char** argv) {
       specd::cuda::SetTuning(t);
       std::printf("wgmma wide matvec on\n");
     }
+  for (int i = 1; i + 1 < argc; ++i)
+    if (std::strcmp(argv[i], "--wgmma-min-cols") == 0) {  // ... and from this many columns on (1-17)
+      specd::cuda::Tuning t = specd::cuda::GetTuning();
+      t.wgmma_min_cols = std::atoi(argv[i + 1]);
+      if (t.wgmma_min_cols < 1 || t.wgmma_min_cols > 17) {
+        std::printf("--wgmma-min-cols takes 1-17\n");
+        return 2;
+      }
+      specd::cuda::SetTuning(t);
+      std::printf("wgmma matvec from %d columns\n", t.wgmma_min_cols);
+    }
   for (int i = 1; i < argc; ++i)
     if (std::strcmp(argv[i], "--bench-min") == 0) return specd::RunBenchMin();
   for (int i = 1; i < argc; ++i)
@@ -2315,6 +2327,10 @@ int main(int argc, char** argv) {
     }
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--wgmma") == 0) continue;  // (above)
+    if (std::strcmp(argv[i], "--wgmma-min-cols") == 0 && i + 1 < argc) {
+      ++i;
+      continue;
+    }
     if (std::strcmp(argv[i], "--attn-split") == 0 && i + 1 < argc) {  // the checks at another split length
       const int split = std::atoi(argv[++i]);
       if (split < 32 || split > 256 || split % 32 != 0) {

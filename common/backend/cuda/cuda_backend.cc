@@ -527,6 +527,7 @@ absl::Status CudaBackend::Init(const BackendOptions& opts) {
   if (opts.cuda_attn_split != 0) tuning.attn_split = opts.cuda_attn_split;  // checked by CreateBackend
   tuning.qgemm_max_n = opts.cuda_qgemm_max_tokens;
   if (opts.cuda_wgmma_matvec) tuning.wgmma_matvec = true;  // (gpu_check --wgmma sets it for every backend)
+  if (opts.cuda_wgmma_min_cols != 17) tuning.wgmma_min_cols = opts.cuda_wgmma_min_cols;  // (or gpu_check)
   cuda::SetTuning(tuning);
   device_sampling_ = opts.cuda_device_sampling;
   slab_bytes_ = opts.cuda_prompt_slab > 0 ? opts.cuda_prompt_slab : BackendOptions::kPromptSlabMin;
@@ -536,7 +537,8 @@ absl::Status CudaBackend::Init(const BackendOptions& opts) {
                   << Kv("attn_kernel", cuda::GetTuning().attn_kernel) << Kv("attn_split", cuda::GetTuning().attn_split)
                   << Kv("sampling", device_sampling_ ? "device" : "host")
                   << Kv("prompt_slab_mib", slab_bytes_ >> 20) << Kv("qgemm_max_tokens", cuda::GetTuning().qgemm_max_n)
-                  << Kv("wgmma_matvec", cuda::GetTuning().wgmma_matvec ? "on" : "off");
+                  << Kv("wgmma_matvec", cuda::GetTuning().wgmma_matvec ? "on" : "off")
+                  << Kv("wgmma_min_cols", cuda::GetTuning().wgmma_min_cols);
   SPECD_CUDA_RETURN(cuda::PrepareMatvecKernels(), "preparing the matvec kernels");
   if (cuda::GetTuning().wgmma_matvec && !cuda::MatvecWgmmaAvailable())
     SPECD_LOG(WARN) << "cuda backend: --cuda-wgmma-matvec asked, but this build has no sm_90a code for the device "

@@ -840,14 +840,27 @@ __device__ __forceinline__ void WgMma(int (&d)[4 * kNT], const uint32_t* a, uint
         : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]), "+r"(d[4]), "+r"(d[5]), "+r"(d[6]), "+r"(d[7]),
           "+r"(d[8]), "+r"(d[9]), "+r"(d[10]), "+r"(d[11]), "+r"(d[12]), "+r"(d[13]), "+r"(d[14]), "+r"(d[15])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(acc));
-  } else {
-    static_assert(kNT == 3);
+  } else if constexpr (kNT == 3) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %17, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n24k32.s32.u8.s8 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11}, "
         "{%12, %13, %14, %15}, %16, p;\n}\n"
         : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]), "+r"(d[4]), "+r"(d[5]), "+r"(d[6]), "+r"(d[7]),
           "+r"(d[8]), "+r"(d[9]), "+r"(d[10]), "+r"(d[11])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(acc));
+  } else if constexpr (kNT == 2) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %13, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n16k32.s32.u8.s8 {%0, %1, %2, %3, %4, %5, %6, %7}, "
+        "{%8, %9, %10, %11}, %12, p;\n}\n"
+        : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]), "+r"(d[4]), "+r"(d[5]), "+r"(d[6]), "+r"(d[7])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(acc));
+  } else {
+    static_assert(kNT == 1);
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %9, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n8k32.s32.u8.s8 {%0, %1, %2, %3}, {%4, %5, %6, %7}, %8, p;\n}\n"
+        : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(acc));
   }
 #endif
@@ -1354,12 +1367,14 @@ cudaError_t LaunchMmv(GgmlType type, const MmvMatrix* mats, int n_mats, int64_t 
   p.xq = static_cast<const uint8_t*>(xq);
   p.xq_ct = static_cast<size_t>(mmv::Groups(k)) * mmv::xq::kRec;
   p.tiles = tiles;
-  if (MmvWide(n)) {
+  // The wgmma kernel takes its columns from wgmma_min_cols on (17: the wide
+  // range only; fewer: the 1-16-column kernels' launches too, n8 / n16 tiles).
+  const bool wg = GetTuning().wgmma_matvec && n >= GetTuning().wgmma_min_cols && WgRuns(type);
+  if (MmvWide(n) || wg) {
     const int64_t parts = p.plan.tile_warps;
     if (parts > 1 && (scratch.part_bytes < MmvScratchBytes(type, tiles, k) ||
                       scratch.counters < MmvScratchCounters(tiles)))
       return cudaErrorInvalidValue;
-    const bool wg = GetTuning().wgmma_matvec && WgRuns(type);
     const int w = WideWarps(type, tiles, parts, wg);
     if (w == 0) return cudaErrorInvalidConfiguration;  // no wide block fits the device's shared memory
     cudaError_t err = cudaErrorInvalidValue;
@@ -1367,8 +1382,12 @@ cudaError_t LaunchMmv(GgmlType type, const MmvMatrix* mats, int n_mats, int64_t 
       const dim3 grid(static_cast<unsigned>(CeilDiv(tiles, w)), static_cast<unsigned>(parts));
       if constexpr (WgType<T>()) {
         if (wg) {
-          err = n <= 24 ? LaunchPdl(MmvKernelWideWg<T, 3>, grid, dim3(32 * w), WgSmem<T>(w, 3), s, p, scratch)
-                        : LaunchPdl(MmvKernelWideWg<T, 4>, grid, dim3(32 * w), WgSmem<T>(w, 4), s, p, scratch);
+          const int cts = CeilDiv(n, 8) < 3 ? CeilDiv(n, 8) : n <= 24 ? 3 : 4;
+          auto* k = cts == 1   ? MmvKernelWideWg<T, 1>
+                    : cts == 2 ? MmvKernelWideWg<T, 2>
+                    : cts == 3 ? MmvKernelWideWg<T, 3>
+                               : MmvKernelWideWg<T, 4>;
+          err = LaunchPdl(k, grid, dim3(32 * w), WgSmem<T>(w, cts), s, p, scratch);
           return;
         }
       }
@@ -1440,7 +1459,7 @@ cudaError_t PrepareMatvecKernels() {
         size_t most = 0;
         for (int l = 1; l < 3; ++l)
           if (wg_ok && WgSmem<T>(2 << l, 4) <= optin) most = WgSmem<T>(2 << l, 4);
-        for (auto* k : {MmvKernelWideWg<T, 3>, MmvKernelWideWg<T, 4>})
+        for (auto* k : {MmvKernelWideWg<T, 1>, MmvKernelWideWg<T, 2>, MmvKernelWideWg<T, 3>, MmvKernelWideWg<T, 4>})
           if (e == cudaSuccess && most > 0)
             e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(most));
         for (int l = 1; l < 3 && e == cudaSuccess; ++l) {

@@ -279,6 +279,7 @@ struct Tuning {
   int attn_split = kAttnSplit;  // positions per attention split (multiple of 32)
   int qgemm_max_n = 256;        // prompt chunks up to this many tokens on k-quant tiles: LaunchQGemm (0: never)
   bool wgmma_matvec = false;    // 17-32-column Q4_K / Q5_K products on the wgmma kernel (where sm_90a code runs)
+  int wgmma_min_cols = 17;      // ... and from this many columns on (1-17; below 17 the narrow kernels' range)
 };
 void SetTuning(const Tuning& t);
 const Tuning& GetTuning();
