@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/gguf/ggml_types.h"
@@ -277,14 +278,11 @@ struct BackendOptions {
   // weights multiply the quantized tiles directly (LaunchQGemm); longer
   // ones, other types, or 0: F16 tiles and cuBLAS.
   int cuda_qgemm_max_tokens = 256;
-  // cuda: 17-32-column products on Q4_K / Q5_K weights (verifies of
-  // batches) on the sm_90a wgmma kernel; off: the mma.sync kernel. Off by
-  // default until gpu_check has checked it on a device (round 41: written,
-  // never run).
-  bool cuda_wgmma_matvec = false;
-  // cuda, with cuda_wgmma_matvec: the fewest columns the wgmma kernel takes
-  // (17: the wide range only; 1-16: the narrow kernels' launches too).
-  int cuda_wgmma_min_cols = 17;
+  // cuda: the column counts whose products on Q4_K / Q5_K weights run the
+  // sm_90a wgmma kernel, "MIN-MAX" (1 <= MIN <= MAX <= 32) or "off"; empty:
+  // the built-in range (17-24: round 42 measured it faster there, slower at
+  // 25-32 and below 9). Checked by CreateBackend (ParseWgmmaCols).
+  std::string cuda_wgmma_cols;
   // Sample/Accept in device kernels (no host round trip per token); off:
   // the rows are read back and the reference rules run on the host
   // (host_sample.h).
@@ -296,6 +294,8 @@ struct BackendOptions {
   size_t cuda_prompt_slab = 0;
 };
 absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const BackendOptions& opts);
+// BackendOptions::cuda_wgmma_cols: "MIN-MAX" -> {MIN, MAX}, "off" -> {0, 0}.
+absl::StatusOr<std::pair<int, int>> ParseWgmmaCols(const std::string& v);
 // Backends compiled into this build, e.g. {"cpu", "cuda"}.
 std::vector<std::string> AvailableBackends();
 

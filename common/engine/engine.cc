@@ -56,13 +56,9 @@ void EngineOptions::AddFlags(Config* c, const std::string& p) {
                          " up to ", BackendOptions::kAttnSplitMax,
                          " (0: the built-in 128); longer splits mean fewer blocks to merge at long contexts"),
             0, BackendOptions::kAttnSplitMax);
-  c->AddBool(p + "cuda-wgmma-matvec", false,
-             "CUDA (sm_90): verifies of 17-32 columns on Q4_K / Q5_K weights use the wgmma kernel (experimental: "
-             "not yet checked on a device)");
-  c->AddInt(p + "cuda-wgmma-min-cols", 17,
-            "CUDA (sm_90), with --cuda-wgmma-matvec: products of this many columns or more use the wgmma kernel "
-            "(17: the 17-32-column verifies only; down to 1: the narrow kernels' launches too, experimental)",
-            1, 17);
+  c->AddString(p + "cuda-wgmma-cols", "",
+               "CUDA (sm_90a builds on sm_90 devices): the column counts whose Q4_K / Q5_K products run the wgmma "
+               "kernel, MIN-MAX (1-32) or off (empty: 17-24, where it measured faster than the mma.sync kernels)");
   c->AddInt(p + "cuda-qgemm-max-tokens", 256,
             "CUDA: prompt chunks of up to this many tokens on Q4_K / Q5_K / Q6_K weights multiply the "
             "quantized tiles directly; longer chunks and other types dequantize to F16 for cuBLAS (0: always)",
@@ -94,8 +90,7 @@ BackendOptions EngineOptions::BackendFromConfig(const Config& c, const std::stri
   b.device = static_cast<int>(c.GetInt(p + "device"));
   b.cuda_attn_split = static_cast<int>(c.GetInt(p + "cuda-attn-split"));
   b.cuda_qgemm_max_tokens = static_cast<int>(c.GetInt(p + "cuda-qgemm-max-tokens"));
-  b.cuda_wgmma_matvec = c.GetBool(p + "cuda-wgmma-matvec");
-  b.cuda_wgmma_min_cols = static_cast<int>(c.GetInt(p + "cuda-wgmma-min-cols"));
+  b.cuda_wgmma_cols = c.GetString(p + "cuda-wgmma-cols");
   return b;
 }
 

@@ -18,8 +18,8 @@
 //                            (--cuda-device-sampling=false)
 //   gpu_check --bench-matvec the matvec microbenchmark alone
 //   gpu_check --attn-split N ...  the same at attention splits of N positions
-//   gpu_check --wgmma ...    the same with the wgmma wide matvec on (--cuda-wgmma-matvec)
-//   gpu_check --wgmma --wgmma-min-cols N ...   ... taking products of N columns on (--cuda-wgmma-min-cols)
+//   gpu_check --wgmma-cols MIN-MAX|off ...  the same with the wgmma matvec on those column counts
+//                            (--cuda-wgmma-cols; default 17-24)
 //   gpu_check --profile-step [SEQS TOKENS CTX [KV]]
 //                            one 27B-class forward (default: a decode step at
 //                            4081, KV q8_0; KV f16 as specd bench's default)
@@ -2299,23 +2299,18 @@ int main(int argc, char** argv) {
     return 0;
   }
   bool bench = false, quick = false, matmul = true, only_matmul = false;
-  for (int i = 1; i < argc; ++i)
-    if (std::strcmp(argv[i], "--wgmma") == 0) {  // the wgmma wide matvec (Q4_K / Q5_K, 17-32 columns) on
-      specd::cuda::Tuning t = specd::cuda::GetTuning();
-      t.wgmma_matvec = true;
-      specd::cuda::SetTuning(t);
-      std::printf("wgmma wide matvec on\n");
-    }
   for (int i = 1; i + 1 < argc; ++i)
-    if (std::strcmp(argv[i], "--wgmma-min-cols") == 0) {  // ... and from this many columns on (1-17)
-      specd::cuda::Tuning t = specd::cuda::GetTuning();
-      t.wgmma_min_cols = std::atoi(argv[i + 1]);
-      if (t.wgmma_min_cols < 1 || t.wgmma_min_cols > 17) {
-        std::printf("--wgmma-min-cols takes 1-17\n");
+    if (std::strcmp(argv[i], "--wgmma-cols") == 0) {  // the wgmma matvec's column range (--cuda-wgmma-cols)
+      const auto cols = specd::ParseWgmmaCols(argv[i + 1]);
+      if (!cols.ok()) {
+        std::printf("%s\n", std::string(cols.status().message()).c_str());
         return 2;
       }
+      specd::cuda::Tuning t = specd::cuda::GetTuning();
+      t.wgmma_min_cols = cols->first;
+      t.wgmma_max_cols = cols->second;
       specd::cuda::SetTuning(t);
-      std::printf("wgmma matvec from %d columns\n", t.wgmma_min_cols);
+      std::printf("wgmma matvec columns %s\n", argv[i + 1]);
     }
   for (int i = 1; i < argc; ++i)
     if (std::strcmp(argv[i], "--bench-min") == 0) return specd::RunBenchMin();
@@ -2326,8 +2321,7 @@ int main(int argc, char** argv) {
       return 0;
     }
   for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--wgmma") == 0) continue;  // (above)
-    if (std::strcmp(argv[i], "--wgmma-min-cols") == 0 && i + 1 < argc) {
+    if (std::strcmp(argv[i], "--wgmma-cols") == 0 && i + 1 < argc) {  // (above)
       ++i;
       continue;
     }

@@ -285,6 +285,28 @@ TEST(EngineTest, RefusesAnAttentionSplitTheKernelsCannotUse) {
   }
 }
 
+// --cuda-wgmma-cols: MIN-MAX within 1..32 or off, refused otherwise where
+// every backend is created.
+TEST(EngineTest, WgmmaColumnRangeIsParsedAndBadOnesRefused) {
+  EXPECT_EQ(*ParseWgmmaCols("17-24"), std::make_pair(17, 24));
+  EXPECT_EQ(*ParseWgmmaCols("1-32"), std::make_pair(1, 32));
+  EXPECT_EQ(*ParseWgmmaCols("9-9"), std::make_pair(9, 9));
+  EXPECT_EQ(*ParseWgmmaCols("off"), std::make_pair(0, 0));
+  for (const char* bad : {"24-17", "0-8", "17-33", "17", "17-", "-24", "a-b", "17-24-30", "on"}) {
+    BackendOptions o;
+    o.cuda_wgmma_cols = bad;
+    auto be = CreateBackend(o);
+    ASSERT_FALSE(be.ok()) << bad;
+    EXPECT_EQ(be.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(be.status().message().find("--cuda-wgmma-cols"), std::string::npos) << be.status();
+  }
+  for (const char* good : {"", "off", "17-24", "9-32"}) {
+    BackendOptions o;
+    o.cuda_wgmma_cols = good;
+    EXPECT_TRUE(CreateBackend(o).ok()) << good;
+  }
+}
+
 // Real trained weights (../shared/models), when present.
 TEST(ModelTest, SharedTrainedModelsMatchReference) {
   const std::string dir = testing::SharedModelsDir();

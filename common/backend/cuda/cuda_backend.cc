@@ -526,23 +526,26 @@ absl::Status CudaBackend::Init(const BackendOptions& opts) {
                 BackendOptions::kAttnSplitMax == 8 * cuda::kAttnSub);
   if (opts.cuda_attn_split != 0) tuning.attn_split = opts.cuda_attn_split;  // checked by CreateBackend
   tuning.qgemm_max_n = opts.cuda_qgemm_max_tokens;
-  if (opts.cuda_wgmma_matvec) tuning.wgmma_matvec = true;  // (gpu_check --wgmma sets it for every backend)
-  if (opts.cuda_wgmma_min_cols != 17) tuning.wgmma_min_cols = opts.cuda_wgmma_min_cols;  // (or gpu_check)
+  if (!opts.cuda_wgmma_cols.empty()) {  // (empty: the built-in range, or gpu_check's --wgmma-cols for every backend)
+    SPECD_ASSIGN_OR_RETURN(const auto cols, ParseWgmmaCols(opts.cuda_wgmma_cols));
+    tuning.wgmma_min_cols = cols.first;
+    tuning.wgmma_max_cols = cols.second;
+  }
   cuda::SetTuning(tuning);
   device_sampling_ = opts.cuda_device_sampling;
   slab_bytes_ = opts.cuda_prompt_slab > 0 ? opts.cuda_prompt_slab : BackendOptions::kPromptSlabMin;
+  SPECD_CUDA_RETURN(cuda::PrepareMatvecKernels(), "preparing the matvec kernels");
+  const cuda::Tuning& tu = cuda::GetTuning();
+  const bool wgmma = tu.wgmma_min_cols > 0 && cuda::MatvecWgmmaAvailable();
   SPECD_LOG(INFO) << "cuda backend" << Kv("device", prop.name) << Kv("sm", absl::StrCat(prop.major, prop.minor))
                   << Kv("multiprocessors", info.sm_count) << Kv("graphs", graphs_on_ ? "on" : "off")
-                  << Kv("pdl", cuda::GetTuning().pdl && prop.major >= 9 ? "on" : "off")
-                  << Kv("attn_kernel", cuda::GetTuning().attn_kernel) << Kv("attn_split", cuda::GetTuning().attn_split)
-                  << Kv("sampling", device_sampling_ ? "device" : "host")
-                  << Kv("prompt_slab_mib", slab_bytes_ >> 20) << Kv("qgemm_max_tokens", cuda::GetTuning().qgemm_max_n)
-                  << Kv("wgmma_matvec", cuda::GetTuning().wgmma_matvec ? "on" : "off")
-                  << Kv("wgmma_min_cols", cuda::GetTuning().wgmma_min_cols);
-  SPECD_CUDA_RETURN(cuda::PrepareMatvecKernels(), "preparing the matvec kernels");
-  if (cuda::GetTuning().wgmma_matvec && !cuda::MatvecWgmmaAvailable())
-    SPECD_LOG(WARN) << "cuda backend: --cuda-wgmma-matvec asked, but this build has no sm_90a code for the device "
-                       "(or no block fits it): the mma.sync wide kernel runs"
+                  << Kv("pdl", tu.pdl && prop.major >= 9 ? "on" : "off") << Kv("attn_kernel", tu.attn_kernel)
+                  << Kv("attn_split", tu.attn_split) << Kv("sampling", device_sampling_ ? "device" : "host")
+                  << Kv("prompt_slab_mib", slab_bytes_ >> 20) << Kv("qgemm_max_tokens", tu.qgemm_max_n)
+                  << Kv("wgmma_cols", wgmma ? absl::StrCat(tu.wgmma_min_cols, "-", tu.wgmma_max_cols) : "off");
+  if (tu.wgmma_min_cols > 0 && !wgmma && !opts.cuda_wgmma_cols.empty())
+    SPECD_LOG(WARN) << "cuda backend: --cuda-wgmma-cols asked, but this build has no sm_90a code for the device "
+                       "(or no block fits it): the mma.sync kernels run"
                     << Kv("sm", absl::StrCat(prop.major, prop.minor));
   SPECD_CUDA_RETURN(cuda::PrepareAttentionKernels(), "preparing the attention kernels");
   SPECD_CUDA_RETURN(cuda::PrepareMiscKernels(), "preparing the norm kernels");

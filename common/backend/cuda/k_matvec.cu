@@ -815,7 +815,11 @@ __global__ void __launch_bounds__(32 * kWideMaxWarps, 2) MmvKernelWide(const __g
   WideStore<kNT>(p, s, tile, active, lane, acc);
 }
 
-// ---- the wide matvec on wgmma (sm_90a; Q4_K, Q5_K) ----
+// ---- the matvec on wgmma (sm_90a; Q4_K, Q5_K; the tuning's column range,
+// 17-24 by default: round 42, H100, 4-14% faster than MmvKernelWide at 24
+// columns on every 27B matrix, 8-12% slower at 30-32 on the large ones with
+// three stages a block (two blocks an SM; the prototype's two stages, four
+// blocks an SM, were faster: docs/runs/round42/stages2.patch is unmeasured)) ----
 // A warpgroup (4 warps, a tile each: 64 rows) multiplies its tiles' codes by
 // all staged columns at once with wgmma.m64n{8 kNT}k32: A, the codes, from
 // registers in mma fragment order (which is wgmma's register-A order), B, one
@@ -1367,9 +1371,9 @@ cudaError_t LaunchMmv(GgmlType type, const MmvMatrix* mats, int n_mats, int64_t 
   p.xq = static_cast<const uint8_t*>(xq);
   p.xq_ct = static_cast<size_t>(mmv::Groups(k)) * mmv::xq::kRec;
   p.tiles = tiles;
-  // The wgmma kernel takes its columns from wgmma_min_cols on (17: the wide
-  // range only; fewer: the 1-16-column kernels' launches too, n8 / n16 tiles).
-  const bool wg = GetTuning().wgmma_matvec && n >= GetTuning().wgmma_min_cols && WgRuns(type);
+  // The wgmma kernel takes the tuning's column range (below 17 columns, the
+  // narrow kernels' launches: n8 / n16 tiles through the wide path).
+  const bool wg = n >= GetTuning().wgmma_min_cols && n <= GetTuning().wgmma_max_cols && WgRuns(type);
   if (MmvWide(n) || wg) {
     const int64_t parts = p.plan.tile_warps;
     if (parts > 1 && (scratch.part_bytes < MmvScratchBytes(type, tiles, k) ||

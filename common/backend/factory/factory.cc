@@ -2,6 +2,8 @@
 #include "common/backend/cpu/cpu_backend.h"
 #include "common/quant/quant.h"
 #include "common/util/log.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
 #if defined(SPECD_HAVE_CUDA)
 #include "common/backend/cuda/cuda_backend.h"
 #endif
@@ -16,7 +18,20 @@ std::vector<std::string> AvailableBackends() {
 #endif
 }
 
+absl::StatusOr<std::pair<int, int>> ParseWgmmaCols(const std::string& v) {
+  if (v == "off") return std::pair<int, int>{0, 0};
+  const std::vector<std::string> parts = absl::StrSplit(v, '-');
+  int lo = 0, hi = 0;
+  if (parts.size() != 2 || !absl::SimpleAtoi(parts[0], &lo) || !absl::SimpleAtoi(parts[1], &hi) || lo < 1 ||
+      lo > hi || hi > 32)
+    return absl::InvalidArgumentError(
+        absl::StrCat("--cuda-wgmma-cols takes MIN-MAX columns (1 <= MIN <= MAX <= 32) or off, not '", v, "'"));
+  return std::pair<int, int>{lo, hi};
+}
+
 absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const BackendOptions& opts) {
+  if (!opts.cuda_wgmma_cols.empty())
+    if (auto r = ParseWgmmaCols(opts.cuda_wgmma_cols); !r.ok()) return r.status();
   if (const int s = opts.cuda_attn_split;
       s != 0 && (s < 0 || s > BackendOptions::kAttnSplitMax || s % BackendOptions::kAttnSplitStep != 0))
     return absl::InvalidArgumentError(absl::StrCat("--cuda-attn-split takes a multiple of ",

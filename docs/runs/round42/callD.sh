@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# (Ran as round 42 call D with 35ba116's binaries and their flags: --wgmma / --wgmma-min-cols, --cuda-wgmma-matvec /
+# --cuda-wgmma-min-cols; since then one setting, --cuda-wgmma-cols MIN-MAX|off, gpu_check --wgmma-cols.)
 # Round 42's call: the wgmma matvec (Q4_K / Q5_K, --cuda-wgmma-matvec, off by default) checked and measured
 # against the mma.sync kernels, same binaries, now also on the narrow launches (--cuda-wgmma-min-cols N: products
 # of N columns or more, n8 / n16 tiles below 17 columns):

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Round 42's next call (not run: the budget ended after call D): the wgmma matvec with two stages a block
+# (stages2.patch; call D's three stages give two blocks an SM, 30 columns 8-12% slower than mma.sync on the large
+# matrices; the prototype's two stages / four blocks an SM ran 30 columns at 55.9 us against 71.0 with three):
+#  1. gpu_check.s2 --wgmma-cols 1-32 --matmul-only --types Q4_K,Q5_K (bit-exact at every column count, 90 s);
+#  2. --bench-matvec: off (mma.sync), the tree's 1-32 (three stages), s2 1-32;
+#  3. specd bench, six sequences' verify 2 / 4 at 1024 and batch 8's verify 1 / 2 (16 / 24 columns): off, the tree's
+#     default (17-24), s2 17-32, s2 9-32;
+#  4. six streams k = 4: mma.sync (off) against s2's 17-32 on the target worker, if time is left.
+#   pack: the tree built (build-cuda), BUILD_DIR=build-cuda CARRY_MODELS=0 CARRY_BINS="specd specd-coordinator
+#         specd-draft-worker specd-target-worker gpu_check" tests/gpu/make_carry.sh; then `git apply
+#         docs/runs/round42/stages2.patch`, ninja specd gpu_check specd-target-worker, copied in as specd.s2,
+#         gpu_check.s2, specd-target-worker.s2, `git checkout common/backend/cuda/k_matvec.cu`;
+#         mkdir -p .devpackE42; XZ_OPT=-9 tar -cJf .devpackE42/devcarry.tar.xz .devcarry
+#   run(command="bash docs/runs/round42/callE.sh", carry=[".devpackE42"])   (~6 min)
+set -u
+export DEVPACK=${DEVPACK:-.devpackE42/devcarry.tar.xz}
+. tests/gpu/device_lib.sh
+device_setup
+exec > >(tee "$O/stdout.txt") 2>&1
+make_pair "$M6" & mk=$!
+stamp "gpu_check.s2 --wgmma-cols 1-32 --matmul-only --types Q4_K,Q5_K"
+timeout 90 "$C/bin/gpu_check.s2" --wgmma-cols 1-32 --matmul-only --types Q4_K,Q5_K > "$O/check_s2.log" 2>&1
+echo "rc=$? ($(grep -c '^PASS' "$O/check_s2.log") passed, $(grep -c '^FAIL' "$O/check_s2.log") failed)"
+grep -E "^FAIL" "$O/check_s2.log" | head -10
+fails=$(grep -c '^FAIL' "$O/check_s2.log")
+xz -9 "$O/check_s2.log"
+for v in "mma gpu_check off" "wg3 gpu_check 1-32" "wg2 gpu_check.s2 1-32"; do
+  set -- $v
+  stamp "$2 --bench-matvec --wgmma-cols $3"
+  timeout 40 "$C/bin/$2" --bench-matvec --wgmma-cols "$3" 2>&1 | tee "$O/bench_matvec.$1.txt" | grep -E "Q4_K|Q5_K"
+done
+wait $mk
+for v in "specd off" "specd 17-24" "specd.s2 17-32" "specd.s2 9-32"; do
+  set -- $v
+  stamp "$1 --cuda-wgmma-cols $2: six sequences' verify 2, 4 at 1024; batch 8, verify 1, 2"
+  BENCH_TIMEOUT=40 bench_row "$1" --ctx 1024 --prefill 64 --batches 6,8 --verify-k 2,4 --verify-seqs 6 \
+    --cuda-wgmma-cols "$2"
+  BENCH_TIMEOUT=40 bench_row "$1" --ctx 1024 --prefill 64 --batches 8 --verify-k 1,2 --verify-seqs 8 \
+    --cuda-wgmma-cols "$2"
+done
+if [ "$fails" = 0 ] && before 400 "six streams"; then
+  make_pair "$M8" --residual-gain 0.05
+  for v in "mma off" "wg2 17-32"; do
+    set -- $v
+    before 520 "six streams $1" || break
+    stamp "six streams k = 4, target --cuda-wgmma-cols $2 (s2)"
+    [ "$1" = wg2 ] && cp "$C/bin/specd-target-worker.s2" "$C/bin/specd-target-worker"
+    SVC_TARGET_FLAGS="--cuda-wgmma-cols $2" OUT=$O/six/$1 RUNS=on TARGET=$M8/target.gguf DRAFT=$M8/draft.gguf \
+      TOKENS=256 SPEC_FLAGS="--k 4 --no-adaptive" timeout 120 bash tests/gpu/batch_spec.sh > "$O/six_$1.txt" 2>&1
+    echo "rc=$?"
+    grep -hE "^\| (target-only|speculative)|^verify-greedy:" "$O/six_$1.txt"
+  done
+fi
+stamp done
