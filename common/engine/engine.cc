@@ -98,6 +98,7 @@ absl::StatusOr<EngineOptions> EngineOptions::FromConfig(const Config& c, const s
   EngineOptions o;
   o.model_path = c.GetString(p + "model");
   o.backend = BackendFromConfig(c, p);
+  if (!o.backend.cuda_wgmma_cols.empty()) SPECD_RETURN_IF_ERROR(ParseWgmmaCols(o.backend.cuda_wgmma_cols).status());
   o.backend.cuda_device_sampling = c.GetBool(p + "cuda-device-sampling");
   o.max_seqs = static_cast<int>(c.GetInt(p + "max-seqs"));
   o.max_seq_len = static_cast<int>(c.GetInt(p + "max-seq-len"));

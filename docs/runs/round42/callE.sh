@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Round 42's next call (not run: the budget ended after call D): the wgmma matvec with two stages a block
+# Round 42's next call (not run: the budget ended after call D; pack .devpackE42 built in this workspace from 22a4eba): the wgmma matvec with two stages a block
 # (stages2.patch; call D's three stages give two blocks an SM, 30 columns 8-12% slower than mma.sync on the large
 # matrices; the prototype's two stages / four blocks an SM ran 30 columns at 55.9 us against 71.0 with three):
 #  1. gpu_check.s2 --wgmma-cols 1-32 --matmul-only --types Q4_K,Q5_K (bit-exact at every column count, 90 s);
