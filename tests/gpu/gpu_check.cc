@@ -636,24 +636,40 @@ void CheckMatMul(OpEnv& env, GgmlType type, int64_t rows, int64_t k) {
   Check(inv, tag + ": each column bit-identical whatever the column count (1..64)");
   if (packed) {  // the kernel computes exactly what the host emulation of its arithmetic computes
     const mmv::Plan plan = cuda::MmvPlan(type, mmv::Tiles(rows), k);
-    bool same = true;
-    int first_bad = -1;
-    // 1, 3, 4: paired levels (one MMA per unit); 5, 7: one column tile; 9, 16: two; 17-32: the wide
-    // kernel (its parts folded by the last block); 40: 32 + 8; 64: two wide passes.
-    for (int n : {1, 3, 4, 5, 7, 9, 16, 17, 24, 30, 32, 40, 64}) {
-      CHECK_OK(gpu_mm(n, *xd, &yg));
-      const auto xq = mmv::QuantizeActivations(x.data(), n, k);
-      std::vector<float> ye(static_cast<size_t>(n) * rows);
-      mmv::Emulate(type, pk.data(), rows, k, xq.data(), n, plan, bias.data(), ye.data());
-      if (!BitEqual(yg.data(), ye.data(), ye.size()) && same) {
-        same = false;
-        first_bad = n;
+    // Where the wgmma kernel runs, its column range and then the mma.sync
+    // kernels on every column count (graphs are off here: the tuning is read
+    // at each launch).
+    const cuda::Tuning tuning = cuda::GetTuning();
+    const bool wg_type = (type == GgmlType::Q4_K || type == GgmlType::Q5_K) && cuda::MatvecWgmmaAvailable();
+    std::vector<std::pair<int, int>> ranges = {{tuning.wgmma_min_cols, tuning.wgmma_max_cols}};
+    if (wg_type && tuning.wgmma_min_cols > 0) ranges.push_back({0, 0});
+    for (const auto& [lo, hi] : ranges) {
+      cuda::Tuning t = tuning;
+      t.wgmma_min_cols = lo;
+      t.wgmma_max_cols = hi;
+      cuda::SetTuning(t);
+      bool same = true;
+      int first_bad = -1;
+      // 1, 3, 4: paired levels (one MMA per unit); 5, 7: one column tile; 9, 16: two; 17-32: the wide
+      // kernel (its parts folded by the last block); 40: 32 + 8; 64: two wide passes.
+      for (int n : {1, 3, 4, 5, 7, 9, 16, 17, 24, 30, 32, 40, 64}) {
+        CHECK_OK(gpu_mm(n, *xd, &yg));
+        const auto xq = mmv::QuantizeActivations(x.data(), n, k);
+        std::vector<float> ye(static_cast<size_t>(n) * rows);
+        mmv::Emulate(type, pk.data(), rows, k, xq.data(), n, plan, bias.data(), ye.data());
+        if (!BitEqual(yg.data(), ye.data(), ye.size()) && same) {
+          same = false;
+          first_bad = n;
+        }
       }
+      const bool wgmma = wg_type && lo > 0;
+      Check(same, absl::StrCat(tag, ": kernel == host emulation bit for bit for n = 1, 3, 4, 5, 7, 9, 16, 17, 24, "
+                                    "30, 32, 40, 64 (",
+                               plan.tile_warps, " warps x ", plan.gpw, " groups per tile; ",
+                               wgmma ? absl::StrCat("wgmma at ", lo, "-", hi, " columns") : "mma.sync", ")",
+                               first_bad > 0 ? absl::StrCat("; first difference at n=", first_bad) : ""));
     }
-    Check(same, absl::StrCat(tag, ": kernel == host emulation bit for bit for n = 1, 3, 4, 5, 7, 9, 16, 17, 24, 30, "
-                                  "32, 40, 64 (",
-                             plan.tile_warps, " warps x ", plan.gpw, " groups per tile)",
-                             first_bad > 0 ? absl::StrCat("; first difference at n=", first_bad) : ""));
+    cuda::SetTuning(tuning);
   }
   // Reference path and cuBLAS path.
   env.ctl->SetMatMulPath(CudaBackendControl::MatMulPath::kDequant);
