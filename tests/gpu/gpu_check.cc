@@ -640,7 +640,7 @@ void CheckMatMul(OpEnv& env, GgmlType type, int64_t rows, int64_t k) {
     // kernels on every column count (graphs are off here: the tuning is read
     // at each launch).
     const cuda::Tuning tuning = cuda::GetTuning();
-    const bool wg_type = (type == GgmlType::Q4_K || type == GgmlType::Q5_K) && cuda::MatvecWgmmaAvailable();
+    const bool wg_type = cuda::MatvecWgmmaRuns(type);
     std::vector<std::pair<int, int>> ranges = {{tuning.wgmma_min_cols, tuning.wgmma_max_cols}};
     if (wg_type && tuning.wgmma_min_cols > 0) ranges.push_back({0, 0});
     for (const auto& [lo, hi] : ranges) {

@@ -536,7 +536,7 @@ absl::Status CudaBackend::Init(const BackendOptions& opts) {
   slab_bytes_ = opts.cuda_prompt_slab > 0 ? opts.cuda_prompt_slab : BackendOptions::kPromptSlabMin;
   SPECD_CUDA_RETURN(cuda::PrepareMatvecKernels(), "preparing the matvec kernels");
   const cuda::Tuning& tu = cuda::GetTuning();
-  const bool wgmma = tu.wgmma_min_cols > 0 && cuda::MatvecWgmmaAvailable();
+  const bool wgmma = tu.wgmma_min_cols > 0 && cuda::MatvecWgmmaRuns(GgmlType::Q4_K);
   SPECD_LOG(INFO) << "cuda backend" << Kv("device", prop.name) << Kv("sm", absl::StrCat(prop.major, prop.minor))
                   << Kv("multiprocessors", info.sm_count) << Kv("graphs", graphs_on_ ? "on" : "off")
                   << Kv("pdl", tu.pdl && prop.major >= 9 ? "on" : "off") << Kv("attn_kernel", tu.attn_kernel)

@@ -1386,7 +1386,7 @@ cudaError_t LaunchMmv(GgmlType type, const MmvMatrix* mats, int n_mats, int64_t 
       const dim3 grid(static_cast<unsigned>(CeilDiv(tiles, w)), static_cast<unsigned>(parts));
       if constexpr (WgType<T>()) {
         if (wg) {
-          const int cts = CeilDiv(n, 8) < 3 ? CeilDiv(n, 8) : n <= 24 ? 3 : 4;
+          const int cts = static_cast<int>(CeilDiv(n, 8));  // column tiles: 1-4 (n <= kMmvMaxCols)
           auto* k = cts == 1   ? MmvKernelWideWg<T, 1>
                     : cts == 2 ? MmvKernelWideWg<T, 2>
                     : cts == 3 ? MmvKernelWideWg<T, 3>
@@ -1478,7 +1478,7 @@ cudaError_t PrepareMatvecKernels() {
   return e;
 }
 
-bool MatvecWgmmaAvailable() { return WgRuns(GgmlType::Q4_K); }
+bool MatvecWgmmaRuns(GgmlType type) { return WgRuns(type); }
 
 cudaError_t LaunchDequantPacked(GgmlType type, const void* packed, int64_t k, const int32_t* row_ids, int64_t r0,
                                 int64_t nrows, void* dst, int64_t ld, bool to_f16, cudaStream_t s) {

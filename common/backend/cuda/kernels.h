@@ -206,8 +206,9 @@ cudaError_t LaunchRandomFill(GgmlType type, void* dst, int64_t ne0, int64_t row0
 // 48 KB and reads the occupancies the launch plans use; called once at
 // backend creation (never during graph capture).
 cudaError_t PrepareMatvecKernels();
-// Whether the wgmma wide kernel can run here (sm_90a code for this device; after PrepareMatvecKernels).
-bool MatvecWgmmaAvailable();
+// Whether the wgmma matvec can run here for weights of this type (Q4_K / Q5_K with sm_90a code for this
+// device; after PrepareMatvecKernels).
+bool MatvecWgmmaRuns(GgmlType type);
 cudaError_t PrepareAttentionKernels();
 cudaError_t PrepareMiscKernels();
 
