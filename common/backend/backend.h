@@ -280,8 +280,8 @@ struct BackendOptions {
   int cuda_qgemm_max_tokens = 256;
   // cuda: the column counts whose products on Q4_K / Q5_K weights run the
   // sm_90a wgmma kernel, "MIN-MAX" (1 <= MIN <= MAX <= 32) or "off"; empty:
-  // the built-in range (17-24: round 42 measured it faster there, slower at
-  // 25-32 and below 9). Checked by CreateBackend (ParseWgmmaCols).
+  // the built-in range (9-32: round 43 measured it faster there, slower
+  // below 9). Checked by CreateBackend (ParseWgmmaCols).
   std::string cuda_wgmma_cols;
   // Sample/Accept in device kernels (no host round trip per token); off:
   // the rows are read back and the reference rules run on the host

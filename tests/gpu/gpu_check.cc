@@ -19,7 +19,7 @@
 //   gpu_check --bench-matvec the matvec microbenchmark alone
 //   gpu_check --attn-split N ...  the same at attention splits of N positions
 //   gpu_check --wgmma-cols MIN-MAX|off ...  the same with the wgmma matvec on those column counts
-//                            (--cuda-wgmma-cols; default 17-24)
+//                            (--cuda-wgmma-cols; default 9-32)
 //   gpu_check --profile-step [SEQS TOKENS CTX [KV]]
 //                            one 27B-class forward (default: a decode step at
 //                            4081, KV q8_0; KV f16 as specd bench's default)

@@ -816,10 +816,10 @@ __global__ void __launch_bounds__(32 * kWideMaxWarps, 2) MmvKernelWide(const __g
 }
 
 // ---- the matvec on wgmma (sm_90a; Q4_K, Q5_K; the tuning's column range,
-// 17-24 by default: round 42, H100, 4-14% faster than MmvKernelWide at 24
-// columns on every 27B matrix, 8-12% slower at 30-32 on the large ones with
-// three stages a block (two blocks an SM; the prototype's two stages, four
-// blocks an SM, were faster: docs/runs/round42/stages2.patch is unmeasured)) ----
+// 9-32 by default: round 43, H100, at 30 columns 6-14% faster than
+// MmvKernelWide on every 27B matrix with two stages a block and at most 128
+// registers a thread (four 4-warp blocks an SM; with three stages, or 133-141
+// registers, three: 8-12% slower than MmvKernelWide)) ----
 // A warpgroup (4 warps, a tile each: 64 rows) multiplies its tiles' codes by
 // all staged columns at once with wgmma.m64n{8 kNT}k32: A, the codes, from
 // registers in mma fragment order (which is wgmma's register-A order), B, one
@@ -905,7 +905,10 @@ __global__ void WgProbeKernel(int* ok) {
 #endif
 }
 
-constexpr int kWgStages = 3;
+// Two stages a block: with at most 128 registers a thread (the launch bounds)
+// four 4-warp blocks an SM fit, where three stages held three.
+constexpr int kWgStages = 2;
+constexpr int64_t kWgNarrowMinTiles = 256;  // 4096 rows
 constexpr int kWgXExtra = 512 + 32;  // a column tile's limb sums (32-element units) and scales
 template <GgmlType T>
 constexpr size_t WgStage(int warps, int cts) {
@@ -926,7 +929,7 @@ constexpr bool WgType() {
 // plan's part (grid y) of the groups; stage: [column tile][the K-major copy],
 // [warp][weight record], [column tile][limb sums, scales].
 template <GgmlType T, int kNT>
-__global__ void __launch_bounds__(256, 1) MmvKernelWideWg(const __grid_constant__ MmvParams p, const MmvScratch s) {
+__global__ void __launch_bounds__(256, 2) MmvKernelWideWg(const __grid_constant__ MmvParams p, const MmvScratch s) {
   constexpr Layout l = mmv::LayoutOf(T);
   constexpr int kRec = l.rec, kS = kWgStages, kD = 4 * kNT;
   extern __shared__ __align__(128) uint8_t wg_smem[];
@@ -1371,9 +1374,13 @@ cudaError_t LaunchMmv(GgmlType type, const MmvMatrix* mats, int n_mats, int64_t 
   p.xq = static_cast<const uint8_t*>(xq);
   p.xq_ct = static_cast<size_t>(mmv::Groups(k)) * mmv::xq::kRec;
   p.tiles = tiles;
-  // The wgmma kernel takes the tuning's column range (below 17 columns, the
-  // narrow kernels' launches: n8 / n16 tiles through the wide path).
-  const bool wg = n >= GetTuning().wgmma_min_cols && n <= GetTuning().wgmma_max_cols && WgRuns(type);
+  // The wgmma kernel takes the tuning's column range. Below 17 columns (the
+  // narrow kernels' launches: n8 / n16 tiles through the wide path) only from
+  // kWgNarrowMinTiles tiles on: a block a tile wins on small matrices (round
+  // 43, 9-16 columns: 1024 x 5120 5.7-5.9 us on mma.sync against 9.4-9.6,
+  // 8192 x 5120 22.3-23.0 against 17.3-17.7).
+  const bool wg = n >= GetTuning().wgmma_min_cols && n <= GetTuning().wgmma_max_cols && WgRuns(type) &&
+                  (MmvWide(n) || tiles >= kWgNarrowMinTiles);
   if (MmvWide(n) || wg) {
     const int64_t parts = p.plan.tile_warps;
     if (parts > 1 && (scratch.part_bytes < MmvScratchBytes(type, tiles, k) ||

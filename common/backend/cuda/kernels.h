@@ -280,11 +280,12 @@ struct Tuning {
   int attn_split = kAttnSplit;  // positions per attention split (multiple of 32)
   int qgemm_max_n = 256;        // prompt chunks up to this many tokens on k-quant tiles: LaunchQGemm (0: never)
   // Q4_K / Q5_K products of wgmma_min_cols..wgmma_max_cols columns on the
-  // wgmma kernel where sm_90a code runs (0, 0: never). Round 42 (H100): at
-  // 24 columns 4-14% faster than the mma.sync wide kernel on every matrix of
-  // the 27B shape; at 30-32 8-12% slower on the large ones; at 9-16 faster on
-  // the large ones, 45% slower on 1024 rows; at 1-8 slower.
-  int wgmma_min_cols = 17, wgmma_max_cols = 24;
+  // wgmma kernel where sm_90a code runs (0, 0: never; below 17 columns only
+  // on 4096 rows or more). Round 43 (H100, two stages a block, four blocks an
+  // SM): at 30 columns 6-14% faster than the mma.sync wide kernel on every
+  // matrix of the 27B shape, at 24 4-18%, at 9-16 7-22% on the ones of 4096
+  // rows or more; at 1-8 slower.
+  int wgmma_min_cols = 9, wgmma_max_cols = 32;
 };
 void SetTuning(const Tuning& t);
 const Tuning& GetTuning();
