@@ -75,6 +75,7 @@
 #include <vector>
 
 #include "absl/algorithm/container.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/backend/backend.h"
 #include "common/backend/cpu/cpu_backend.h"
@@ -650,9 +651,11 @@ void CheckMatMul(OpEnv& env, GgmlType type, int64_t rows, int64_t k) {
       cuda::SetTuning(t);
       bool same = true;
       int first_bad = -1;
+      std::vector<int> on_wgmma;  // the column counts whose launches took the wgmma kernel
       // 1, 3, 4: paired levels (one MMA per unit); 5, 7: one column tile; 9, 16: two; 17-32: the wide
       // kernel (its parts folded by the last block); 40: 32 + 8; 64: two wide passes.
       for (int n : {1, 3, 4, 5, 7, 9, 16, 17, 24, 30, 32, 40, 64}) {
+        if (cuda::MatvecWgmmaTakes(type, std::min(n, cuda::kMmvMaxCols), rows)) on_wgmma.push_back(n);
         CHECK_OK(gpu_mm(n, *xd, &yg));
         const auto xq = mmv::QuantizeActivations(x.data(), n, k);
         std::vector<float> ye(static_cast<size_t>(n) * rows);
@@ -662,11 +665,12 @@ void CheckMatMul(OpEnv& env, GgmlType type, int64_t rows, int64_t k) {
           first_bad = n;
         }
       }
-      const bool wgmma = wg_type && lo > 0;
       Check(same, absl::StrCat(tag, ": kernel == host emulation bit for bit for n = 1, 3, 4, 5, 7, 9, 16, 17, 24, "
                                     "30, 32, 40, 64 (",
                                plan.tile_warps, " warps x ", plan.gpw, " groups per tile; ",
-                               wgmma ? absl::StrCat("wgmma at ", lo, "-", hi, " columns") : "mma.sync", ")",
+                               on_wgmma.empty() ? "mma.sync"
+                                                : absl::StrCat("wgmma at n = ", absl::StrJoin(on_wgmma, ", ")),
+                               ")",
                                first_bad > 0 ? absl::StrCat("; first difference at n=", first_bad) : ""));
     }
     cuda::SetTuning(tuning);

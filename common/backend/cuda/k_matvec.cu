@@ -1350,6 +1350,16 @@ int WideWarps(GgmlType type, int64_t tiles, int64_t parts, bool wg) {
   }
   return best;
 }
+
+// The wgmma kernel takes the tuning's column range. Below 17 columns (the
+// narrow kernels' launches: n8 / n16 tiles through the wide path) only from
+// kWgNarrowMinTiles tiles on: a block a tile wins on small matrices (round
+// 43, 9-16 columns: 1024 x 5120 5.7-5.9 us on mma.sync against 9.4-9.6,
+// 8192 x 5120 22.3-23.0 against 17.3-17.7).
+bool WgTakes(GgmlType type, int n, int64_t tiles) {
+  const Tuning& t = GetTuning();
+  return n >= t.wgmma_min_cols && n <= t.wgmma_max_cols && WgRuns(type) && (MmvWide(n) || tiles >= kWgNarrowMinTiles);
+}
 }  // namespace
 
 size_t MmvScratchBytes(GgmlType type, int64_t tiles, int64_t k) {
@@ -1374,13 +1384,7 @@ cudaError_t LaunchMmv(GgmlType type, const MmvMatrix* mats, int n_mats, int64_t 
   p.xq = static_cast<const uint8_t*>(xq);
   p.xq_ct = static_cast<size_t>(mmv::Groups(k)) * mmv::xq::kRec;
   p.tiles = tiles;
-  // The wgmma kernel takes the tuning's column range. Below 17 columns (the
-  // narrow kernels' launches: n8 / n16 tiles through the wide path) only from
-  // kWgNarrowMinTiles tiles on: a block a tile wins on small matrices (round
-  // 43, 9-16 columns: 1024 x 5120 5.7-5.9 us on mma.sync against 9.4-9.6,
-  // 8192 x 5120 22.3-23.0 against 17.3-17.7).
-  const bool wg = n >= GetTuning().wgmma_min_cols && n <= GetTuning().wgmma_max_cols && WgRuns(type) &&
-                  (MmvWide(n) || tiles >= kWgNarrowMinTiles);
+  const bool wg = WgTakes(type, n, tiles);
   if (MmvWide(n) || wg) {
     const int64_t parts = p.plan.tile_warps;
     if (parts > 1 && (scratch.part_bytes < MmvScratchBytes(type, tiles, k) ||
@@ -1486,6 +1490,7 @@ cudaError_t PrepareMatvecKernels() {
 }
 
 bool MatvecWgmmaRuns(GgmlType type) { return WgRuns(type); }
+bool MatvecWgmmaTakes(GgmlType type, int n, int64_t rows) { return WgTakes(type, n, mmv::Tiles(rows)); }
 
 cudaError_t LaunchDequantPacked(GgmlType type, const void* packed, int64_t k, const int32_t* row_ids, int64_t r0,
                                 int64_t nrows, void* dst, int64_t ld, bool to_f16, cudaStream_t s) {

@@ -209,6 +209,8 @@ cudaError_t PrepareMatvecKernels();
 // Whether the wgmma matvec can run here for weights of this type (Q4_K / Q5_K with sm_90a code for this
 // device; after PrepareMatvecKernels).
 bool MatvecWgmmaRuns(GgmlType type);
+// Whether a launch of n columns over `rows` rows (all its matrices) takes it, with the tuning as set now.
+bool MatvecWgmmaTakes(GgmlType type, int n, int64_t rows);
 cudaError_t PrepareAttentionKernels();
 cudaError_t PrepareMiscKernels();
 
