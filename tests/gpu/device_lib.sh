@@ -44,6 +44,11 @@
 #   bench_row BIN ARGS...      one line of `specd bench` rows (BIN of .devcarry/bin on $M6's target, --reps 5,
 #                              BENCH_TIMEOUT s: 60)
 #   table_tps LABEL FILE       the tok/s of row LABEL in the table tests/gpu/batch_spec.sh printed to FILE
+#   six_streams TAG K [FLAGS]  tests/gpu/batch_spec.sh on the ~80% pair ($M8, made first), 256 tokens, fresh
+#                              services: K 0 target-only, N fixed k = N, "auto" adaptive; FLAGS reach both
+#                              workers; its table row, the verify check and the step anatomy; logs in $O/six/TAG
+#   graph_shapes LOG           the CUDA graph captures and eager first runs in a worker's debug log (run with
+#                              --log-level debug), counted by batch shape (tokens, outputs, sequences, why)
 #   before SECONDS WHAT        true while the call is younger than SECONDS, else says WHAT is skipped (stages
 #                              of a call that may be cut short: `before 300 ncu && ncu_step ...`)
 #   bundle_out                 everything under $O into one $O/out.tar.xz (the device tool returns at most
@@ -221,4 +226,27 @@ bench_multi() {
       BENCH_TIMEOUT=40 bench_row "$b" --ctx 4200 --prefill 4096 --batches 1 --verify-k 6
     done
   done
+}
+six_streams() {
+  local tag=$1 k=$2 flags=${3:-} runs=on spec
+  case $k in
+    0) runs=off spec="" ;;
+    auto) spec="" ;;
+    *) spec="--k $k --no-adaptive" ;;
+  esac
+  make_pair "$M8" --residual-gain 0.05
+  stamp "six streams $tag: k = $k, workers ${flags:-(defaults)}"
+  SVC_TARGET_FLAGS="$flags" SVC_DRAFT_FLAGS="$flags" OUT=$O/six/$tag RUNS=$runs TARGET=$M8/target.gguf \
+    DRAFT=$M8/draft.gguf TOKENS=256 SPEC_FLAGS="$spec" timeout 120 bash tests/gpu/batch_spec.sh > "$O/six_$tag.txt" 2>&1
+  echo "rc=$?"
+  grep -hE "^\| (target-only|speculative)|^verify-greedy:|^  (speculative|target-only) steps|^k histogram" \
+    "$O/six_$tag.txt" "$O/six/$tag/$runs.stats.txt" 2> /dev/null | cut -c1-300
+}
+graph_shapes() {
+  echo "$(grep -c 'cuda graph: first run, eager' "$1") eager first runs, $(grep -c 'cuda graph capture' "$1") captures in $1"
+  grep -E 'msg="cuda graph(: first run, eager| capture)"' "$1" |
+    sed -E 's/.*msg="cuda graph(: first run, eager| capture)".* shape="?([0-9]+),([0-9]+),([0-9]+),.*/\1: tokens=\2 out=\3 seqs=\4/;
+            s/^: first run, eager/eager/; s/^ capture/capture/' | sort | uniq -c | sort -rn | head -40
+  grep -E 'cuda graph capture' "$1" | grep -oE 'why="[^"]*"' | sed -E 's/op [0-9]+/op N/' | sort | uniq -c | sort -rn |
+    head -12
 }
