@@ -279,9 +279,11 @@ struct BackendOptions {
   // ones, other types, or 0: F16 tiles and cuBLAS.
   int cuda_qgemm_max_tokens = 256;
   // cuda: the column counts whose products on Q4_K / Q5_K weights run the
-  // sm_90a wgmma kernel, "MIN-MAX" (1 <= MIN <= MAX <= 32) or "off"; empty:
-  // the built-in range (9-32: round 43 measured it faster there, slower
-  // below 9). Checked by CreateBackend (ParseWgmmaCols).
+  // sm_90a wgmma kernel, "MIN-MAX" (1 <= MIN <= MAX <= kWgmmaMaxCols, the
+  // matvec's columns a launch) or "off"; empty: the built-in range (9-32:
+  // round 43 measured it faster there, slower below 9). Checked by
+  // CreateBackend (ParseWgmmaCols).
+  static constexpr int kWgmmaMaxCols = 32;
   std::string cuda_wgmma_cols;
   // Sample/Accept in device kernels (no host round trip per token); off:
   // the rows are read back and the reference rules run on the host

@@ -57,8 +57,9 @@ void EngineOptions::AddFlags(Config* c, const std::string& p) {
                          " (0: the built-in 128); longer splits mean fewer blocks to merge at long contexts"),
             0, BackendOptions::kAttnSplitMax);
   c->AddString(p + "cuda-wgmma-cols", "",
-               "CUDA (sm_90a builds on sm_90 devices): the column counts whose Q4_K / Q5_K products run the wgmma "
-               "kernel, MIN-MAX (1-32) or off (empty: 9-32, where it measured faster than the mma.sync kernels)");
+               absl::StrCat("CUDA (sm_90a builds on sm_90 devices): the column counts whose Q4_K / Q5_K products run "
+                            "the wgmma kernel, MIN-MAX (1-", BackendOptions::kWgmmaMaxCols,
+                            ") or off (empty: 9-32, where it measured faster than the mma.sync kernels)"));
   c->AddInt(p + "cuda-qgemm-max-tokens", 256,
             "CUDA: prompt chunks of up to this many tokens on Q4_K / Q5_K / Q6_K weights multiply the "
             "quantized tiles directly; longer chunks and other types dequantize to F16 for cuBLAS (0: always)",

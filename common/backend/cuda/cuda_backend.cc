@@ -524,6 +524,7 @@ absl::Status CudaBackend::Init(const BackendOptions& opts) {
   tuning.pdl = opts.cuda_pdl;
   static_assert(BackendOptions::kAttnSplitStep == cuda::kAttnSub &&
                 BackendOptions::kAttnSplitMax == 8 * cuda::kAttnSub);
+  static_assert(BackendOptions::kWgmmaMaxCols == cuda::kMmvMaxCols);
   if (opts.cuda_attn_split != 0) tuning.attn_split = opts.cuda_attn_split;  // checked by CreateBackend
   tuning.qgemm_max_n = opts.cuda_qgemm_max_tokens;
   if (!opts.cuda_wgmma_cols.empty()) {  // (empty: the built-in range, or gpu_check's --wgmma-cols for every backend)

@@ -23,9 +23,9 @@ absl::StatusOr<std::pair<int, int>> ParseWgmmaCols(const std::string& v) {
   const std::vector<std::string> parts = absl::StrSplit(v, '-');
   int lo = 0, hi = 0;
   if (parts.size() != 2 || !absl::SimpleAtoi(parts[0], &lo) || !absl::SimpleAtoi(parts[1], &hi) || lo < 1 ||
-      lo > hi || hi > 32)
-    return absl::InvalidArgumentError(
-        absl::StrCat("--cuda-wgmma-cols takes MIN-MAX columns (1 <= MIN <= MAX <= 32) or off, not '", v, "'"));
+      lo > hi || hi > BackendOptions::kWgmmaMaxCols)
+    return absl::InvalidArgumentError(absl::StrCat("--cuda-wgmma-cols takes MIN-MAX columns (1 <= MIN <= MAX <= ",
+                                                   BackendOptions::kWgmmaMaxCols, ") or off, not '", v, "'"));
   return std::pair<int, int>{lo, hi};
 }
 
