@@ -7,9 +7,9 @@
 # takes a new shape (26-29 tokens for six members, ...) whenever a member nears its end. `tail-slack.patch`
 # (coordinator: a lockstep member drafts up to k past max_tokens, its KV reserved at admission; output unchanged;
 # test SpecLoopTest.InLockstepTheLastStepsDraftIntoTheTailSlack) is `specd-coordinator.slack` in the pack.
-#  1. six streams k = 4 with the workers at --log-level debug, the tree's coordinator, then the slack one: every
-#     eager first run and capture counted by shape and reason (graph_shapes);
-#  2. target-only, then k = 4 tree / slack alternating, twice.
+#  1. target-only, then k = 4 tree / slack alternating, twice (first: a short budget may cut the call);
+#  2. six streams k = 4 with the workers at --log-level debug, the tree's coordinator, then the slack one: every
+#     eager first run and capture counted by shape and reason (graph_shapes).
 #   pack: .devpackF43's files + `specd-coordinator.slack` (f410cd7 with tail-slack.patch):
 #         mkdir -p .devpackT43; XZ_OPT=-9 tar -cJf .devpackT43/devcarry.tar.xz .devcarry
 #   run(command="bash docs/runs/round43/callT.sh", carry=[".devpackT43"])   (~4 min)
@@ -20,7 +20,20 @@ device_setup
 exec > >(tee "$O/stdout.txt") 2>&1
 cp "$C/bin/specd-coordinator" "$C/bin/specd-coordinator.tree"
 coordinator() { cp "$C/bin/specd-coordinator.$1" "$C/bin/specd-coordinator"; }
+# The A/B first (a session's last device minutes may cut the call short: what ran is bundled on the way out).
+trap 'bundle_out' EXIT
+trap 'exit 143' TERM INT
+coordinator tree
+six_streams off 0
+for rep in 1 2; do
+  for v in tree slack; do
+    before 300 "k = 4 $v rep $rep" || break 2
+    coordinator $v
+    six_streams "k4.$v.$rep" 4
+  done
+done
 for v in tree slack; do
+  before 420 "the cold shapes with the $v coordinator" || break
   coordinator $v
   six_streams "k4.$v.dbg" 4 "--log-level debug"
   for w in target draft; do
@@ -28,14 +41,4 @@ for v in tree slack; do
     xz -9 "$O/six/k4.$v.dbg/on.$w.log"
   done
 done
-coordinator tree
-six_streams off 0
-for rep in 1 2; do
-  for v in tree slack; do
-    before 520 "k = 4 $v rep $rep" || break 2
-    coordinator $v
-    six_streams "k4.$v.$rep" 4
-  done
-done
 stamp done
-bundle_out
