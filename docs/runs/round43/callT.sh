@@ -17,19 +17,23 @@ set -u
 export DEVPACK=${DEVPACK:-.devpackT43/devcarry.tar.xz}
 . tests/gpu/device_lib.sh
 device_setup
+# Work under /tmp, its snapshot into $OUT after each run: a call cut short still returns what ran.
+R=$O O=/tmp/callT
+mkdir -p "$O"
+snap() { tar -C "$O" -cJf "$R/out.tmp" . 2> /dev/null; mv "$R/out.tmp" "$R/out.tar.xz"; }
 exec > >(tee "$O/stdout.txt") 2>&1
 cp "$C/bin/specd-coordinator" "$C/bin/specd-coordinator.tree"
 coordinator() { cp "$C/bin/specd-coordinator.$1" "$C/bin/specd-coordinator"; }
-# The A/B first (a session's last device minutes may cut the call short: what ran is bundled on the way out).
-trap 'bundle_out' EXIT
-trap 'exit 143' TERM INT
+# The A/B first (a session's last device minutes may cut the call short).
 coordinator tree
 six_streams off 0
+snap
 for rep in 1 2; do
   for v in tree slack; do
     before 300 "k = 4 $v rep $rep" || break 2
     coordinator $v
     six_streams "k4.$v.$rep" 4
+    snap
   done
 done
 for v in tree slack; do
@@ -40,5 +44,7 @@ for v in tree slack; do
     graph_shapes "$O/six/k4.$v.dbg/on.$w.log"
     xz -9 "$O/six/k4.$v.dbg/on.$w.log"
   done
+  snap
 done
 stamp done
+snap
