@@ -71,6 +71,8 @@ class GrpcDraftClient : public Proposer {
   // The draft worker publishes every proposal in the sequence's slot.
   bool PublishesEveryProposal() const override { return true; }
   bool BatchesEveryProposal() const override { return true; }
+  // The draft worker prefills the prompt beside the target worker's prefill.
+  bool OpensBesideTheTarget() const override { return true; }
 
  private:
   absl::Status Failed(const grpc::Status& gs, const char* call, Deadline deadline);

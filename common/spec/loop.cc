@@ -1,6 +1,7 @@
 #include "common/spec/loop.h"
 
 #include <algorithm>
+#include <future>
 #include <limits>
 #include <optional>
 
@@ -167,13 +168,28 @@ SpecResult RunSpeculative(const SpecRequest& req, const Tokenizer& tok, Verifier
   SpecCosts own_costs;
   SpecCosts* costs = req.costs ? req.costs : &own_costs;
   absl::Status st;
+  DraftState ds;
+  // A draft in another process prefills the prompt beside the target's
+  // prefill (a request that may draft): the first step then drafts with
+  // the lockstep cohort instead of opening the draft alone after it.
+  std::future<absl::Status> draft_opening;
+  if (draft != nullptr && draft->OpensBesideTheTarget() &&
+      (req.policy.adaptive || (req.live_k ? req.live_k() : req.k) > 0)) {
+    ds.ever_opened = true;
+    draft_opening = std::async(std::launch::async, [&] {
+      const SpecCosts::Prefill prefill(costs);
+      return draft->Open(seq, req.prompt, req.sampling, req.deadline);
+    });
+  }
   {
     const SpecCosts::Prefill prefill(costs);
     st = target.Open(seq, req.prompt, req.sampling, req.deadline);
   }
+  const absl::Status draft_open_status = draft_opening.valid() ? draft_opening.get() : absl::OkStatus();
   r.stats.prefill_seconds = elapsed();
   if (!st.ok()) {
     target.Release(seq);  // a timed-out Open may still have happened there
+    if (ds.ever_opened) draft->Release(seq);
     r.reason = FinishReason::kError;
     r.status = st;
     r.stats.elapsed_seconds = elapsed();
@@ -183,7 +199,6 @@ SpecResult RunSpeculative(const SpecRequest& req, const Tokenizer& tok, Verifier
   std::vector<int32_t> committed = req.prompt;
   SpecPolicy policy(req.policy, costs, req.prior);
   auto since = [](SteadyTime t) { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count(); };
-  DraftState ds;
   StreamDecoder decoder(&tok);
   StopMatcher stopper(req.stop);
   auto draft_failed = [&](const absl::Status& why) {
@@ -205,6 +220,15 @@ SpecResult RunSpeculative(const SpecRequest& req, const Tokenizer& tok, Verifier
     }
     SPECD_LOG(DEBUG) << "draft unavailable, step runs target-only" << Kv("seq", seq) << Kv("why", why.ToString());
   };
+
+  if (ds.ever_opened) {
+    if (draft_open_status.ok()) {
+      ds.open = true;
+      ds.synced = static_cast<int64_t>(committed.size());
+    } else {
+      draft_failed(draft_open_status);
+    }
+  }
 
   // A member from the first step to the last (the prefill above and the
   // releases below are not steps the others should wait for).

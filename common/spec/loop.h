@@ -123,7 +123,7 @@ struct SpecStats {
   int64_t spec_appended = 0;  // tokens decided by speculative steps (accepted + 1 each)
   int draft_failures = 0;
   double elapsed_seconds = 0;
-  double prefill_seconds = 0;      // the target's Open (prompt prefill)
+  double prefill_seconds = 0;      // the prompt's prefill: the target's Open (the draft's too where it runs beside)
   double first_token_seconds = 0;  // start to the first emitted token (0: none emitted)
   double draft_seconds = 0;        // time in Propose calls
   double verify_seconds = 0;       // time in Verify calls

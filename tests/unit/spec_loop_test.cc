@@ -1354,6 +1354,112 @@ class FlakyDraft : public Proposer {
   absl::StatusCode code_;
 };
 
+// A draft in another process (OpensBesideTheTarget) whose Open is recorded;
+// the target's Open below waits for it to have run, which it does only when
+// the loop issues the two prefills together.
+class BesideDraft final : public ForwardingProposer {
+ public:
+  BesideDraft(Proposer* inner, absl::Status open_status = absl::OkStatus())
+      : ForwardingProposer(inner), open_status_(std::move(open_status)) {}
+  absl::Status Open(int32_t seq, const std::vector<int32_t>& t, const SamplingParams& s, Deadline dl) override {
+    absl::Status st = open_status_.ok() ? ForwardingProposer::Open(seq, t, s, dl) : open_status_;
+    opens.fetch_add(1);
+    return st;
+  }
+  void Release(int32_t seq) override {
+    releases.fetch_add(1);
+    ForwardingProposer::Release(seq);
+  }
+  bool OpensBesideTheTarget() const override { return true; }
+  std::atomic<int> opens{0}, releases{0};
+
+ private:
+  absl::Status open_status_;
+};
+
+class WaitingTarget final : public ForwardingVerifier {
+ public:
+  WaitingTarget(Verifier* inner, const BesideDraft* draft, absl::Status open_status = absl::OkStatus())
+      : ForwardingVerifier(inner), draft_(draft), open_status_(std::move(open_status)) {}
+  absl::Status Open(int32_t seq, const std::vector<int32_t>& t, const SamplingParams& s, Deadline dl) override {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (draft_->opens.load() == 0 && std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    draft_opened_first = draft_->opens.load() > 0;
+    return open_status_.ok() ? ForwardingVerifier::Open(seq, t, s, dl) : open_status_;
+  }
+  bool draft_opened_first = false;
+
+ private:
+  const BesideDraft* draft_;
+  absl::Status open_status_;
+};
+
+// A draft in another process prefills the prompt beside the target's
+// prefill, not after it: the first step drafts (no Open of its own, so in a
+// lockstep cohort it steps with the others), the output is the target's.
+TEST_F(SpecLoopTest, ARemoteDraftOpensBesideTheTargetsPrefill) {
+  const std::vector<int32_t> prompt = tok().Encode("def add(a, b):\n    return", true, false);
+  const std::vector<int32_t> ref = ReferenceGreedy(prompt, 24);
+  BesideDraft draft(draft_.get());
+  WaitingTarget target(target_.get(), &draft);
+  std::vector<StepEvent> events;
+  const SpecResult r = RunSpeculative(FixedRequest(21, prompt, 24, 3), tok(), target, &draft, [&](const StepEvent& ev) {
+    events.push_back(ev);
+    return true;
+  });
+  ASSERT_TRUE(r.status.ok()) << r.status;
+  EXPECT_TRUE(target.draft_opened_first) << "the draft's Open waited for the target's prefill";
+  EXPECT_EQ(r.tokens, ref);
+  EXPECT_EQ(draft.opens.load(), 1);
+  ASSERT_FALSE(events.empty());
+  EXPECT_TRUE(events[0].draft_used) << "the first step drafts";
+  EXPECT_EQ(r.stats.draft_failures, 0);
+  EXPECT_EQ(draft.releases.load(), 1);
+  EXPECT_EQ(draft_engine_->active_sequences(), 0);
+
+  // A target-only request does not open the draft at all.
+  BesideDraft idle(draft_.get());
+  SpecRequest off = FixedRequest(22, prompt, 8, 0);
+  const SpecResult t = RunSpeculative(off, tok(), *target_, &idle, {});
+  ASSERT_TRUE(t.status.ok()) << t.status;
+  EXPECT_EQ(t.tokens, std::vector<int32_t>(ref.begin(), ref.begin() + 8));
+  EXPECT_EQ(idle.opens.load(), 0);
+  EXPECT_EQ(idle.releases.load(), 0);
+}
+
+// The draft's Open failing beside the prefill is a draft failure (the steps
+// run target-only, then reopen it); the target's failing ends the request
+// and releases the draft's sequence too.
+TEST_F(SpecLoopTest, AFailedOpenBesideThePrefillLosesNothing) {
+  const std::vector<int32_t> prompt = tok().Encode("The quick brown fox", true, false);
+  const std::vector<int32_t> ref = ReferenceGreedy(prompt, 20);
+  {
+    BesideDraft draft(draft_.get(), absl::UnavailableError("injected: the draft worker is down"));
+    SpecRequest req = FixedRequest(23, prompt, 20, 3);
+    req.draft_retry = std::chrono::milliseconds(0);
+    std::vector<StepEvent> events;
+    const SpecResult r = Run(req, &draft, &events);
+    ASSERT_TRUE(r.status.ok()) << r.status;
+    EXPECT_EQ(r.tokens, ref);
+    EXPECT_GE(r.stats.draft_failures, 1);
+    ASSERT_FALSE(events.empty());
+    EXPECT_FALSE(events[0].draft_used);
+    EXPECT_EQ(draft.releases.load(), 1);
+  }
+  {
+    BesideDraft draft(draft_.get());
+    WaitingTarget target(target_.get(), &draft, absl::UnavailableError("injected: the target worker is down"));
+    const SpecResult r = RunSpeculative(FixedRequest(24, prompt, 20, 3), tok(), target, &draft, {});
+    EXPECT_EQ(r.reason, FinishReason::kError);
+    EXPECT_EQ(r.status.code(), absl::StatusCode::kUnavailable) << r.status;
+    EXPECT_TRUE(r.tokens.empty());
+    EXPECT_EQ(draft.opens.load(), 1);
+    EXPECT_EQ(draft.releases.load(), 1);
+    EXPECT_EQ(draft_engine_->active_sequences(), 0);
+  }
+}
+
 TEST_F(SpecLoopTest, DraftFailuresFallBackToTargetOnlyAndReopen) {
   const std::vector<int32_t> prompt = tok().Encode("The quick brown fox", true, false);
   const std::vector<int32_t> ref = ReferenceGreedy(prompt, 60);
