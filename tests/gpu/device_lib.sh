@@ -53,6 +53,8 @@
 #                              of a call that may be cut short: `before 300 ncu && ncu_step ...`)
 #   bundle_out                 everything under $O into one $O/out.tar.xz (the device tool returns at most
 #                              8 files): a call script's last step
+#   work_under DIR / snap      the call's output goes to DIR, and each snap archives it into $OUT/out.tar.xz
+#                              (instead of bundle_out: a call cut short still returns what ran)
 M6=/tmp/peer_models/qwen3-27b-Q4_K_S-d6-Q4_K_M
 M8=/tmp/peer_models/qwen3-27b-g0.05-Q4_K_S-d6-Q4_K_M
 device_setup() {
@@ -95,6 +97,14 @@ bundle_out() {
   t=$(mktemp /tmp/out.XXXXXX.tar.xz)
   tar -C "$O" -cJf "$t" . && find "$O" -mindepth 1 -delete && mv "$t" "$O/out.tar.xz"
   stamp "bundled into out.tar.xz ($(du -h "$O/out.tar.xz" | cut -f1))"
+}
+work_under() {
+  R=$O O=$1
+  mkdir -p "$O"
+}
+snap() {
+  tar -C "$O" -cJf "$R/out.tmp" . 2> /dev/null
+  mv "$R/out.tmp" "$R/out.tar.xz"
 }
 make_pair() {
   local d=$1

@@ -17,10 +17,7 @@ set -u
 export DEVPACK=${DEVPACK:-.devpackT43/devcarry.tar.xz}
 . tests/gpu/device_lib.sh
 device_setup
-# Work under /tmp, its snapshot into $OUT after each run: a call cut short still returns what ran.
-R=$O O=/tmp/callT
-mkdir -p "$O"
-snap() { tar -C "$O" -cJf "$R/out.tmp" . 2> /dev/null; mv "$R/out.tmp" "$R/out.tar.xz"; }
+work_under /tmp/callT  # a snapshot into $OUT after each run: a call cut short still returns what ran
 exec > >(tee "$O/stdout.txt") 2>&1
 cp "$C/bin/specd-coordinator" "$C/bin/specd-coordinator.tree"
 coordinator() { cp "$C/bin/specd-coordinator.$1" "$C/bin/specd-coordinator"; }
