@@ -1,5 +1,7 @@
 #include "common/spec/chain.h"
 
+#include <algorithm>
+
 namespace specd {
 
 absl::Status ProposerChain::Open(int32_t seq, const std::vector<int32_t>& tokens, const SamplingParams& sampling,
@@ -75,6 +77,10 @@ void ProposerChain::Release(int32_t seq) {
     if (i < it->second.members.size() && it->second.members[i].open) members_[i]->Release(seq);
   }
   seqs_.erase(it);
+}
+
+bool ProposerChain::OpensBesideTheTarget() const {
+  return std::all_of(members_.begin(), members_.end(), [](const Proposer* m) { return m->OpensBesideTheTarget(); });
 }
 
 }  // namespace specd

@@ -24,6 +24,7 @@ class ProposerChain : public Proposer {
                     Deadline deadline) override;
   absl::StatusOr<Proposal> Propose(const ProposeRequest& req, Deadline deadline) override;
   void Release(int32_t seq) override;
+  bool OpensBesideTheTarget() const override;
 
   // Proposals each member made that were not empty.
   const std::vector<int64_t>& proposals_by_member() const { return made_; }

@@ -61,6 +61,8 @@ class NgramProposer : public Proposer {
                     Deadline deadline) override;
   absl::StatusOr<Proposal> Propose(const ProposeRequest& req, Deadline deadline) override;
   void Release(int32_t seq) override { seqs_.erase(seq); }
+  // Its Open only indexes the tokens, on the host, in this object.
+  bool OpensBesideTheTarget() const override { return true; }
   const NgramOptions& options() const { return o_; }
 
  private:

@@ -1418,6 +1418,19 @@ TEST_F(SpecLoopTest, ARemoteDraftOpensBesideTheTargetsPrefill) {
   EXPECT_EQ(draft.releases.load(), 1);
   EXPECT_EQ(draft_engine_->active_sequences(), 0);
 
+  // A chain opens beside the prefill when every member can (n-gram lookup indexes on the host).
+  NgramProposer ngram;
+  BesideDraft member(draft_.get());
+  ProposerChain chain({&ngram, &member});
+  EXPECT_TRUE(chain.OpensBesideTheTarget());
+  EXPECT_FALSE(ProposerChain({&ngram, draft_.get()}).OpensBesideTheTarget()) << "an in-process draft opens after";
+  WaitingTarget chained(target_.get(), &member);
+  const SpecResult c = RunSpeculative(FixedRequest(25, prompt, 24, 3), tok(), chained, &chain, {});
+  ASSERT_TRUE(c.status.ok()) << c.status;
+  EXPECT_TRUE(chained.draft_opened_first);
+  EXPECT_EQ(c.tokens, ref);
+  EXPECT_EQ(member.releases.load(), 1);
+
   // A target-only request does not open the draft at all.
   BesideDraft idle(draft_.get());
   SpecRequest off = FixedRequest(22, prompt, 8, 0);
