@@ -4,6 +4,7 @@
 #include <future>
 #include <limits>
 #include <optional>
+#include <system_error>
 
 #include "absl/strings/str_format.h"
 
@@ -175,11 +176,15 @@ SpecResult RunSpeculative(const SpecRequest& req, const Tokenizer& tok, Verifier
   std::future<absl::Status> draft_opening;
   if (draft != nullptr && draft->OpensBesideTheTarget() &&
       (req.policy.adaptive || (req.live_k ? req.live_k() : req.k) > 0)) {
-    ds.ever_opened = true;
-    draft_opening = std::async(std::launch::async, [&] {
-      const SpecCosts::Prefill prefill(costs);
-      return draft->Open(seq, req.prompt, req.sampling, req.deadline);
-    });
+    try {
+      draft_opening = std::async(std::launch::async, [&] {
+        const SpecCosts::Prefill prefill(costs);
+        return draft->Open(seq, req.prompt, req.sampling, req.deadline);
+      });
+      ds.ever_opened = true;
+    } catch (const std::system_error&) {
+      // No thread to spare: the draft opens at the first step that drafts, as a proposer in process does.
+    }
   }
   {
     const SpecCosts::Prefill prefill(costs);

@@ -89,7 +89,8 @@ class Proposer {
   // does not say so.
   virtual bool BatchesEveryProposal() const { return false; }
   // Whether Open may run on another thread while the verifier's Open runs (a
-  // proposer in another process): the loop then opens the sequence here
+  // proposer in another process, or one whose Open touches nothing the
+  // verifier's does): the loop then opens the sequence here
   // beside the target's prefill, not after it, and its first step drafts with
   // the lockstep cohort instead of opening alone.
   virtual bool OpensBesideTheTarget() const { return false; }
