@@ -142,6 +142,7 @@ void ServiceStats::Record(const RequestOutcome& o) {
                   << Kv("transport_ms_per_step", per_step(st.time.transport))
                   << Kv("gate_ms_per_step", per_step(st.time.gate))
                   << Kv("wait_ms_per_step", per_step(st.time.wait))
+                  << Kv("wait_draft_ms_per_step", per_step(st.time.wait_draft))
                   << Kv("prefill_ms_per_step", per_step(st.time.prefill))
                   << Kv("host_ms_per_step", per_step(st.time.host))
                   << (failed ? Kv("error", r.status.ToString()) : Kv("error", ""));

@@ -77,9 +77,9 @@ std::string StepTimes::PerStep(int64_t steps) const {
   const double all = total();
   return absl::StrFormat(
       "per step: draft forwards %.3f ms, verify forward %.3f ms, acceptance %.3f ms, transport %.3f ms, gate %.3f ms, "
-      "wait %.3f ms, host %.3f ms; overhead %.3f ms (%.0f%%)",
-      draft_forward * ms, verify_forward * ms, accept * ms, transport * ms, gate * ms, wait * ms, host * ms,
-      overhead() * ms,
+      "wait %.3f ms (draft %.3f ms), host %.3f ms; overhead %.3f ms (%.0f%%)",
+      draft_forward * ms, verify_forward * ms, accept * ms, transport * ms, gate * ms, wait * ms, wait_draft * ms,
+      host * ms, overhead() * ms,
       all > 0 ? 100.0 * overhead() / all : 0.0) +
          (prefill > 0 ? absl::StrFormat("; others' prefill %.3f ms", prefill * ms) : std::string());
 }
@@ -91,6 +91,7 @@ void StepTimes::Add(const StepTimes& o) {
   transport += o.transport;
   gate += o.gate;
   wait += o.wait;
+  wait_draft += o.wait_draft;
   prefill += o.prefill;
   host += o.host;
 }
@@ -113,6 +114,7 @@ StepTimes StepTimes::Minus(const StepTimes& o) const {
   r.transport = transport - o.transport;
   r.gate = gate - o.gate;
   r.wait = wait - o.wait;
+  r.wait_draft = wait_draft - o.wait_draft;
   r.prefill = prefill - o.prefill;
   r.host = host - o.host;
   return r;
@@ -467,15 +469,16 @@ SpecResult RunSpeculative(const SpecRequest& req, const Tokenizer& tok, Verifier
     auto in_worker = [](double worker_call, double worker) {
       return worker_call > 0 ? std::max(worker_call, worker) : worker;
     };
-    auto waited = [&](double w, double behind_prefill) {
+    auto waited = [&](double w, double behind_prefill, bool in_draft) {
       const double p = std::min(w, std::max(0.0, behind_prefill));
       ev.time.prefill += p;
       ev.time.wait += w - p;
+      if (in_draft) ev.time.wait_draft += w - p;
     };
-    auto split = [&](double call, double worker_call, double worker, double behind_prefill) {
+    auto split = [&](double call, double worker_call, double worker, double behind_prefill, bool in_draft) {
       const double inside = in_worker(worker_call, worker);
       ev.time.transport += std::max(0.0, call - inside);
-      waited(std::min(std::max(0.0, inside - worker), call), behind_prefill);
+      waited(std::min(std::max(0.0, inside - worker), call), behind_prefill, in_draft);
     };
     ev.time.gate = gate_wait;
     if (took) {
@@ -489,12 +492,14 @@ SpecResult RunSpeculative(const SpecRequest& req, const Tokenizer& tok, Verifier
       const double gated = std::min(verify_gate_wait, rest);
       ev.time.transport = rest - gated;
       ev.time.gate += gated;
-      waited(std::max(0.0, v_in - vf.worker_seconds), vf.prefill_wait_seconds);
-      if (proposed) waited(std::max(0.0, d_in - prop.figures.worker_seconds), prop.figures.prefill_wait_seconds);
+      waited(std::max(0.0, v_in - vf.worker_seconds), vf.prefill_wait_seconds, false);
+      if (proposed)
+        waited(std::max(0.0, d_in - prop.figures.worker_seconds), prop.figures.prefill_wait_seconds, true);
     } else {
-      split(verify_call, vf.call_seconds, vf.worker_seconds, vf.prefill_wait_seconds);
+      split(verify_call, vf.call_seconds, vf.worker_seconds, vf.prefill_wait_seconds, false);
       if (use_draft)
-        split(draft_call, prop.figures.call_seconds, prop.figures.worker_seconds, prop.figures.prefill_wait_seconds);
+        split(draft_call, prop.figures.call_seconds, prop.figures.worker_seconds, prop.figures.prefill_wait_seconds,
+              true);
     }
     const bool quiet = costs->QuietSince(quiet_mark);
     costs->ObserveVerify(VerifyCostCell(vf, ev.proposed),

@@ -224,6 +224,7 @@ void StepTimeToProto(const StepTimes& t, int64_t steps, v1::StepTime* out) {
   out->set_transport(t.transport);
   out->set_host(t.host);
   out->set_wait(t.wait);
+  out->set_wait_draft(t.wait_draft);
   out->set_gate(t.gate);
   out->set_prefill(t.prefill);
 }
@@ -236,6 +237,7 @@ StepTimes StepTimeFromProto(const v1::StepTime& t) {
   s.transport = t.transport();
   s.host = t.host();
   s.wait = t.wait();
+  s.wait_draft = t.wait_draft();
   s.gate = t.gate();
   s.prefill = t.prefill();
   return s;

@@ -646,6 +646,8 @@ TEST_F(ServiceTest, ConcurrentRequestsAreBatchedAndStayLossless) {
   EXPECT_GT(s.step_time.verify_forward, 0);
   EXPECT_GT(s.step_time.transport, 0);
   EXPECT_GT(s.step_time.wait, 0);  // the hand-off to the workers' engine threads
+  EXPECT_GT(s.step_time.wait_draft, 0);  // of it, the draft worker's
+  EXPECT_LT(s.step_time.wait_draft, s.step_time.wait);
   EXPECT_GE(s.step_time.gate, 0);   // the lockstep gate (concurrent requests)
   EXPECT_NE(client::FormatStats(s).find("step time per step: draft forwards"), std::string::npos);
   // Concurrent requests pipeline their verifies too (lockstep and all).
