@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Round 45's six-stream A/B (round 44's callU, its packs rebuilt in a new workspace). Six streams on the ~80% pair,
 # k = 4, four coordinators on the same workers alternating twice after one target-only run:
-#   tree          e136a1f^'s loop (the draft opens after the target's prefill, alone)
+#   tree          this tree without e136a1f..7c2a28e (the draft opens after the target's prefill, alone)
 #   beside        this tree (the draft prefills beside the target's prefill)
 #   slack         tree + the tail slack (a lockstep cohort's last steps draft into reserved KV past max_tokens)
 #   beside-slack  this tree + the tail slack (branch tail-slack)

@@ -34,13 +34,15 @@ common/spec/ngram.h common/spec/proposer.h coordinator/grpc_clients.h"
   git apply --include='common/*' --include='coordinator/*' docs/runs/round45/tail-slack.patch
   build beside-slack
   restore
+  # The tree without the draft's open beside the target's prefill (e136a1f..7c2a28e reversed, the rest of
+  # this tree kept).
   # shellcheck disable=SC2086
-  git checkout e136a1f^ -- $beside_files  # the loop before the draft opened beside the target's prefill
-  git apply --include='common/*' --include='coordinator/*' docs/runs/round43/tail-slack.patch
+  unbeside() { git diff e136a1f^ 7c2a28e -- $beside_files | git apply -R; }
+  unbeside
+  git apply --include='common/*' --include='coordinator/*' docs/runs/round45/tail-slack.patch
   build slack
   restore
-  # shellcheck disable=SC2086
-  git checkout e136a1f^ -- $beside_files
+  unbeside
   build tree
   restore
   trap - EXIT
