@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Round 46 call L: is a speculative step's extra hand-off time the host's wake-up latency?
+# A speculative step waits longer in the target worker (0.71 ms against 0.16 in a target-only step, round 45) and
+# at the lockstep gate (0.50 against 0.14): there the threads slept ~7 ms (the draft's proposal) before they are
+# woken, against ~1 ms in a target-only step. Deeper idle states take longer to leave. This call holds
+# /dev/cpu_dma_latency at 0 (what tuned's latency-performance profile does: no deep idle states) around half of
+# the runs, and around others runs one nice-19 busy loop per core (no core ever idles: a woken thread preempts a
+# spinner at once): six streams on the ~80% pair, target-only and k = 4, plain / qos / spin, same workers
+# (.devpackU45, the `beside` coordinator = main).
+#   run(command="bash docs/runs/round46/callL.sh", carry=[".devpackU45"])   (~6 min)
+set -u
+export DEVPACK=${DEVPACK:-.devpackU45/devcarry.tar.xz}
+. tests/gpu/device_lib.sh
+device_setup
+work_under /tmp/callL
+exec > >(tee "$O/stdout.txt") 2>&1
+cp "$C/bin/specd-coordinator.beside" "$C/bin/specd-coordinator"
+stamp "idle states"
+cat /sys/devices/system/cpu/cpuidle/current_driver /sys/devices/system/cpu/cpuidle/current_governor* 2> /dev/null
+for s in /sys/devices/system/cpu/cpu0/cpuidle/state*; do
+  echo "$s: $(cat $s/name) latency $(cat $s/latency) us, used $(cat $s/usage)"
+done 2> /dev/null
+lscpu | grep -E "Model name|Hypervisor|^CPU\(s\)" 
+idle_use() { for s in /sys/devices/system/cpu/cpu0/cpuidle/state*; do echo -n "$(cat $s/name)=$(cat $s/usage) "; done 2> /dev/null; echo; }
+qos_on() { exec 9> /dev/cpu_dma_latency && printf '\x00\x00\x00\x00' >&9 && stamp "cpu_dma_latency held at 0: $(idle_use)"; }
+qos_off() { stamp "cpu_dma_latency released: $(idle_use)"; exec 9>&-; }
+spin_on() {
+  spinners=()
+  for _ in $(seq "$(nproc)"); do nice -n 19 bash -c 'while :; do :; done' & spinners+=($!); done
+  stamp "$(nproc) nice-19 spinners on"
+}
+spin_off() { kill "${spinners[@]}" 2> /dev/null; wait "${spinners[@]}" 2> /dev/null; stamp "spinners off"; }
+qos=1
+[ -w /dev/cpu_dma_latency ] || { stamp "no writable /dev/cpu_dma_latency: no qos runs"; qos=0; }
+for rep in 1 2; do
+  order="plain qos spin"
+  [ $rep = 2 ] && order="spin qos plain"
+  for q in $order; do
+    [ $q = qos ] && [ $qos = 0 ] && continue
+    before $(( rep == 1 ? 400 : 300 )) "rep $rep $q" || break 2
+    [ $q = qos ] && qos_on
+    [ $q = spin ] && spin_on
+    six_streams "off.$q.$rep" 0
+    six_streams "k4.$q.$rep" 4
+    [ $q = qos ] && qos_off
+    [ $q = spin ] && spin_off
+    snap
+  done
+done
+stamp done
+snap
