@@ -33,11 +33,11 @@ spin_off() { kill "${spinners[@]}" 2> /dev/null; wait "${spinners[@]}" 2> /dev/n
 qos=1
 [ -w /dev/cpu_dma_latency ] || { stamp "no writable /dev/cpu_dma_latency: no qos runs"; qos=0; }
 for rep in 1 2; do
-  order="plain qos spin"
-  [ $rep = 2 ] && order="spin qos plain"
+  order="plain spin qos"
+  [ $rep = 2 ] && order="qos spin plain"
   for q in $order; do
     [ $q = qos ] && [ $qos = 0 ] && continue
-    before $(( rep == 1 ? 400 : 300 )) "rep $rep $q" || break 2
+    before $(( rep == 1 ? 330 : 300 )) "rep $rep $q" || break 2
     [ $q = qos ] && qos_on
     [ $q = spin ] && spin_on
     six_streams "off.$q.$rep" 0
