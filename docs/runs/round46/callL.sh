@@ -37,7 +37,7 @@ for rep in 1 2; do
   [ $rep = 2 ] && order="qos spin plain"
   for q in $order; do
     [ $q = qos ] && [ $qos = 0 ] && continue
-    before $(( rep == 1 ? 330 : 300 )) "rep $rep $q" || break 2
+    before $(( rep == 1 ? ${LAST_START:-330} : 300 )) "rep $rep $q" || break 2
     [ $q = qos ] && qos_on
     [ $q = spin ] && spin_on
     six_streams "off.$q.$rep" 0
