@@ -22,7 +22,11 @@
 // A job's wait behind prefill slices (other requests' prompts), measured
 // from its hand-over to its batch's start, is reported to the caller
 // (Submit's `behind_prefill`): the coordinator's step anatomy tells it from
-// the rest of a call's wait.
+// the rest of a call's wait. The rest is counted here, summed over jobs
+// (handoff_*): gather, from a job's hand-over to its batch's last job's;
+// start, from that to the batch's start (the thread waking, exclusive tasks,
+// work it was finishing; prefill slices since then left out); back, from the
+// job's result to its caller running again.
 //
 // Gathering a batch, when no other work waits: jobs that carry a lockstep
 // cohort (common/spec/cohort.h: the coordinator released them together and
@@ -117,12 +121,13 @@ class EngineThread {
     // Written by the engine thread before each job's result; read after all
     // of them (the futures order it).
     if (behind_prefill) behind_prefill->assign(jobs.size(), 0.0);
+    std::vector<int64_t> done(jobs.size(), 0);  // likewise: when each result was set
     {
       std::lock_guard<std::mutex> l(mu_);
-      const int64_t pf0 = PrefillNsLocked();
+      const int64_t pf0 = PrefillNsLocked(), now = NowNs();
       for (size_t i = 0; i < jobs.size(); ++i) {
         auto p = std::make_unique<Pending>(
-            Pending{std::move(jobs[i]), {}, pf0, behind_prefill ? &(*behind_prefill)[i] : nullptr});
+            Pending{std::move(jobs[i]), {}, pf0, behind_prefill ? &(*behind_prefill)[i] : nullptr, now, &done[i]});
         fs.push_back(p->done.get_future());
         jobs_.push_back(std::move(p));
       }
@@ -131,6 +136,10 @@ class EngineThread {
     std::vector<Result> out;
     out.reserve(fs.size());
     for (auto& f : fs) out.push_back(f.get());
+    const int64_t back = NowNs();
+    int64_t sum = 0;
+    for (int64_t d : done) sum += d > 0 ? std::max<int64_t>(0, back - d) : 0;
+    handoff_back_ns_.fetch_add(sum);
     return out;
   }
 
@@ -192,6 +201,11 @@ class EngineThread {
   // their time.
   int64_t prefill_ahead_rounds() const { return prefill_ahead_rounds_.load(); }
   double prefill_ahead_seconds() const { return static_cast<double>(prefill_ahead_ns_.load()) * 1e-9; }
+  // The hand-off of batched jobs, seconds summed over them (see the top).
+  int64_t handoff_jobs() const { return handoff_jobs_.load(); }
+  double handoff_gather_seconds() const { return static_cast<double>(handoff_gather_ns_.load()) * 1e-9; }
+  double handoff_start_seconds() const { return static_cast<double>(handoff_start_ns_.load()) * 1e-9; }
+  double handoff_back_seconds() const { return static_cast<double>(handoff_back_ns_.load()) * 1e-9; }
   const SchedulerOptions& options() const { return opts_; }
 
  private:
@@ -200,6 +214,8 @@ class EngineThread {
     std::promise<Result> done;
     int64_t pf0 = 0;          // PrefillNsLocked() at its hand-over
     double* behind = nullptr;  // set before `done` (when asked): seconds behind prefill slices
+    int64_t handed_ns = 0;     // NowNs() at its hand-over
+    int64_t* done_ns = nullptr;  // set before `done`: NowNs() then
   };
   static int64_t NowNs() {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
@@ -275,14 +291,20 @@ class EngineThread {
       for (auto& t : tasks) t();
       // A prefill slice runs ahead of the batch just gathered: its jobs wait
       // for it (what the coordinator's step anatomy counts as wait).
-      const auto slice_start = std::chrono::steady_clock::now();
+      const int64_t slice_start = NowNs();
       if (PrefillRound() && !batch.empty()) {
         prefill_ahead_rounds_.fetch_add(1);
-        prefill_ahead_ns_.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                        std::chrono::steady_clock::now() - slice_start)
-                                        .count());
+        prefill_ahead_ns_.fetch_add(NowNs() - slice_start);
       }
       if (batch.empty()) continue;
+      // The hand-off (see the top): from the batch's last call, less the prefill slices since it came.
+      const Pending* last = batch.front().get();
+      for (const auto& p : batch)
+        if (p->handed_ns > last->handed_ns) last = p.get();
+      int64_t gather = 0;
+      for (const auto& p : batch) gather += last->handed_ns - p->handed_ns;
+      const int64_t started = std::max<int64_t>(0, NowNs() - last->handed_ns - (prefill_ns_ - last->pf0)) *
+                              static_cast<int64_t>(batch.size());
       // (prefill_ns_ has one writer, this thread: read here without mu_.)
       for (auto& p : batch)
         if (p->behind) *p->behind = static_cast<double>(std::max<int64_t>(0, prefill_ns_ - p->pf0)) * 1e-9;
@@ -293,11 +315,15 @@ class EngineThread {
       // Counted before the callers wake, so that what they read next includes it.
       batches_.fetch_add(1);
       batched_jobs_.fetch_add(static_cast<int64_t>(batch.size()));
+      handoff_jobs_.fetch_add(static_cast<int64_t>(batch.size()));
+      handoff_gather_ns_.fetch_add(gather);
+      handoff_start_ns_.fetch_add(started);
       if (static_cast<int>(batch.size()) > max_seen_.load()) max_seen_.store(static_cast<int>(batch.size()));
       prev2.swap(prev);
       prev.clear();
       for (const Job& j : jobs) prev.insert(key_(j));
       for (size_t i = 0; i < batch.size(); ++i) {
+        if (batch[i]->done_ns) *batch[i]->done_ns = NowNs();
         batch[i]->done.set_value(i < res.size() ? std::move(res[i]) : Result(absl::InternalError("batch lost a job")));
       }
     }
@@ -421,6 +447,7 @@ class EngineThread {
   std::atomic<int64_t> batches_{0}, batched_jobs_{0}, prefill_tokens_{0}, prefill_rounds_{0};
   std::atomic<int64_t> cohort_batches_{0}, cohort_timeouts_{0};
   std::atomic<int64_t> prefill_ahead_rounds_{0}, prefill_ahead_ns_{0};
+  std::atomic<int64_t> handoff_jobs_{0}, handoff_gather_ns_{0}, handoff_start_ns_{0}, handoff_back_ns_{0};
   std::atomic<int> max_seen_{0};
   std::thread thread_;
 };

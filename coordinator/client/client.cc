@@ -41,6 +41,10 @@ WorkerStats FromInfo(const v1::InfoResponse& i, bool reachable) {
   w.cohort_timeouts = i.cohort_timeouts();
   w.prefill_ahead_rounds = i.prefill_ahead_rounds();
   w.prefill_ahead_seconds = i.prefill_ahead_seconds();
+  w.handoff_jobs = i.handoff_jobs();
+  w.handoff_gather_seconds = i.handoff_gather_seconds();
+  w.handoff_start_seconds = i.handoff_start_seconds();
+  w.handoff_back_seconds = i.handoff_back_seconds();
   w.cold_forwards = i.cold_forwards();
   w.model_loads = i.model_loads();
   w.max_batch = i.max_batch();
@@ -328,12 +332,19 @@ std::string FormatStats(const Stats& s) {
     }
     os << absl::StrFormat("%s: %s (%s, vocab %d) pid %d; sequences %d/%d, KV blocks %d/%d; %d forwards (%d cold), "
                           "%d batches (%d requests, mean %.2f, largest %d; %d lockstep cohorts, %d started short); "
-                          "%d prefill + %d step tokens; %d prefill slices ran ahead of a waiting batch (%.1f ms)\n",
+                          "%d prefill + %d step tokens; %d prefill slices ran ahead of a waiting batch (%.1f ms)",
                           name, w.model_name, w.arch, w.vocab_size, w.pid, w.active_sequences, w.max_seqs,
                           w.kv_used_blocks, w.kv_total_blocks, w.forwards, w.cold_forwards, w.batches,
                           w.batched_requests, w.BatchMean(), w.max_batch, w.cohort_batches, w.cohort_timeouts,
                           w.prefill_tokens, w.forward_tokens - w.prefill_tokens, w.prefill_ahead_rounds,
                           w.prefill_ahead_seconds * 1e3);
+    if (w.handoff_jobs > 0) {
+      const double per = 1e3 / static_cast<double>(w.handoff_jobs);
+      os << absl::StrFormat("; hand-off a call: gather %.3f ms, start %.3f ms, back %.3f ms",
+                            w.handoff_gather_seconds * per, w.handoff_start_seconds * per,
+                            w.handoff_back_seconds * per);
+    }
+    os << "\n";
     auto b = [](uint64_t v) { return Config::FormatBytes(static_cast<int64_t>(v)); };
     std::string shared, extra;
     if (w.memory_shared > 0)

@@ -45,10 +45,13 @@ struct WorkerStats {
   int max_seqs = 0, max_seq_len = 0, active_sequences = 0;
   int kv_used_blocks = 0, kv_total_blocks = 0;
   int64_t forwards = 0, batches = 0, batched_requests = 0, model_loads = 0;
-  int64_t cohort_batches = 0, cohort_timeouts = 0;
+  int64_t cohort_batches = 0, cohort_timeouts = 0;  // batches gathering a lockstep cohort; started short of it
   int64_t prefill_ahead_rounds = 0;    // prefill slices that ran while a gathered batch waited
   double prefill_ahead_seconds = 0;
-  int64_t cold_forwards = 0;  // forward batches run cold (CUDA: a shape's first run, its graph capture)  // batches gathering a lockstep cohort; started short of it
+  int64_t cold_forwards = 0;  // forward batches run cold (CUDA: a shape's first run, its graph capture)
+  // The hand-off of batched calls, seconds summed over handoff_jobs (InfoResponse).
+  int64_t handoff_jobs = 0;
+  double handoff_gather_seconds = 0, handoff_start_seconds = 0, handoff_back_seconds = 0;
   int max_batch = 0;
   uint64_t memory_total = 0;
   int64_t memory_budget = -1;

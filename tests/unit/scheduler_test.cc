@@ -257,6 +257,28 @@ TEST(Scheduler, CohortJobsArrivingApartFormOneBatch) {
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(1));
 }
 
+TEST(Scheduler, TheHandOffIsTakenApart) {
+  Recorder rec;
+  SchedulerOptions o;
+  o.cohort_wait = std::chrono::seconds(2);  // never reached: the cohort completes first
+  auto t = MakeThread(&rec, o, std::chrono::milliseconds(5));
+  // Four calls 30 ms apart form one batch: they waited 90 + 60 + 30 + 0 ms for its last one.
+  SubmitCohort(t.get(), 31, 4, 4, std::chrono::milliseconds(30));
+  EXPECT_EQ(rec.log, (std::vector<std::string>{"B4"}));
+  EXPECT_EQ(t->handoff_jobs(), 4);
+  EXPECT_GE(t->handoff_gather_seconds(), 0.15);
+  EXPECT_LT(t->handoff_gather_seconds(), 1.0);
+  // The rest is the engine thread waking and the handlers running again: far less than that.
+  EXPECT_GE(t->handoff_start_seconds(), 0.0);
+  EXPECT_GE(t->handoff_back_seconds(), 0.0);
+  EXPECT_LT(t->handoff_start_seconds() + t->handoff_back_seconds(), t->handoff_gather_seconds());
+  // A call alone gathers nothing.
+  const double gathered = t->handoff_gather_seconds();
+  EXPECT_TRUE(t->Submit(Job{7}).ok());
+  EXPECT_EQ(t->handoff_jobs(), 5);
+  EXPECT_EQ(t->handoff_gather_seconds(), gathered);
+}
+
 TEST(Scheduler, CohortWaitIsBoundedAndALateJobRunsAtOnce) {
   Recorder rec;
   SchedulerOptions o;

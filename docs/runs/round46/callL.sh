@@ -6,15 +6,17 @@
 # /dev/cpu_dma_latency at 0 (what tuned's latency-performance profile does: no deep idle states) around half of
 # the runs, and around others runs one nice-19 busy loop per core (no core ever idles: a woken thread preempts a
 # spinner at once): six streams on the ~80% pair, target-only and k = 4, plain / qos / spin, same workers
-# (.devpackU45, the `beside` coordinator = main).
-#   run(command="bash docs/runs/round46/callL.sh", carry=[".devpackU45"])   (~6 min)
+# (.devpackU46 from docs/runs/round46/prepare.sh: main, whose workers take their wait apart, "hand-off a call" in
+# the stats; or .devpackU45 with DEVPACK=.devpackU45/devcarry.tar.xz, its `beside` coordinator = main then).
+#   run(command="bash docs/runs/round46/callL.sh", carry=[".devpackU46"])   (~6 min)
 set -u
-export DEVPACK=${DEVPACK:-.devpackU45/devcarry.tar.xz}
+export DEVPACK=${DEVPACK:-.devpackU46/devcarry.tar.xz}
 . tests/gpu/device_lib.sh
 device_setup
 work_under /tmp/callL
 exec > >(tee "$O/stdout.txt") 2>&1
-cp "$C/bin/specd-coordinator.beside" "$C/bin/specd-coordinator"
+[ -x "$C/bin/specd-coordinator.beside" ] && cp "$C/bin/specd-coordinator.beside" "$C/bin/specd-coordinator"
+handoff() { grep -hoE "^(target|draft): specd|hand-off a call: .*" "$O/six/$1/"*.stats.txt 2> /dev/null | paste -sd' '; }
 stamp "idle states"
 cat /sys/devices/system/cpu/cpuidle/current_driver /sys/devices/system/cpu/cpuidle/current_governor* 2> /dev/null
 for s in /sys/devices/system/cpu/cpu0/cpuidle/state*; do
@@ -41,7 +43,9 @@ for rep in 1 2; do
     [ $q = qos ] && qos_on
     [ $q = spin ] && spin_on
     six_streams "off.$q.$rep" 0
+    handoff "off.$q.$rep"
     six_streams "k4.$q.$rep" 4
+    handoff "k4.$q.$rep"
     [ $q = qos ] && qos_off
     [ $q = spin ] && spin_off
     snap
