@@ -462,13 +462,12 @@ void Frontend::AddCollectors() {
       s.Add("specd_worker_prefill_ahead_seconds_total",
             "Seconds of prefill slices that ran while a gathered batch of calls waited for them.", Type::kCounter, r,
             i.prefill_ahead_seconds());
-      s.Add("specd_worker_handoff_calls_total", "Batched calls whose hand-off is counted below.", Type::kCounter, r,
-            static_cast<double>(i.handoff_jobs()));
       s.Add("specd_worker_handoff_seconds_total",
-            "The batched calls' hand-off, summed: gather (for the batch's last call), start (from it to the batch's "
-            "start), back (from the result to the handler).",
+            "The batched calls' hand-off, summed over specd_worker_batched_sequences_total: gather (for the batch's "
+            "last call), start (from it to the batch's start), back (from the result to the handler).",
             Type::kCounter, with("phase", "gather"), i.handoff_gather_seconds());
-      s.Add("specd_worker_handoff_seconds_total", "", Type::kCounter, with("phase", "start"), i.handoff_start_seconds());
+      s.Add("specd_worker_handoff_seconds_total", "", Type::kCounter, with("phase", "start"),
+            i.handoff_start_seconds());
       s.Add("specd_worker_handoff_seconds_total", "", Type::kCounter, with("phase", "back"), i.handoff_back_seconds());
       s.Add("specd_worker_cold_forwards_total",
             "Forward batches run cold (CUDA: a batch shape's first eager run or its graph capture).", Type::kCounter,

@@ -22,8 +22,8 @@
 // A job's wait behind prefill slices (other requests' prompts), measured
 // from its hand-over to its batch's start, is reported to the caller
 // (Submit's `behind_prefill`): the coordinator's step anatomy tells it from
-// the rest of a call's wait. The rest is counted here, summed over jobs
-// (handoff_*): gather, from a job's hand-over to its batch's last job's;
+// the rest of a call's wait. The rest is counted here, summed over the
+// batched jobs (handoff_*, per job: over batched_jobs()): gather, from a job's hand-over to its batch's last job's;
 // start, from that to the batch's start (the thread waking, exclusive tasks,
 // work it was finishing; prefill slices since then left out); back, from the
 // job's result to its caller running again.
@@ -202,7 +202,6 @@ class EngineThread {
   int64_t prefill_ahead_rounds() const { return prefill_ahead_rounds_.load(); }
   double prefill_ahead_seconds() const { return static_cast<double>(prefill_ahead_ns_.load()) * 1e-9; }
   // The hand-off of batched jobs, seconds summed over them (see the top).
-  int64_t handoff_jobs() const { return handoff_jobs_.load(); }
   double handoff_gather_seconds() const { return static_cast<double>(handoff_gather_ns_.load()) * 1e-9; }
   double handoff_start_seconds() const { return static_cast<double>(handoff_start_ns_.load()) * 1e-9; }
   double handoff_back_seconds() const { return static_cast<double>(handoff_back_ns_.load()) * 1e-9; }
@@ -315,7 +314,6 @@ class EngineThread {
       // Counted before the callers wake, so that what they read next includes it.
       batches_.fetch_add(1);
       batched_jobs_.fetch_add(static_cast<int64_t>(batch.size()));
-      handoff_jobs_.fetch_add(static_cast<int64_t>(batch.size()));
       handoff_gather_ns_.fetch_add(gather);
       handoff_start_ns_.fetch_add(started);
       if (static_cast<int>(batch.size()) > max_seen_.load()) max_seen_.store(static_cast<int>(batch.size()));
@@ -447,7 +445,7 @@ class EngineThread {
   std::atomic<int64_t> batches_{0}, batched_jobs_{0}, prefill_tokens_{0}, prefill_rounds_{0};
   std::atomic<int64_t> cohort_batches_{0}, cohort_timeouts_{0};
   std::atomic<int64_t> prefill_ahead_rounds_{0}, prefill_ahead_ns_{0};
-  std::atomic<int64_t> handoff_jobs_{0}, handoff_gather_ns_{0}, handoff_start_ns_{0}, handoff_back_ns_{0};
+  std::atomic<int64_t> handoff_gather_ns_{0}, handoff_start_ns_{0}, handoff_back_ns_{0};
   std::atomic<int> max_seen_{0};
   std::thread thread_;
 };

@@ -41,7 +41,6 @@ WorkerStats FromInfo(const v1::InfoResponse& i, bool reachable) {
   w.cohort_timeouts = i.cohort_timeouts();
   w.prefill_ahead_rounds = i.prefill_ahead_rounds();
   w.prefill_ahead_seconds = i.prefill_ahead_seconds();
-  w.handoff_jobs = i.handoff_jobs();
   w.handoff_gather_seconds = i.handoff_gather_seconds();
   w.handoff_start_seconds = i.handoff_start_seconds();
   w.handoff_back_seconds = i.handoff_back_seconds();
@@ -338,8 +337,8 @@ std::string FormatStats(const Stats& s) {
                           w.batched_requests, w.BatchMean(), w.max_batch, w.cohort_batches, w.cohort_timeouts,
                           w.prefill_tokens, w.forward_tokens - w.prefill_tokens, w.prefill_ahead_rounds,
                           w.prefill_ahead_seconds * 1e3);
-    if (w.handoff_jobs > 0) {
-      const double per = 1e3 / static_cast<double>(w.handoff_jobs);
+    if (w.batched_requests > 0) {
+      const double per = 1e3 / static_cast<double>(w.batched_requests);
       os << absl::StrFormat("; hand-off a call: gather %.3f ms, start %.3f ms, back %.3f ms",
                             w.handoff_gather_seconds * per, w.handoff_start_seconds * per,
                             w.handoff_back_seconds * per);

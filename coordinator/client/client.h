@@ -49,8 +49,7 @@ struct WorkerStats {
   int64_t prefill_ahead_rounds = 0;    // prefill slices that ran while a gathered batch waited
   double prefill_ahead_seconds = 0;
   int64_t cold_forwards = 0;  // forward batches run cold (CUDA: a shape's first run, its graph capture)
-  // The hand-off of batched calls, seconds summed over handoff_jobs (InfoResponse).
-  int64_t handoff_jobs = 0;
+  // The hand-off of batched calls, seconds summed over batched_requests (InfoResponse).
   double handoff_gather_seconds = 0, handoff_start_seconds = 0, handoff_back_seconds = 0;
   int max_batch = 0;
   uint64_t memory_total = 0;

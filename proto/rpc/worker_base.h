@@ -112,7 +112,6 @@ class WorkerBase : public Service {
     r->set_cohort_timeouts(thread_->cohort_timeouts());
     r->set_prefill_ahead_rounds(thread_->prefill_ahead_rounds());
     r->set_prefill_ahead_seconds(thread_->prefill_ahead_seconds());
-    r->set_handoff_jobs(thread_->handoff_jobs());
     r->set_handoff_gather_seconds(thread_->handoff_gather_seconds());
     r->set_handoff_start_seconds(thread_->handoff_start_seconds());
     r->set_handoff_back_seconds(thread_->handoff_back_seconds());

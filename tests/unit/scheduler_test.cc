@@ -265,7 +265,7 @@ TEST(Scheduler, TheHandOffIsTakenApart) {
   // Four calls 30 ms apart form one batch: they waited 90 + 60 + 30 + 0 ms for its last one.
   SubmitCohort(t.get(), 31, 4, 4, std::chrono::milliseconds(30));
   EXPECT_EQ(rec.log, (std::vector<std::string>{"B4"}));
-  EXPECT_EQ(t->handoff_jobs(), 4);
+  EXPECT_EQ(t->batched_jobs(), 4);
   EXPECT_GE(t->handoff_gather_seconds(), 0.15);
   EXPECT_LT(t->handoff_gather_seconds(), 1.0);
   // The rest is the engine thread waking and the handlers running again: far less than that.
@@ -275,7 +275,7 @@ TEST(Scheduler, TheHandOffIsTakenApart) {
   // A call alone gathers nothing.
   const double gathered = t->handoff_gather_seconds();
   EXPECT_TRUE(t->Submit(Job{7}).ok());
-  EXPECT_EQ(t->handoff_jobs(), 5);
+  EXPECT_EQ(t->batched_jobs(), 5);
   EXPECT_EQ(t->handoff_gather_seconds(), gathered);
 }
 
