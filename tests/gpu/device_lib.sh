@@ -238,15 +238,15 @@ bench_multi() {
   done
 }
 six_streams() {
-  local tag=$1 k=$2 flags=${3:-} runs=on spec
+  local tag=$1 k=$2 flags=${3:-} dflags=${4:-} runs=on spec
   case $k in
     0) runs=off spec="" ;;
     auto) spec="" ;;
     *) spec="--k $k --no-adaptive" ;;
   esac
   make_pair "$M8" --residual-gain 0.05
-  stamp "six streams $tag: k = $k, workers ${flags:-(defaults)}"
-  SVC_TARGET_FLAGS="$flags" SVC_DRAFT_FLAGS="$flags" OUT=$O/six/$tag RUNS=$runs TARGET=$M8/target.gguf \
+  stamp "six streams $tag: k = $k, workers ${flags:-(defaults)}${dflags:+, draft $dflags}"
+  SVC_TARGET_FLAGS="$flags" SVC_DRAFT_FLAGS="$flags $dflags" OUT=$O/six/$tag RUNS=$runs TARGET=$M8/target.gguf \
     DRAFT=$M8/draft.gguf TOKENS=256 SPEC_FLAGS="$spec" timeout 120 bash tests/gpu/batch_spec.sh > "$O/six_$tag.txt" 2>&1
   echo "rc=$?"
   grep -hE "^\| (target-only|speculative)|^verify-greedy:|^  (speculative|target-only) steps|^k histogram" \
