@@ -35,6 +35,13 @@ timeout 90 "$C/bin/specd" generate --backend cuda --max-seqs 1 --max-seq-len 204
   --prompt "def quicksort(items):" --model "$M8/target.gguf" --draft "$M8/draft.gguf" --k 4 --no-adaptive \
   2> "$O/gen_k4.log" > /dev/null
 echo "rc=$?"; grep -v '^ts=' "$O/gen_k4.log" | grep -E "step costs|per step|tok/s" | cut -c1-600
+# ... and through the services, one stream alone (no cohort whose verify shares the GPU with its proposals).
+stamp "services, one stream: k = 4"
+OUT=$O/one RUNS=on STREAMS=1 REQUESTS=3 TOKENS=256 TARGET=$M8/target.gguf DRAFT=$M8/draft.gguf \
+  SPEC_FLAGS="--k 4 --no-adaptive" timeout 100 bash tests/gpu/batch_spec.sh > "$O/one.txt" 2>&1
+echo "rc=$?"; grep -hE "^  speculative steps|draft\[4\]=" "$O/one/on.stats.txt" 2> /dev/null | cut -c1-300
+grep -hoE "draft\[[0-9x]+\]=[0-9.]+ms" "$O/one/on.stats.txt" 2> /dev/null | paste -sd' '
+snap
 handoff() { grep -hoE "^(target|draft): specd|hand-off a call: .*" "$O/six/$1/"*.stats.txt 2> /dev/null | paste -sd' '; }
 # The draft's learned cost cells (quiet steps): per proposal of n forwards at m sequences, draft[mxn].
 draft_cells() { grep -hoE "draft\[[0-9x]+\]=[0-9.]+ms" "$O/six/$1/"*.stats.txt 2> /dev/null | paste -sd' '; }
@@ -75,13 +82,13 @@ workers() { for w in target draft; do cp "$C/bin/specd-$w-worker.$1" "$C/bin/spe
 qos=1
 [ -w /dev/cpu_dma_latency ] || { stamp "no writable /dev/cpu_dma_latency: no qos runs"; qos=0; }
 for rep in 1 2; do
-  order="plain noshare hspin mps qos spin"
-  [ $rep = 2 ] && order="spin qos mps hspin noshare plain"
+  order="plain noshare mps hspin qos spin"
+  [ $rep = 2 ] && order="spin qos hspin mps noshare plain"
   for q in $order; do
     [ $q = qos ] && [ $qos = 0 ] && continue
     [ $q = hspin ] && [ $hspin = 0 ] && continue
     [ $q = mps ] && [ -z "$MPS" ] && { stamp "no nvidia-cuda-mps-control: no mps runs"; continue; }
-    before $(( rep == 1 ? ${LAST_START:-400} : 470 )) "rep $rep $q" || break 2
+    before $(( rep == 1 ? ${LAST_START:-430} : 470 )) "rep $rep $q" || break 2
     [ $q = qos ] && qos_on
     [ $q = mps ] && { mps_on || { stamp "MPS did not start"; mps_off; continue; }; }
     [ $q = spin ] && spin_on
