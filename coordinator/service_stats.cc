@@ -134,6 +134,7 @@ void ServiceStats::Record(const RequestOutcome& o) {
                   << Kv("mean_k", absl::StrFormat("%.2f", rec.mean_k())) << Kv("adaptive", o.adaptive)
                   << Kv("tok_s", absl::StrFormat("%.1f", r.TokensPerSecond()))
                   << Kv("queue_wait_ms", absl::StrFormat("%.1f", o.queue_seconds * 1e3))
+                  << Kv("open_ms", absl::StrFormat("%.1f", st.prefill_seconds * 1e3))
                   << Kv("ttft_ms", absl::StrFormat("%.1f", o.ttft_seconds * 1e3))
                   << Kv("elapsed_ms", absl::StrFormat("%.1f", st.elapsed_seconds * 1e3))
                   << Kv("draft_failures", st.draft_failures) << Kv("pipelined_steps", st.pipelined_steps)

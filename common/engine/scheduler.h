@@ -156,22 +156,35 @@ class EngineThread {
     return f.get();
   }
 
-  // Feeds `pending` tokens of `key`'s prefill in slices; blocks until they
-  // are in, a slice fails, or `cancelled` (polled each round) says so.
-  absl::Status Prefill(int64_t key, int64_t pending, std::function<bool()> cancelled = {}) {
-    if (pending <= 0) return absl::OkStatus();
+  // A prompt's prefill (a sequence's Open): `start` runs as an exclusive task
+  // (in order with Run's) and returns the tokens to prefill, which are fed in
+  // slices from that same round on: a prefill handed over after its task ran
+  // would wait out the round's batch first (a step of every running
+  // sequence, on the time to first token). Blocks until they are in, `start`
+  // or a slice fails, or `cancelled` (polled each round) says so.
+  absl::Status Prefill(int64_t key, std::function<absl::StatusOr<int64_t>()> start,
+                       std::function<bool()> cancelled = {}) {
     if (!prefill_) return absl::UnimplementedError("this scheduler has no prefill function");
     auto p = std::make_shared<PrefillJob>();
     p->key = key;
-    p->remaining = pending;
     p->cancelled = std::move(cancelled);
     std::future<absl::Status> f = p->done.get_future();
     {
       std::lock_guard<std::mutex> l(mu_);
-      incoming_.push_back(std::move(p));
+      tasks_.push_back([this, p, start = std::move(start)] {
+        const absl::StatusOr<int64_t> pending = start();
+        if (!pending.ok()) return p->done.set_value(pending.status());
+        if (*pending <= 0) return p->done.set_value(absl::OkStatus());
+        p->remaining = *pending;
+        prefills_.push_back(p);  // this round's slice round serves it
+      });
     }
     cv_.notify_one();
     return f.get();
+  }
+  absl::Status Prefill(int64_t key, int64_t pending, std::function<bool()> cancelled = {}) {
+    if (pending <= 0) return absl::OkStatus();
+    return Prefill(key, [pending]() -> absl::StatusOr<int64_t> { return pending; }, std::move(cancelled));
   }
 
   // True when the thread takes an exclusive task within `timeout` (a
@@ -236,15 +249,15 @@ class EngineThread {
       std::vector<std::unique_ptr<Pending>> batch;
       {
         std::unique_lock<std::mutex> l(mu_);
-        cv_.wait(l, [&] { return stop_ || !tasks_.empty() || !jobs_.empty() || !incoming_.empty() || !prefills_.empty(); });
-        if (stop_ && tasks_.empty() && jobs_.empty() && incoming_.empty() && prefills_.empty()) return;
+        cv_.wait(l, [&] { return stop_ || !tasks_.empty() || !jobs_.empty() || !prefills_.empty(); });
+        if (stop_ && tasks_.empty() && jobs_.empty() && prefills_.empty()) return;
         // Lockstep batching (see the top), unless other work waits.
-        const bool idle_else = tasks_.empty() && incoming_.empty() && prefills_.empty() && !jobs_.empty();
+        const bool idle_else = tasks_.empty() && prefills_.empty() && !jobs_.empty();
         const bool cohorts = HasCohortLocked();
         if (cohorts) {
           if (idle_else && opts_.cohort_wait.count() > 0 && !CohortsCompleteLocked()) {
             cv_.wait_for(l, opts_.cohort_wait, [&] {
-              return stop_ || !tasks_.empty() || !incoming_.empty() || CohortsCompleteLocked();
+              return stop_ || !tasks_.empty() || CohortsCompleteLocked();
             });
           }
         } else if (opts_.batch_wait.count() > 0 && idle_else) {
@@ -258,13 +271,11 @@ class EngineThread {
           };
           if (pending_keys() < want) {
             cv_.wait_for(l, opts_.batch_wait,
-                         [&] { return stop_ || !tasks_.empty() || !incoming_.empty() || pending_keys() >= want; });
+                         [&] { return stop_ || !tasks_.empty() || pending_keys() >= want; });
           }
         }
         const bool cohort_incomplete = cohorts && !CohortsCompleteLocked();
         tasks.swap(tasks_);
-        for (auto& p : incoming_) prefills_.push_back(std::move(p));
-        incoming_.clear();
         std::set<int64_t> keys;
         bool had_cohort = false;
         for (auto it = jobs_.begin(); it != jobs_.end() && static_cast<int>(batch.size()) < opts_.max_batch;) {
@@ -434,7 +445,6 @@ class EngineThread {
   std::condition_variable cv_;
   std::deque<std::function<void()>> tasks_;
   std::deque<std::unique_ptr<Pending>> jobs_;
-  std::vector<std::shared_ptr<PrefillJob>> incoming_;
   std::deque<std::shared_ptr<PrefillJob>> prefills_;  // engine thread only (read in the wait predicate there)
   bool stop_ = false;
   // Prefill slices' time so far and the running one's start (0: none): written

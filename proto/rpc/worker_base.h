@@ -25,24 +25,26 @@ class WorkerBase : public Service {
 
   // Replaces a sequence of the same id: a coordinator reopening after a
   // failure must not trip over what it left. The prompt is prefilled in
-  // chunks between batches (EngineThread::Prefill), so the other sequences
-  // keep stepping meanwhile; the call returns once it is all in.
+  // chunks between batches (EngineThread::Prefill), from the round that opens
+  // the sequence on, so the other sequences keep stepping meanwhile; the call
+  // returns once it is all in.
   grpc::Status Open(grpc::ServerContext* ctx, const v1::OpenRequest* req, v1::OpenResponse* resp) override {
     if (auto st = Authorize(ctx); !st.ok()) return st;
     auto sampling = SamplingFromProto(req->sampling());
     if (!sampling.ok()) return ToGrpc(sampling.status());
     const std::vector<int32_t> tokens = ToVector(req->tokens());
     const int32_t seq = req->seq();
-    int64_t pending = 0;
     uint64_t open_id = 0;
-    absl::Status st = thread_->Run([&]() -> absl::Status {
-      SPECD_RETURN_IF_ERROR(HostReady());
-      SPECD_RETURN_IF_ERROR(host().OpenSeq(seq, tokens, *sampling, /*prefill=*/false));
-      pending = host().core().PrefillPending(seq);
-      open_id = host().core().Get(seq)->open_id;
-      return absl::OkStatus();
-    });
-    if (st.ok()) st = thread_->Prefill(seq, pending, [ctx] { return ctx->IsCancelled(); });
+    // The sequence opens as an exclusive task whose round starts its prefill.
+    absl::Status st = thread_->Prefill(
+        seq,
+        [&]() -> absl::StatusOr<int64_t> {
+          SPECD_RETURN_IF_ERROR(HostReady());
+          SPECD_RETURN_IF_ERROR(host().OpenSeq(seq, tokens, *sampling, /*prefill=*/false));
+          open_id = host().core().Get(seq)->open_id;
+          return host().core().PrefillPending(seq);
+        },
+        [ctx] { return ctx->IsCancelled(); });
     if (!st.ok()) {
       // Release what this call opened, not a sequence a later Open put there.
       thread_->Run([&] {

@@ -492,7 +492,7 @@ TEST_F(ServiceSchedTest, StatsMetricsAndLogsShowTheService) {
     if (line.find("msg=\"request finished\"") == std::string::npos) continue;
     ++lines;
     for (const char* key : {" id=", " reason=length", " tokens=100", " acceptance=", " tok_s=", " queue_wait_ms=",
-                            " ttft_ms=", " mean_k=", " transport_ms_per_step=", " wait_ms_per_step=",
+                            " open_ms=", " ttft_ms=", " mean_k=", " transport_ms_per_step=", " wait_ms_per_step=",
                             " wait_draft_ms_per_step="})
       EXPECT_NE(line.find(key), std::string::npos) << key << " missing: " << line;
   }

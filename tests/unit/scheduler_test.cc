@@ -139,6 +139,48 @@ TEST(Scheduler, LongPrefillIsChunkedBetweenBatches) {
   EXPECT_EQ(slices, 10);
 }
 
+// A prompt's prefill starts in the round of the task that opens its sequence:
+// handed over after that task it would wait out the round's batch (a step of
+// every running sequence) first. While a sequence keeps stepping, each
+// opening ("O") is followed at once by its first slice ("P"), never a batch.
+TEST(Scheduler, APrefillStartsInTheRoundThatOpensIt) {
+  Recorder rec;
+  SchedulerOptions o;
+  o.prefill_chunk = 100;
+  auto t = MakeThread(&rec, o, std::chrono::milliseconds(3));
+  std::atomic<bool> stop{false};
+  std::thread stepping([&] {
+    while (!stop) EXPECT_TRUE(t->Submit(Job{7}).ok());
+  });
+  while (t->batches() < 2) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  for (int64_t key = 1; key <= 5; ++key) {
+    const absl::Status st = t->Prefill(key, [&rec, key]() -> absl::StatusOr<int64_t> {
+      std::lock_guard<std::mutex> l(rec.mu);
+      rec.pending[key] = 150;
+      rec.log.push_back("O" + std::to_string(key));
+      return 150;
+    });
+    EXPECT_TRUE(st.ok()) << st;
+  }
+  // An opening that fails ends the call with its error and prefills nothing.
+  EXPECT_EQ(t->Prefill(9, [] { return absl::StatusOr<int64_t>(absl::FailedPreconditionError("no model")); }).code(),
+            absl::StatusCode::kFailedPrecondition);
+  stop = true;
+  stepping.join();
+  std::lock_guard<std::mutex> l(rec.mu);
+  int opened = 0;
+  for (size_t i = 0; i < rec.log.size(); ++i) {
+    if (rec.log[i][0] != 'O') continue;
+    ++opened;
+    ASSERT_LT(i + 1, rec.log.size());
+    EXPECT_EQ(rec.log[i + 1], "P" + rec.log[i].substr(1) + ":100") << "entry " << i;
+  }
+  EXPECT_EQ(opened, 5);
+  EXPECT_EQ(t->prefill_tokens(), 5 * 150);
+  EXPECT_GE(t->batches(), 5) << "the sequence kept stepping";
+  for (const std::string& e : rec.log) EXPECT_NE(e.rfind("P9", 0), 0u) << "the failed opening prefilled";
+}
+
 // A job's wait behind prefill slices is measured and reported (the step
 // anatomy's "others' prefill"): none when no prompt is going in, at least
 // the running slice's rest while one is.
