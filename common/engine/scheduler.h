@@ -9,8 +9,9 @@
 //                Every job pending when the thread comes round goes into one
 //                BatchFn call, i.e. one forward for all active requests; jobs
 //                that arrive meanwhile form the next batch (continuous batching).
-//   Prefill(key, n)  a prompt's prefill, fed in slices: each round gives at
-//                most `prefill_chunk` tokens to the pending prefills (one
+//   Prefill(key, start)  a prompt's prefill, opened by `start` (an exclusive
+//                task) and fed in slices from that round on: each round gives
+//                at most `prefill_chunk` tokens to the pending prefills (one
 //                PrefillFn call, one forward), round-robin, so a long prompt
 //                delays the running sequences' steps by one chunk per round
 //                instead of its whole length (chunked prefill).
