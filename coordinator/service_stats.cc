@@ -74,6 +74,7 @@ void ServiceStats::Record(const RequestOutcome& o) {
   rec.set_tokens_per_second(r.TokensPerSecond());
   rec.set_queue_seconds(o.queue_seconds);
   rec.set_time_to_first_token_seconds(o.ttft_seconds);
+  rec.set_open_seconds(st.prefill_seconds);
   rec.set_elapsed_seconds(st.elapsed_seconds);
   rec.set_mean_k(ks ? static_cast<double>(kw) / ks : 0.0);
   rec.set_adaptive(o.adaptive);

@@ -240,6 +240,7 @@ absl::StatusOr<Stats> Client::GetStats(std::chrono::milliseconds timeout) {
     rec.mean_accepted_length = q.mean_accepted_length();
     rec.tokens_per_second = q.tokens_per_second();
     rec.queue_seconds = q.queue_seconds();
+    rec.open_seconds = q.open_seconds();
     rec.time_to_first_token_seconds = q.time_to_first_token_seconds();
     rec.elapsed_seconds = q.elapsed_seconds();
     rec.mean_k = q.mean_k();
@@ -361,13 +362,14 @@ std::string FormatStats(const Stats& s) {
   worker("draft", s.draft);
   if (!s.recent.empty()) {
     os << "recent requests (newest first):\n";
-    os << absl::StrFormat("  %8s %6s %6s %-9s %7s %7s %6s %9s %9s %9s\n", "id", "prompt", "tokens", "finish",
-                          "accept", "acc.len", "mean k", "tok/s", "queue ms", "ttft ms");
+    os << absl::StrFormat("  %8s %6s %6s %-9s %7s %7s %6s %9s %9s %9s %9s\n", "id", "prompt", "tokens", "finish",
+                          "accept", "acc.len", "mean k", "tok/s", "queue ms", "open ms", "ttft ms");
     for (const RequestRecord& r : s.recent) {
-      os << absl::StrFormat("  %8d %6d %6d %-9s %6.1f%% %7.2f %6.2f %9.1f %9.1f %9.1f%s\n", r.id, r.prompt_tokens,
-                            r.completion_tokens, r.finish_reason, 100 * r.acceptance_rate, r.mean_accepted_length,
-                            r.mean_k, r.tokens_per_second, 1e3 * r.queue_seconds,
-                            1e3 * r.time_to_first_token_seconds, r.error.empty() ? "" : "  " + r.error);
+      os << absl::StrFormat("  %8d %6d %6d %-9s %6.1f%% %7.2f %6.2f %9.1f %9.1f %9.1f %9.1f%s\n", r.id,
+                            r.prompt_tokens, r.completion_tokens, r.finish_reason, 100 * r.acceptance_rate,
+                            r.mean_accepted_length, r.mean_k, r.tokens_per_second, 1e3 * r.queue_seconds,
+                            1e3 * r.open_seconds, 1e3 * r.time_to_first_token_seconds,
+                            r.error.empty() ? "" : "  " + r.error);
     }
   }
   return os.str();

@@ -75,7 +75,7 @@ struct RequestRecord {
   std::string finish_reason;  // eos, stop, length, cancelled, deadline; "error" with `error`
   std::string error;
   double acceptance_rate = 0, mean_accepted_length = 0, tokens_per_second = 0;
-  double queue_seconds = 0, time_to_first_token_seconds = 0, elapsed_seconds = 0, mean_k = 0;
+  double queue_seconds = 0, open_seconds = 0, time_to_first_token_seconds = 0, elapsed_seconds = 0, mean_k = 0;
   bool adaptive = false;
 };
 

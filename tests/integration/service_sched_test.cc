@@ -397,6 +397,9 @@ TEST_F(ServiceSchedTest, StatsMetricsAndLogsShowTheService) {
     EXPECT_EQ(r.completion_tokens, 100);
     EXPECT_EQ(r.finish_reason, "length");
     EXPECT_GT(r.tokens_per_second, 0);
+    // The open (the prompt's prefill) comes before the first token.
+    EXPECT_GT(r.open_seconds, 0);
+    EXPECT_LT(r.open_seconds, r.time_to_first_token_seconds);
   }
   for (const client::WorkerStats* w : {&s.target, &s.draft}) {
     EXPECT_GT(w->memory_weights, 0u);
@@ -418,7 +421,7 @@ TEST_F(ServiceSchedTest, StatsMetricsAndLogsShowTheService) {
   EXPECT_GT(s.draft.memory_exchange, 0u);
   const std::string report = client::FormatStats(s);
   for (const char* want : {"k histogram", "sequences per verify", "memory: weights", "forwards (0 cold)",
-                           "recent requests", "queued", "lockstep: start: ", "lockstep cohorts",
+                           "recent requests", "open ms", "queued", "lockstep: start: ", "lockstep cohorts",
                            "hand-off a call: gather "})
     EXPECT_NE(report.find(want), std::string::npos) << want << " missing from:\n" << report;
   // The speculative steps' time travels apart from the target-only steps'.
