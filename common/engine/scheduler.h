@@ -183,10 +183,6 @@ class EngineThread {
     cv_.notify_one();
     return f.get();
   }
-  absl::Status Prefill(int64_t key, int64_t pending, std::function<bool()> cancelled = {}) {
-    if (pending <= 0) return absl::OkStatus();
-    return Prefill(key, [pending]() -> absl::StatusOr<int64_t> { return pending; }, std::move(cancelled));
-  }
 
   // True when the thread takes an exclusive task within `timeout` (a
   // liveness check that never blocks longer than that).

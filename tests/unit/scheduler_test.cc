@@ -32,6 +32,11 @@ struct Recorder {
 
 using Thread = EngineThread<Job, int64_t>;
 
+// A prefill's opening task that has `n` tokens to feed.
+std::function<absl::StatusOr<int64_t>()> Tokens(int64_t n) {
+  return [n]() -> absl::StatusOr<int64_t> { return n; };
+}
+
 std::unique_ptr<Thread> MakeThread(Recorder* rec, SchedulerOptions o,
                                    std::chrono::milliseconds batch_cost = std::chrono::milliseconds(0),
                                    std::chrono::milliseconds slice_cost = std::chrono::milliseconds(0)) {
@@ -108,7 +113,7 @@ TEST(Scheduler, LongPrefillIsChunkedBetweenBatches) {
   auto t = MakeThread(&rec, o, std::chrono::milliseconds(1), std::chrono::milliseconds(10));
   std::atomic<bool> done{false};
   std::thread pre([&] {
-    EXPECT_TRUE(t->Prefill(1, 1000).ok());
+    EXPECT_TRUE(t->Prefill(1, Tokens(1000)).ok());
     done = true;
   });
   // A running sequence keeps stepping while the prompt goes in.
@@ -203,7 +208,7 @@ TEST(Scheduler, AJobsWaitBehindPrefillSlicesIsReported) {
   double behind = -1;
   ASSERT_TRUE(t.Submit(Job{7}, &behind).ok());
   EXPECT_EQ(behind, 0.0);
-  std::thread pre([&] { EXPECT_TRUE(t.Prefill(1, 300).ok()); });
+  std::thread pre([&] { EXPECT_TRUE(t.Prefill(1, Tokens(300)).ok()); });
   while (slices.load() == 0) std::this_thread::sleep_for(std::chrono::microseconds(200));
   // Handed over inside the first slice: they wait at least for its rest.
   std::vector<double> behinds;
@@ -227,11 +232,11 @@ TEST(Scheduler, PrefillsShareTheChunkRoundRobin) {
   SchedulerOptions o;
   o.prefill_chunk = 100;
   auto t = MakeThread(&rec, o, std::chrono::milliseconds(0), std::chrono::milliseconds(2));
-  std::thread a([&] { EXPECT_TRUE(t->Prefill(1, 1000).ok()); });
+  std::thread a([&] { EXPECT_TRUE(t->Prefill(1, Tokens(1000)).ok()); });
   // Let the long one start, then a short one arrives.
   while (t->prefill_rounds() < 2) std::this_thread::sleep_for(std::chrono::microseconds(100));
   const int64_t round_before = t->prefill_rounds();
-  EXPECT_TRUE(t->Prefill(2, 30).ok());
+  EXPECT_TRUE(t->Prefill(2, Tokens(30)).ok());
   const int64_t waited = t->prefill_rounds() - round_before;
   a.join();
   EXPECT_LE(waited, 3) << "the short prompt is not stuck behind the long one";
@@ -246,12 +251,12 @@ TEST(Scheduler, PrefillErrorsAndCancellationEndIt) {
   SchedulerOptions o;
   o.prefill_chunk = 50;
   auto t = MakeThread(&rec, o);
-  EXPECT_EQ(t->Prefill(-1, 10).code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(t->Prefill(-1, Tokens(10)).code(), absl::StatusCode::kResourceExhausted);
   std::atomic<int> polls{0};
-  const absl::Status st = t->Prefill(3, 500, [&] { return ++polls > 3; });
+  const absl::Status st = t->Prefill(3, Tokens(500), [&] { return ++polls > 3; });
   EXPECT_EQ(st.code(), absl::StatusCode::kCancelled) << st;
   EXPECT_GT(rec.pending[3], 0);
-  EXPECT_TRUE(t->Prefill(4, 0).ok());  // nothing to do
+  EXPECT_TRUE(t->Prefill(4, Tokens(0)).ok());  // nothing to do
   // Exclusive tasks still run in order.
   EXPECT_EQ(t->Run([] { return 5; }), 5);
 }
