@@ -7,11 +7,7 @@
 #   bash docs/runs/round45/prepare.sh [u|q|peer]...   (default: all three; ~15 + 5 + 40 min on 2 cores)
 # The tree must be clean (the coordinators are built from patched copies of its files, restored after).
 set -euo pipefail
-cd "$(dirname "$0")/../../.."
-export PATH=/usr/local/cuda/bin:$PATH
-for p in '/.devpack*/' '/.peer/' '/.devcarry/' '/build*/'; do
-  grep -qxF "$p" .git/info/exclude 2> /dev/null || echo "$p" >> .git/info/exclude
-done
+. "$(dirname "$0")/../../../tests/gpu/pack_env.sh"
 deploy/install-deps.sh --test > /dev/null
 B=build-cuda
 carry() {

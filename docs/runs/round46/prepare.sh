@@ -6,11 +6,7 @@
 #   bash docs/runs/round46/prepare.sh   (~20 min on 2 cores after deploy/install-deps.sh --test)
 # The tree must be clean (the spin workers are built from it patched, restored after).
 set -euo pipefail
-cd "$(dirname "$0")/../../.."
-export PATH=/usr/local/cuda/bin:$PATH
-for p in '/.devpack*/' '/.peer/' '/.devcarry/' '/build*/'; do
-  grep -qxF "$p" .git/info/exclude 2> /dev/null || echo "$p" >> .git/info/exclude
-done
+. "$(dirname "$0")/../../../tests/gpu/pack_env.sh"
 git diff --quiet || { echo "prepare: the tree has local changes" >&2; exit 2; }
 deploy/install-deps.sh --test > /dev/null
 B=build-cuda
